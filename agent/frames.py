@@ -1,0 +1,339 @@
+"""Frames: what the in-process hook sends to the launcher over its Unix socket.
+
+This module is imported inside every traced process, so it uses the standard library
+only. A frame is a 5-byte header (type, payload length) and a payload. Record frames are
+columnar: one little-endian int64 array per column, in the order of ``COLUMNS``, which
+mirrors the ``Records`` message of proto/collector.proto. The launcher turns them into
+protobuf batches; nothing in the user's process touches protobuf or gRPC.
+"""
+
+from __future__ import annotations
+
+import array
+import json
+import struct
+import sys
+import threading
+from collections.abc import Iterable, Sequence
+from enum import IntEnum
+from typing import Any, TypedDict
+
+
+class FrameType(IntEnum):
+    HELLO = 1  # JSON: process identity, clock snapshot
+    RECORDS = 2  # binary: new strings + columnar records
+    DEVICES = 3  # JSON list of DeviceInfo
+    GOODBYE = 4  # JSON: final counts
+
+
+class RecordKind(IntEnum):
+    """Same values as ``tfprof.v1.RecordKind``."""
+
+    KERNEL = 1
+    MEMCPY = 2
+    MEMSET = 3
+
+
+COLUMNS: tuple[str, ...] = (
+    "kind",
+    "start_ns",
+    "duration_ns",
+    "device",
+    "context",
+    "stream",
+    "correlation",
+    "name",
+    "grid_x",
+    "grid_y",
+    "grid_z",
+    "block_x",
+    "block_y",
+    "block_z",
+    "registers",
+    "static_smem",
+    "dynamic_smem",
+    "bytes",
+    "copy_kind",
+    "src_kind",
+    "dst_kind",
+    "dst_device",
+)
+COLUMN_INDEX = {name: i for i, name in enumerate(COLUMNS)}
+NUM_COLUMNS = len(COLUMNS)
+
+HEADER = struct.Struct("<BI")
+# dropped-so-far, string_base, length of the JSON string list, record count
+RECORDS_HEADER = struct.Struct("<QIII")
+MAX_FRAME_BYTES = 1 << 30
+
+_LITTLE = sys.byteorder == "little"
+
+
+class DeviceInfo(TypedDict, total=False):
+    ordinal: int
+    uuid: str
+    name: str
+    pci_bus_id: str
+    compute_capability_major: int
+    compute_capability_minor: int
+    sm_count: int
+    memory_bytes: int
+
+
+class RecordTable:
+    """A columnar batch of GPU activity records, one int64 array per column.
+
+    Sources either append record by record (``add_kernel`` and friends) or build whole
+    columns at once (``from_columns``, e.g. numpy arrays decoded from CUPTI buffers).
+    """
+
+    __slots__ = ("columns",)
+
+    def __init__(self, columns: Sequence[Any] | None = None) -> None:
+        if columns is None:
+            self.columns: list[Any] = [array.array("q") for _ in COLUMNS]
+        else:
+            if len(columns) != NUM_COLUMNS:
+                raise ValueError(f"expected {NUM_COLUMNS} columns, got {len(columns)}")
+            self.columns = list(columns)
+
+    @classmethod
+    def from_columns(cls, columns: dict[str, Any], length: int) -> RecordTable:
+        """Columns by name (int64 buffers); missing columns are zero."""
+        unknown = set(columns) - set(COLUMNS)
+        if unknown:
+            raise ValueError(f"unknown columns: {sorted(unknown)}")
+        zeros = array.array("q", bytes(8 * length))
+        cols = [columns.get(name, zeros) for name in COLUMNS]
+        for name, col in zip(COLUMNS, cols):
+            if len(col) != length:
+                raise ValueError(f"column {name} has {len(col)} values, expected {length}")
+        return cls(cols)
+
+    def __len__(self) -> int:
+        return len(self.columns[0])
+
+    def append(self, values: Sequence[int]) -> None:
+        for col, value in zip(self.columns, values):
+            col.append(value)
+
+    def add_kernel(
+        self,
+        *,
+        start_ns: int,
+        end_ns: int,
+        device: int,
+        stream: int,
+        name: int,
+        context: int = 0,
+        correlation: int = 0,
+        grid: tuple[int, int, int] = (0, 0, 0),
+        block: tuple[int, int, int] = (0, 0, 0),
+        registers: int = 0,
+        static_smem: int = 0,
+        dynamic_smem: int = 0,
+    ) -> None:
+        self.append(
+            (
+                RecordKind.KERNEL,
+                start_ns,
+                end_ns - start_ns,
+                device,
+                context,
+                stream,
+                correlation,
+                name,
+                *grid,
+                *block,
+                registers,
+                static_smem,
+                dynamic_smem,
+                0,
+                0,
+                0,
+                0,
+                0,
+            )
+        )
+
+    def add_memcpy(
+        self,
+        *,
+        start_ns: int,
+        end_ns: int,
+        device: int,
+        stream: int,
+        nbytes: int,
+        copy_kind: int,
+        src_kind: int = 0,
+        dst_kind: int = 0,
+        context: int = 0,
+        correlation: int = 0,
+        dst_device: int = 0,
+        name: int = 0,
+    ) -> None:
+        self.append(
+            (
+                RecordKind.MEMCPY,
+                start_ns,
+                end_ns - start_ns,
+                device,
+                context,
+                stream,
+                correlation,
+                name,
+                0, 0, 0, 0, 0, 0, 0, 0, 0,
+                nbytes,
+                copy_kind,
+                src_kind,
+                dst_kind,
+                dst_device,
+            )
+        )  # fmt: skip
+
+    def add_memset(
+        self,
+        *,
+        start_ns: int,
+        end_ns: int,
+        device: int,
+        stream: int,
+        nbytes: int,
+        memory_kind: int = 0,
+        context: int = 0,
+        correlation: int = 0,
+        name: int = 0,
+    ) -> None:
+        self.append(
+            (
+                RecordKind.MEMSET,
+                start_ns,
+                end_ns - start_ns,
+                device,
+                context,
+                stream,
+                correlation,
+                name,
+                0, 0, 0, 0, 0, 0, 0, 0, 0,
+                nbytes,
+                0,
+                memory_kind,
+                0,
+                0,
+            )
+        )  # fmt: skip
+
+    def column(self, name: str) -> Any:
+        return self.columns[COLUMN_INDEX[name]]
+
+
+class StringTable:
+    """Interns names per process; new names travel with the next records frame.
+
+    Thread-safe: CUPTI's buffer callback and other threads may intern concurrently.
+    """
+
+    def __init__(self) -> None:
+        self._ids: dict[str, int] = {"": 0}
+        self._sent = 1  # strings[0:_sent] are already in an enqueued frame
+        self._strings: list[str] = [""]
+        self._lock = threading.Lock()
+
+    def intern(self, name: str) -> int:
+        found = self._ids.get(name)
+        if found is not None:
+            return found
+        with self._lock:
+            found = self._ids.get(name)
+            if found is None:
+                found = len(self._strings)
+                self._strings.append(name)
+                self._ids[name] = found
+            return found
+
+    def take_pending(self) -> tuple[int, list[str]]:
+        with self._lock:
+            base = self._sent
+            pending = self._strings[base:]
+            self._sent = len(self._strings)
+            return base, pending
+
+    def restore_pending(self, base: int) -> None:
+        """Undo ``take_pending`` when the frame carrying the strings was dropped."""
+        with self._lock:
+            self._sent = min(self._sent, base)
+
+
+def _column_bytes(col: Any, length: int) -> bytes | memoryview:
+    view = memoryview(col)
+    if view.itemsize != 8 or view.format not in ("q", "<q", "l", "<l", "=q", "=l"):
+        raise TypeError(f"record columns must be int64, got format {view.format!r}")
+    if len(view) != length:
+        raise ValueError("ragged record columns")
+    if not _LITTLE:  # pragma: no cover - big-endian hosts
+        swapped = array.array("q", view.tobytes())
+        swapped.byteswap()
+        return swapped.tobytes()
+    return view.cast("B")
+
+
+def encode_frame(kind: FrameType, payload: bytes | bytearray | memoryview) -> bytes:
+    return HEADER.pack(kind, len(payload)) + bytes(payload)
+
+
+def encode_json_frame(kind: FrameType, obj: Any) -> bytes:
+    return encode_frame(kind, json.dumps(obj, separators=(",", ":")).encode())
+
+
+def encode_records_frame(
+    table: RecordTable, string_base: int, strings: list[str], dropped: int
+) -> bytes:
+    n = len(table)
+    blob = json.dumps(strings, separators=(",", ":")).encode() if strings else b""
+    parts: list[bytes | memoryview] = [RECORDS_HEADER.pack(dropped, string_base, len(blob), n), blob]
+    parts.extend(_column_bytes(col, n) for col in table.columns)
+    payload = b"".join(parts)
+    return HEADER.pack(FrameType.RECORDS, len(payload)) + payload
+
+
+class DecodedRecords:
+    """A records frame as received by the launcher; columns stay raw bytes."""
+
+    __slots__ = ("column_data", "count", "dropped", "string_base", "strings")
+
+    def __init__(
+        self, dropped: int, string_base: int, strings: list[str], count: int, column_data: memoryview
+    ) -> None:
+        self.dropped = dropped
+        self.string_base = string_base
+        self.strings = strings
+        self.count = count
+        self.column_data = column_data  # NUM_COLUMNS * count little-endian int64
+
+
+def decode_records(payload: bytes | memoryview) -> DecodedRecords:
+    view = memoryview(payload)
+    if len(view) < RECORDS_HEADER.size:
+        raise ValueError("truncated records frame")
+    dropped, base, blob_len, count = RECORDS_HEADER.unpack_from(view)
+    offset = RECORDS_HEADER.size
+    strings: list[str] = json.loads(bytes(view[offset : offset + blob_len])) if blob_len else []
+    offset += blob_len
+    expected = offset + 8 * NUM_COLUMNS * count
+    if len(view) != expected:
+        raise ValueError(f"records frame is {len(view)} bytes, expected {expected}")
+    return DecodedRecords(dropped, base, strings, count, view[offset:])
+
+
+def iter_frames(chunks: Iterable[bytes]) -> Iterable[tuple[FrameType, memoryview]]:
+    """Reassemble frames from a byte stream (used by tests and simple readers)."""
+    buf = bytearray()
+    for chunk in chunks:
+        buf += chunk
+        while len(buf) >= HEADER.size:
+            kind, length = HEADER.unpack_from(buf)
+            if len(buf) < HEADER.size + length:
+                break
+            payload = bytes(buf[HEADER.size : HEADER.size + length])
+            del buf[: HEADER.size + length]
+            yield FrameType(kind), memoryview(payload)

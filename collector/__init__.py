@@ -1,0 +1,1 @@
+"""The tfprof collector: gRPC ingest, storage, merge and export."""

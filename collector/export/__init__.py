@@ -1,0 +1,1 @@
+"""Timeline reporters: one per output format."""
