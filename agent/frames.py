@@ -105,7 +105,7 @@ class RecordTable:
             raise ValueError(f"unknown columns: {sorted(unknown)}")
         zeros = array.array("q", bytes(8 * length))
         cols = [columns.get(name, zeros) for name in COLUMNS]
-        for name, col in zip(COLUMNS, cols):
+        for name, col in zip(COLUMNS, cols, strict=True):
             if len(col) != length:
                 raise ValueError(f"column {name} has {len(col)} values, expected {length}")
         return cls(cols)
@@ -114,7 +114,7 @@ class RecordTable:
         return len(self.columns[0])
 
     def append(self, values: Sequence[int]) -> None:
-        for col, value in zip(self.columns, values):
+        for col, value in zip(self.columns, values, strict=True):
             col.append(value)
 
     def add_kernel(
@@ -290,7 +290,10 @@ def encode_records_frame(
 ) -> bytes:
     n = len(table)
     blob = json.dumps(strings, separators=(",", ":")).encode() if strings else b""
-    parts: list[bytes | memoryview] = [RECORDS_HEADER.pack(dropped, string_base, len(blob), n), blob]
+    parts: list[bytes | memoryview] = [
+        RECORDS_HEADER.pack(dropped, string_base, len(blob), n),
+        blob,
+    ]
     parts.extend(_column_bytes(col, n) for col in table.columns)
     payload = b"".join(parts)
     return HEADER.pack(FrameType.RECORDS, len(payload)) + payload
@@ -302,7 +305,12 @@ class DecodedRecords:
     __slots__ = ("column_data", "count", "dropped", "string_base", "strings")
 
     def __init__(
-        self, dropped: int, string_base: int, strings: list[str], count: int, column_data: memoryview
+        self,
+        dropped: int,
+        string_base: int,
+        strings: list[str],
+        count: int,
+        column_data: memoryview,
     ) -> None:
         self.dropped = dropped
         self.string_base = string_base

@@ -160,6 +160,7 @@ class Hello(_message.Message):
     CLOCK_FIELD_NUMBER: _builtins.int
     CLOCK_OFFSET_NS_FIELD_NUMBER: _builtins.int
     CLOCK_RTT_NS_FIELD_NUMBER: _builtins.int
+    STREAM_ID_FIELD_NUMBER: _builtins.int
     protocol_version: _builtins.int
     """PROTOCOL_VERSION below"""
     job: _builtins.str
@@ -176,6 +177,8 @@ class Hello(_message.Message):
     """add to host timestamps to get collector time"""
     clock_rtt_ns: _builtins.int
     """round trip of the probe the offset came from"""
+    stream_id: _builtins.str
+    """unique per traced process; a reconnect reuses it"""
     @_builtins.property
     def argv(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     @_builtins.property
@@ -199,10 +202,11 @@ class Hello(_message.Message):
         clock: Global___ClockSnapshot | None = ...,
         clock_offset_ns: _builtins.int = ...,
         clock_rtt_ns: _builtins.int = ...,
+        stream_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["clock", b"clock"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_version", b"agent_version", "argv", b"argv", "clock", b"clock", "clock_offset_ns", b"clock_offset_ns", "clock_rtt_ns", b"clock_rtt_ns", "devices", b"devices", "host", b"host", "job", b"job", "pid", b"pid", "ppid", b"ppid", "protocol_version", b"protocol_version", "run_id", b"run_id", "source", b"source", "task", b"task"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_version", b"agent_version", "argv", b"argv", "clock", b"clock", "clock_offset_ns", b"clock_offset_ns", "clock_rtt_ns", b"clock_rtt_ns", "devices", b"devices", "host", b"host", "job", b"job", "pid", b"pid", "ppid", b"ppid", "protocol_version", b"protocol_version", "run_id", b"run_id", "source", b"source", "stream_id", b"stream_id", "task", b"task"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -1,0 +1,123 @@
+"""``tfprof-agent``: run a command under the tracer.
+
+Flags are sugar over ``TFPROF_*`` environment variables (see ``config.OPTIONS``): each
+flag sets its variable, and the launcher and the job read the same configuration.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+from collections.abc import Sequence
+
+from tfprof.agent import __version__, config
+from tfprof.agent.errors import AgentError
+
+FLAG_TO_OPTION = {
+    "collector": "collector",
+    "job": "job",
+    "output": "output",
+    "source": "source",
+    "replay_speed": "replay_speed",
+    "replay_repeat": "replay_repeat",
+    "host_metrics_interval": "host_metrics_interval",
+    "exit_timeout": "exit_timeout",
+}
+
+
+def _help(key: str) -> str:
+    opt = config.OPTIONS[key]
+    default = f" (default: {opt.default})" if opt.default else ""
+    return f"{opt.doc}{default} [env {opt.env}]"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tfprof-agent",
+        description="Profile the GPU activity of an unmodified job: kernels, copies and "
+        "memsets of every Python process, streamed to a tfprof collector.",
+    )
+    parser.add_argument("--version", action="version", version=f"tfprof-agent {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    run = sub.add_parser(
+        "run",
+        help="run CMD with every Python process of it traced",
+        description="Run CMD unmodified (no code change, no LD_PRELOAD) with every Python "
+        "process it starts traced. The exit status, output and signals of CMD pass "
+        "through unchanged. Without --collector, an embedded collector writes the trace "
+        "to --output when the job ends.",
+        epilog="example: tfprof-agent run --job mnist -- python train.py --epochs 1",
+    )
+    run.add_argument("--collector", metavar="HOST:PORT", help=_help("collector"))
+    run.add_argument("--job", metavar="NAME", help=_help("job"))
+    run.add_argument("-o", "--output", metavar="PATH", help=_help("output"))
+    run.add_argument("--source", metavar="SOURCE", help=_help("source"))
+    run.add_argument("--replay-speed", metavar="X", help=_help("replay_speed"))
+    run.add_argument("--replay-repeat", metavar="N", help=_help("replay_repeat"))
+    run.add_argument("--host-metrics-interval", metavar="MS", help=_help("host_metrics_interval"))
+    run.add_argument("--exit-timeout", metavar="SECONDS", help=_help("exit_timeout"))
+    run.add_argument("cmd", nargs=argparse.REMAINDER, metavar="CMD [ARGS...]")
+    return parser
+
+
+def _apply_flags(args: argparse.Namespace) -> None:
+    for flag, key in FLAG_TO_OPTION.items():
+        value = getattr(args, flag, None)
+        if value is not None:
+            os.environ[config.OPTIONS[key].env] = str(value)
+
+
+def _setup_logging(level: str) -> None:
+    logger = logging.getLogger("tfprof")
+    if not logger.handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("tfprof: %(levelname)s %(name)s: %(message)s"))
+        logger.addHandler(handler)
+    logger.setLevel(getattr(logging, level, logging.WARNING))
+    logger.propagate = False
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command != "run":
+        parser.print_help(sys.stderr)
+        return 2
+    command = list(args.cmd)
+    if command and command[0] == "--":
+        command = command[1:]
+    if not command:
+        parser.error("run: missing CMD")
+    from tfprof.agent import launcher
+
+    try:
+        _apply_flags(args)
+        cfg = config.load()
+        _setup_logging(cfg.log_level)
+        launcher.block_signals()
+        return launcher.run(cfg, command)
+    except config.ConfigError as exc:
+        sys.stderr.write(f"tfprof-agent: {exc}\n")
+        return 2
+    except AgentError as exc:
+        sys.stderr.write(f"tfprof-agent: {exc}\n")
+        return exc.exit_code
+
+
+def entry() -> None:
+    code = main()
+    if code < 0:
+        # The job died of a signal: die of the same one, so our parent sees it unchanged.
+        sig = -code
+        signal.signal(sig, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {sig})
+        os.kill(os.getpid(), sig)
+        code = 128 + sig
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    entry()

@@ -1,0 +1,175 @@
+"""The agent's settings: every option is a ``TFPROF_*`` environment variable.
+
+Command-line flags of ``tfprof-agent run`` only set these variables, so the launcher and
+every traced process (which inherits the environment) read one configuration, here and
+nowhere else. Imported inside user processes: standard library only.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import NamedTuple
+
+
+class Option(NamedTuple):
+    env: str
+    default: str
+    doc: str
+
+
+OPTIONS: dict[str, Option] = {
+    "collector": Option(
+        "TFPROF_COLLECTOR", "", "HOST:PORT of a tfprof collector; empty runs one embedded"
+    ),
+    "job": Option("TFPROF_JOB", "", "job name; default: the command's name and a timestamp"),
+    "output": Option(
+        "TFPROF_OUTPUT", "", "embedded mode's trace file, .json or .json.gz (Chrome trace format)"
+    ),
+    "source": Option(
+        "TFPROF_SOURCE",
+        "auto",
+        "cupti | replay:PATH | none | auto (cupti when a CUDA driver is present)",
+    ),
+    "replay_speed": Option(
+        "TFPROF_REPLAY_SPEED", "1.0", "replay pace: 1.0 = as recorded, 2 = twice as fast, max"
+    ),
+    "replay_repeat": Option("TFPROF_REPLAY_REPEAT", "1", "replay the trace N times back to back"),
+    "host_metrics_interval": Option(
+        "TFPROF_HOST_METRICS_INTERVAL", "500", "ms between host samples of each process; 0 = off"
+    ),
+    "queue_bytes": Option(
+        "TFPROF_QUEUE_BYTES", str(64 << 20), "bytes of records a process may hold unsent"
+    ),
+    "exit_timeout": Option(
+        "TFPROF_EXIT_TIMEOUT", "10", "seconds a process may spend at exit delivering records"
+    ),
+    "cupti_buffer_bytes": Option("TFPROF_CUPTI_BUFFER_BYTES", str(8 << 20), "CUPTI buffer size"),
+    "log_level": Option("TFPROF_LOG_LEVEL", "WARNING", "log level of the tfprof loggers"),
+    # Set by the launcher for the job's processes, not by users.
+    "socket": Option("TFPROF_SOCKET", "", "(internal) the launcher's Unix socket"),
+    "run_id": Option("TFPROF_RUN_ID", "", "(internal) this run's id"),
+    "run_dir": Option("TFPROF_RUN_DIR", "", "(internal) the launcher's scratch directory"),
+}
+
+JOB_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+
+class ConfigError(ValueError):
+    """A setting has a value we cannot use; the message names the variable."""
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    collector: str
+    job: str
+    output: str
+    source: str  # "auto", "cupti", "none" or "replay:<path>"
+    replay_speed: float | None  # None = as fast as possible
+    replay_repeat: int
+    host_metrics_interval_ms: int
+    queue_bytes: int
+    exit_timeout_s: float
+    cupti_buffer_bytes: int
+    log_level: str
+    socket: str
+    run_id: str
+    run_dir: str
+
+    @property
+    def replay_path(self) -> str | None:
+        return self.source[len("replay:") :] if self.source.startswith("replay:") else None
+
+
+def validate_job_name(name: str) -> str:
+    if not JOB_NAME_RE.match(name):
+        raise ConfigError(
+            f"invalid job name {name!r}: use 1-64 letters, digits, '.', '_' or '-', "
+            "starting with a letter or digit"
+        )
+    return name
+
+
+def validate_source(value: str) -> str:
+    if value in ("auto", "cupti", "none"):
+        return value
+    if value.startswith("replay:") and len(value) > len("replay:"):
+        return value
+    raise ConfigError(f"TFPROF_SOURCE={value!r}: expected cupti, none, auto or replay:PATH")
+
+
+def validate_collector(value: str) -> str:
+    if not value:
+        return value
+    host, sep, port = value.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ConfigError(f"TFPROF_COLLECTOR={value!r}: expected HOST:PORT")
+    return value
+
+
+def _number(env: str, raw: str, kind: type, minimum: float) -> float:
+    try:
+        value = kind(raw)
+    except ValueError:
+        raise ConfigError(f"{env}={raw!r}: expected a number") from None
+    if value < minimum:
+        raise ConfigError(f"{env}={raw!r}: must be at least {minimum}")
+    return float(value)
+
+
+def load(environ: Mapping[str, str] | None = None) -> AgentConfig:
+    env = os.environ if environ is None else environ
+
+    def raw(key: str) -> str:
+        opt = OPTIONS[key]
+        return env.get(opt.env, opt.default).strip()
+
+    speed_raw = raw("replay_speed").lower()
+    speed = (
+        None if speed_raw == "max" else _number(OPTIONS["replay_speed"].env, speed_raw, float, 1e-6)
+    )
+    job = raw("job")
+    if job:
+        validate_job_name(job)
+    return AgentConfig(
+        collector=validate_collector(raw("collector")),
+        job=job,
+        output=raw("output"),
+        source=validate_source(raw("source")),
+        replay_speed=speed,
+        replay_repeat=int(_number(OPTIONS["replay_repeat"].env, raw("replay_repeat"), int, 1)),
+        host_metrics_interval_ms=int(
+            _number(OPTIONS["host_metrics_interval"].env, raw("host_metrics_interval"), int, 0)
+        ),
+        queue_bytes=int(_number(OPTIONS["queue_bytes"].env, raw("queue_bytes"), int, 1 << 16)),
+        exit_timeout_s=_number(OPTIONS["exit_timeout"].env, raw("exit_timeout"), float, 0),
+        cupti_buffer_bytes=int(
+            _number(OPTIONS["cupti_buffer_bytes"].env, raw("cupti_buffer_bytes"), int, 1 << 16)
+        ),
+        log_level=raw("log_level").upper() or "WARNING",
+        socket=raw("socket"),
+        run_id=raw("run_id"),
+        run_dir=raw("run_dir"),
+    )
+
+
+def task_from_env(environ: Mapping[str, str], pid: int) -> str:
+    """The task id: the rank when the job declares one, else the pid."""
+    tf_config = environ.get("TF_CONFIG")
+    if tf_config:
+        import json
+
+        try:
+            task = json.loads(tf_config).get("task", {})
+            if "index" in task:
+                kind = str(task.get("type", "worker"))
+                return f"{kind}{int(task['index'])}" if kind != "worker" else str(task["index"])
+        except (ValueError, AttributeError, TypeError):
+            pass
+    for var in ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"):
+        value = environ.get(var, "")
+        if value.isdigit():
+            return value
+    return str(pid)

@@ -1,0 +1,175 @@
+"""What the CUPTI buffer callback costs per record, on genuine cupti-python record objects.
+
+Builds N kernel and N memcpy records the way CUPTI delivers them (``Activity*`` objects
+over structs packed back to back in one buffer, via ``from_ptr``) and, for comparison,
+as separately allocated objects; then times, median of several runs:
+
+- ``bulk``: ``RecordConverter.convert``, the conversion the callback runs (raw struct
+  bytes decoded with cupti-python's numpy dtypes);
+- ``attributes``: the plain attribute-read path (the fallback for unknown classes);
+- ``callback``: the whole ``CuptiSource.buffer_completed`` with a sink that keeps the
+  table (conversion plus submit).
+
+Run: python bench/hook_cost.py [N]. Prints figures, asserts nothing; no GPU needed.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from cupti import cupti
+
+from tfprof.agent.frames import DeviceInfo, RecordTable, StringTable
+from tfprof.agent.sources.cupti import CuptiSource
+
+RUNS = 7
+KERNEL_NAMES = [f"_ZN7cutlass6KernelINS_4gemm6kernel{i}EEEvNT_6ParamsE" for i in range(64)]
+# CUPTI points every record of one kernel at the same name string; do the same (setting
+# ``rec.name`` would give each record its own copy).
+_NAME_BUFFERS = [ctypes.create_string_buffer(name.encode()) for name in KERNEL_NAMES]
+_NAME_OFFSET: int = cupti.activity_kernel11_dtype.fields["name"][1]  # type: ignore[index]
+
+
+def _share_name(rec: Any, i: int) -> None:
+    address = ctypes.addressof(_NAME_BUFFERS[i % len(_NAME_BUFFERS)])
+    ctypes.c_int64.from_address(rec.ptr + _NAME_OFFSET).value = address
+
+
+class _Sink:
+    def __init__(self) -> None:
+        self.strings = StringTable()
+        self.tables: list[RecordTable] = []
+
+    def intern(self, name: str) -> int:
+        return self.strings.intern(name)
+
+    def submit(self, table: RecordTable, wait: bool = False) -> bool:
+        self.tables.append(table)
+        return True
+
+    def add_devices(self, devices: list[DeviceInfo]) -> None:
+        pass
+
+    def add_tracer_dropped(self, count: int) -> None:
+        pass
+
+    def warn(self, message: str) -> None:
+        print("warn:", message)
+
+
+def _fill_kernel(rec: Any, i: int) -> None:
+    rec.kind = int(cupti.ActivityKind.CONCURRENT_KERNEL)
+    rec.start = 1_700_000_000_000_000_000 + i * 1000
+    rec.end = rec.start + 700
+    rec.device_id = i % 8
+    rec.context_id = 1
+    rec.stream_id = 7 + i % 4
+    rec.correlation_id = i
+    rec.grid_x, rec.grid_y, rec.grid_z = 128, 2, 1
+    rec.block_x, rec.block_y, rec.block_z = 256, 1, 1
+    rec.registers_per_thread = 64
+    rec.static_shared_memory = 1024
+    rec.dynamic_shared_memory = 49152
+
+
+def _fill_memcpy(rec: Any, i: int) -> None:
+    rec.kind = int(cupti.ActivityKind.MEMCPY)
+    rec.start = 1_700_000_000_000_000_000 + i * 1000 + 500
+    rec.end = rec.start + 300
+    rec.bytes = 4096 * (1 + i % 16)
+    rec.copy_kind = 1
+    rec.src_kind = 2
+    rec.dst_kind = 3
+    rec.device_id = i % 8
+    rec.context_id = 1
+    rec.stream_id = 7
+    rec.correlation_id = i
+
+
+def packed_records(kinds: Sequence[str]) -> tuple[list[Any], Any]:
+    """Records back to back in one buffer, as CUPTI lays them out."""
+    classes: dict[str, Any] = {"kernel": cupti.ActivityKernel11, "memcpy": cupti.ActivityMemcpy6}
+    dtypes = {"kernel": cupti.activity_kernel11_dtype, "memcpy": cupti.activity_memcpy6_dtype}
+    size = sum(dtypes[k].itemsize for k in kinds)
+    buf = ctypes.create_string_buffer(size)
+    base = ctypes.addressof(buf)
+    records, offset = [], 0
+    for i, kind in enumerate(kinds):
+        rec = classes[kind].from_ptr(base + offset, owner=buf)
+        offset += dtypes[kind].itemsize
+        if kind == "kernel":
+            _fill_kernel(rec, i)
+            _share_name(rec, i)
+        else:
+            _fill_memcpy(rec, i)
+        records.append(rec)
+    return records, buf
+
+
+def scattered_records(kinds: Sequence[str]) -> list[Any]:
+    records = []
+    for i, kind in enumerate(kinds):
+        rec: Any
+        if kind == "kernel":
+            rec = cupti.ActivityKernel11()
+            _fill_kernel(rec, i)
+            _share_name(rec, i)
+        else:
+            rec = cupti.ActivityMemcpy6()
+            _fill_memcpy(rec, i)
+        records.append(rec)
+    return records
+
+
+def median_us_per_record(fn: Callable[[Sequence[Any]], Any], records: Sequence[Any]) -> float:
+    fn(records)  # warm caches (names interned once, like a long-running job)
+    times = []
+    for _ in range(RUNS):
+        t0 = time.perf_counter()
+        fn(records)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times) / len(records) * 1e6
+
+
+def main(argv: list[str]) -> int:
+    n = int(argv[1]) if len(argv) > 1 else 20_000
+    sink = _Sink()
+    source = CuptiSource()
+    source.bind(sink)
+    converter = source.converter
+    assert converter is not None
+
+    def callback(records: Sequence[Any]) -> None:
+        source.buffer_completed(records)
+        sink.tables.clear()
+
+    mixes = {
+        "kernels": ["kernel"] * n,
+        "memcpys": ["memcpy"] * n,
+        "mix 3:1": [("kernel", "kernel", "kernel", "memcpy")[i % 4] for i in range(n)],
+    }
+    print(f"cupti-python record conversion, {n} records per buffer, median of {RUNS} runs")
+    print(f"{'records':<10} {'layout':<10} {'bulk':>10} {'attributes':>12} {'callback':>10}")
+    for label, kinds in mixes.items():
+        packed, _keep = packed_records(kinds)
+        scattered = scattered_records(kinds)
+        for layout, records in (("packed", packed), ("scattered", scattered)):
+            bulk = median_us_per_record(converter.convert, records)
+            attrs = median_us_per_record(converter.convert_by_attributes, records)
+            whole = median_us_per_record(callback, records)
+            print(f"{label:<10} {layout:<10} {bulk:>8.3f}us {attrs:>10.3f}us {whole:>8.3f}us")
+    small = packed_records(["kernel"] * 64 + ["memcpy"] * 16)[0]
+    print(
+        f"small buffer (80 records, packed): callback {median_us_per_record(callback, small):.3f}"
+        " us/record"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
