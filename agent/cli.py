@@ -112,8 +112,9 @@ def entry() -> None:
     if code < 0:
         # The job died of a signal: die of the same one, so our parent sees it unchanged.
         sig = -code
-        signal.signal(sig, signal.SIG_DFL)
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {sig})
+        if sig not in (signal.SIGKILL, signal.SIGSTOP):  # those cannot be caught anyway
+            signal.signal(sig, signal.SIG_DFL)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {sig})
         os.kill(os.getpid(), sig)
         code = 128 + sig
     sys.exit(code)

@@ -7,6 +7,7 @@ nowhere else. Imported inside user processes: standard library only.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from collections.abc import Mapping
@@ -84,7 +85,7 @@ class AgentConfig:
 
 
 def validate_job_name(name: str) -> str:
-    if not JOB_NAME_RE.match(name):
+    if not JOB_NAME_RE.fullmatch(name):  # fullmatch: `$` alone accepts a trailing "\n"
         raise ConfigError(
             f"invalid job name {name!r}: use 1-64 letters, digits, '.', '_' or '-', "
             "starting with a letter or digit"
@@ -114,6 +115,8 @@ def _number(env: str, raw: str, kind: type, minimum: float) -> float:
         value = kind(raw)
     except ValueError:
         raise ConfigError(f"{env}={raw!r}: expected a number") from None
+    if not math.isfinite(value):  # nan slips past `<`; inf overflows timeouts
+        raise ConfigError(f"{env}={raw!r}: expected a finite number")
     if value < minimum:
         raise ConfigError(f"{env}={raw!r}: must be at least {minimum}")
     return float(value)
@@ -165,7 +168,8 @@ def task_from_env(environ: Mapping[str, str], pid: int) -> str:
             task = json.loads(tf_config).get("task", {})
             if "index" in task:
                 kind = str(task.get("type", "worker"))
-                return f"{kind}{int(task['index'])}" if kind != "worker" else str(task["index"])
+                index = int(task["index"])  # validates the worker's index too
+                return f"{kind}{index}" if kind != "worker" else str(index)
         except (ValueError, AttributeError, TypeError):
             pass
     for var in ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"):

@@ -130,7 +130,7 @@ class Hook:
         self.strings.restore_pending(base)
         with self._count_lock:
             self.dropped_queue += n
-        if not wait:
+        if not wait and not self.queue.closed:  # closed: the failure was already reported
             warn("record queue full: dropping GPU records (counted in the trace metadata)")
         return False
 

@@ -1,8 +1,16 @@
 """What the CUPTI buffer callback costs per record, on genuine cupti-python record objects.
 
-Builds N kernel and N memcpy records the way CUPTI delivers them (``Activity*`` objects
-over structs packed back to back in one buffer, via ``from_ptr``) and, for comparison,
-as separately allocated objects; then times, median of several runs:
+Builds N kernel and/or memcpy records (ActivityKernel11 / ActivityMemcpy6 objects) in
+three memory layouts:
+
+- ``chunked``: each struct one malloc chunk after the previous one, via ``from_ptr`` into
+  one block; this is what cupti-python 13.4 hands the callback on a real GPU (it copies
+  every record out of CUPTI's buffer into its own heap block: 248-byte kernel structs
+  256 bytes apart, seen on an H100);
+- ``packed``: structs back to back, as inside CUPTI's own buffer;
+- ``objects``: objects constructed one by one (their structs wherever malloc put them);
+
+then times, median of several runs:
 
 - ``bulk``: ``RecordConverter.convert``, the conversion the callback runs (raw struct
   bytes decoded with cupti-python's numpy dtypes);
@@ -91,17 +99,19 @@ def _fill_memcpy(rec: Any, i: int) -> None:
     rec.correlation_id = i
 
 
-def packed_records(kinds: Sequence[str]) -> tuple[list[Any], Any]:
-    """Records back to back in one buffer, as CUPTI lays them out."""
+def packed_records(kinds: Sequence[str], chunked: bool = False) -> tuple[list[Any], Any]:
+    """Records in one block: back to back, or one malloc chunk apart (``chunked``)."""
     classes: dict[str, Any] = {"kernel": cupti.ActivityKernel11, "memcpy": cupti.ActivityMemcpy6}
     dtypes = {"kernel": cupti.activity_kernel11_dtype, "memcpy": cupti.activity_memcpy6_dtype}
-    size = sum(dtypes[k].itemsize for k in kinds)
-    buf = ctypes.create_string_buffer(size)
-    base = ctypes.addressof(buf)
+    # glibc malloc: 8 bytes of header, chunks rounded up to 16 bytes
+    steps = {k: (d.itemsize + 8 + 15) // 16 * 16 if chunked else d.itemsize
+             for k, d in dtypes.items()}  # fmt: skip
+    buf = ctypes.create_string_buffer(sum(steps[k] for k in kinds) + 16)
+    base = (ctypes.addressof(buf) + 15) // 16 * 16
     records, offset = [], 0
     for i, kind in enumerate(kinds):
         rec = classes[kind].from_ptr(base + offset, owner=buf)
-        offset += dtypes[kind].itemsize
+        offset += steps[kind]
         if kind == "kernel":
             _fill_kernel(rec, i)
             _share_name(rec, i)
@@ -156,16 +166,17 @@ def main(argv: list[str]) -> int:
     print(f"cupti-python record conversion, {n} records per buffer, median of {RUNS} runs")
     print(f"{'records':<10} {'layout':<10} {'bulk':>10} {'attributes':>12} {'callback':>10}")
     for label, kinds in mixes.items():
-        packed, _keep = packed_records(kinds)
-        scattered = scattered_records(kinds)
-        for layout, records in (("packed", packed), ("scattered", scattered)):
+        chunked, _keep1 = packed_records(kinds, chunked=True)
+        packed, _keep2 = packed_records(kinds)
+        objects = scattered_records(kinds)
+        for layout, records in (("chunked", chunked), ("packed", packed), ("objects", objects)):
             bulk = median_us_per_record(converter.convert, records)
             attrs = median_us_per_record(converter.convert_by_attributes, records)
             whole = median_us_per_record(callback, records)
             print(f"{label:<10} {layout:<10} {bulk:>8.3f}us {attrs:>10.3f}us {whole:>8.3f}us")
-    small = packed_records(["kernel"] * 64 + ["memcpy"] * 16)[0]
+    small = packed_records(["kernel"] * 64 + ["memcpy"] * 16, chunked=True)[0]
     print(
-        f"small buffer (80 records, packed): callback {median_us_per_record(callback, small):.3f}"
+        f"small buffer (80 records, chunked): callback {median_us_per_record(callback, small):.3f}"
         " us/record"
     )
     return 0

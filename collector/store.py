@@ -40,7 +40,7 @@ SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 
 def check_name(what: str, value: str) -> str:
-    if not SAFE_NAME.match(value):
+    if not SAFE_NAME.fullmatch(value):  # fullmatch: `$` alone accepts a trailing "\n"
         raise InvalidArgument(
             f"invalid {what} {value!r}: 1-64 of letters, digits, '.', '_', '-', "
             "starting with a letter or digit"

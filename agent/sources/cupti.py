@@ -4,13 +4,14 @@ Imported inside the user's process at start-up, so nothing heavy happens at impo
 cupti-python (and with it numpy and cuda.bindings) is imported in ``bind`` / ``start``.
 
 CUPTI hands completed buffers to ``buffer_completed`` as a list of cupti-python record
-objects (``ActivityKernel11``, ``ActivityMemcpy6`` ... whichever struct version this
-cupti-python maps each kind to). Reading each object's fields through Python attributes
-costs several microseconds per record, so the callback instead copies the raw C structs
-(every object exposes ``.ptr``, the address of its struct inside CUPTI's buffer) and
-decodes whole groups at once with cupti-python's own numpy dtypes. Records of a class
-this module does not know (a newer struct version without a matching dtype) still go
-through plain attribute reads, so a cupti-python upgrade degrades speed, not data.
+objects, one class per kind and struct version (cupti-python 13.4 gives ActivityKernel13,
+ActivityMemcpy7, ActivityMemset5, ActivityDevice6, ActivityContext4; records are matched
+by class, never assumed). Reading fields through Python attributes costs 3-5 us per
+record, so the callback copies the raw C structs instead (each object's ``.ptr`` is the
+address of its own copy of the struct) and decodes whole groups at once with
+cupti-python's numpy dtypes: well under a microsecond per record. Records of a class
+without a usable dtype (a future struct version) still go through attribute reads, so a
+cupti-python upgrade costs speed, not data.
 """
 
 from __future__ import annotations
@@ -76,7 +77,9 @@ _FIELDS: dict[int, tuple[str, ...]] = {
 
 _C = COLUMN_INDEX  # short alias for the column rows below
 _MAX_NAME_POINTERS = 1 << 16  # bound on the kernel-name pointer cache
-_PAGE = 4096  # smallest page size on the platforms CUPTI supports
+# Largest gap between two records copied along with them: well under the smallest page
+# size (4 KiB), so always mapped memory, and small enough not to waste copying.
+_MAX_GAP = 256
 
 
 def _kinds_to_enable(cupti: ModuleType) -> list[int]:
@@ -238,9 +241,10 @@ class RecordConverter:
         """Copy every record's C struct into one bytes object, with each one's offset.
 
         cupti-python copies each record out of CUPTI's buffer into its own heap block,
-        so consecutive records usually sit one malloc chunk apart. A run of records
-        whose gaps are each shorter than a page is copied with one ``string_at``: every
-        byte of such a gap lies on a page that also holds a record, so it is mapped.
+        so consecutive records usually sit one malloc chunk apart (248-byte kernel
+        structs 256 bytes apart). A run of records with small gaps is copied with one
+        ``string_at``: a gap shorter than a page lies on pages that also hold a record,
+        so it is mapped memory; it is never interpreted.
         """
         np = self._np
         n = len(ptrs)
@@ -249,7 +253,7 @@ class RecordConverter:
         if (ptrs & 7).any():  # unaligned structs: copy one by one (never seen)
             raw = b"".join(map(ctypes.string_at, ptrs.tolist(), sizes.tolist()))
             return raw, np.cumsum(sizes) - sizes
-        breaks = np.flatnonzero((gaps < 0) | (gaps >= _PAGE)) + 1
+        breaks = np.flatnonzero((gaps < 0) | (gaps > _MAX_GAP)) + 1
         if len(breaks) == 0:
             first = int(ptrs[0])
             return ctypes.string_at(first, int(ends[-1]) - first), ptrs - first
