@@ -66,8 +66,13 @@ class StreamWriter:
         hello_path = directory / "hello.pb"
         if not hello_path.exists():
             _write_atomic(hello_path, hello.SerializeToString())
-        self.last_seq = max(_stored_seqs(directory / "batches.log"), default=0)
-        self._log = open(directory / "batches.log", "ab")  # noqa: SIM115 - held for appends
+        log_path = directory / "batches.log"
+        entries = list(_iter_log(log_path))
+        self.last_seq = max((pb.Batch.FromString(raw).seq for raw in entries), default=0)
+        complete = sum(_LEN.size + len(raw) for raw in entries)
+        if log_path.exists() and log_path.stat().st_size > complete:
+            os.truncate(log_path, complete)  # a torn tail must not prefix the next entry
+        self._log = open(log_path, "ab")  # noqa: SIM115 - held for appends
 
     def append(self, batch: pb.Batch) -> bool:
         """Store the batch unless its sequence number is already stored."""
@@ -103,11 +108,6 @@ def _iter_log(path: Path) -> Iterator[bytes]:
             break  # torn tail
         yield data[offset + _LEN.size : end]
         offset = end
-
-
-def _stored_seqs(path: Path) -> Iterator[int]:
-    for raw in _iter_log(path):
-        yield pb.Batch.FromString(raw).seq
 
 
 @dataclass

@@ -1,0 +1,20 @@
+"""Fixtures shared by unit and integration tests."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture
+def collector(tmp_path: Path) -> Iterator[object]:
+    """A real collector on 127.0.0.1 (a free port), storing under ``tmp_path/data``."""
+    from tfprof.collector.server import CollectorServer
+
+    server = CollectorServer("127.0.0.1:0", str(tmp_path / "data"), max_workers=16).start()
+    try:
+        yield server
+    finally:
+        server.stop(grace=1.0)
