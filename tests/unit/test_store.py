@@ -14,13 +14,15 @@ from tfprof.collector.store import Store, StreamWriter, check_name, load_stream
 from tfprof.proto import collector_pb2 as pb
 
 
-def hello(job: str = "train", run_id: str = "run1", stream_id: str = "s1", **kw: object) -> pb.Hello:
+def hello(
+    job: str = "train", run_id: str = "run1", stream_id: str = "s1", **kw: object
+) -> pb.Hello:
     fields: dict[str, object] = {"protocol_version": 1, "job": job, "run_id": run_id,
                                  "stream_id": stream_id, "host": "node-a", "pid": 4242,
                                  "task": "0", "argv": ["python", "train.py"],
                                  "source": "replay:x.json"}  # fmt: skip
     fields.update(kw)
-    return pb.Hello(**fields)  # type: ignore[arg-type]
+    return pb.Hello(**fields)
 
 
 def batch(seq: int, starts: list[int], name: int = 1, strings: list[str] | None = None,
