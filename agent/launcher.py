@@ -19,7 +19,6 @@ import tempfile
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -271,5 +270,5 @@ class Run:
 def run(cfg: AgentConfig, command: Sequence[str]) -> int:
     if not command:
         raise UsageError("no command to run: tfprof-agent run [options] [--] CMD [ARGS...]")
-    job_run = Run(replace(cfg), command)
+    job_run = Run(cfg, command)
     return job_run.execute()

@@ -3,7 +3,6 @@ sender talking to a real Unix socket server made by the test."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import socket
@@ -43,8 +42,8 @@ def short_dir(tmp_path: Path) -> Iterator[Path]:
 
 
 def make_cfg(socket_path: str = "", queue_bytes: int = 1 << 20) -> config.AgentConfig:
-    return dataclasses.replace(
-        config.load({}), socket=socket_path, queue_bytes=queue_bytes, exit_timeout_s=10.0
+    return config.load({})._replace(
+        socket=socket_path, queue_bytes=queue_bytes, exit_timeout_s=10.0
     )
 
 
