@@ -65,7 +65,7 @@ class FrameQueue:
 
     def get(self, timeout: float) -> bytes | None:
         with self._cond:
-            if not self._frames:
+            if not self._frames and not self.closed:
                 self._cond.wait(timeout)
             if not self._frames:
                 return None

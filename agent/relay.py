@@ -46,7 +46,11 @@ def records_proto(decoded: frames.DecodedRecords, out: pb.Records) -> None:
         frames.NUM_COLUMNS, decoded.count
     )
     for name, column in zip(frames.COLUMNS, table, strict=True):
-        getattr(out, name).extend(column.tolist())
+        # An all-zero column travels empty (see Records in collector.proto): kernels
+        # carry no copy fields and copies no launch fields, and filling protobuf
+        # columns is the launcher's main cost.
+        if column.any():
+            getattr(out, name).extend(column.tolist())
 
 
 class ProcessLink:

@@ -7,10 +7,9 @@ Starts a standalone collector (``tfprof.collector.cli serve`` on 127.0.0.1:0), t
 
 with N chosen so that N * len(TRACE) >= --records. It times the agent run from the
 outside, then loads the store and prints the records stored and dropped, records per
-second (stored records / agent wall time), and the CPU time the launcher (with its job)
-and the collector used. With ``--timeline`` the launcher's debug log is not needed: the
-collector's data directory is polled while the run goes on, so the time until the last
-batch reached the collector's disk shows up beside the launcher's exit.
+second (stored records / agent wall time), the CPU time of the job, the launcher and the
+collector, and a timeline polled from outside (job process seen and exited, first and
+last batch on the collector's disk, goodbye written, launcher exited).
 
 Run from the repository root:
 
@@ -64,7 +63,8 @@ def start_collector(data_dir: str, log_path: str) -> tuple[subprocess.Popen[str]
         cwd=REPO,
     )
     log.close()
-    assert proc.stdout is not None
+    if proc.stdout is None:  # pragma: no cover - stdout=PIPE always gives one
+        raise RuntimeError("no stdout from the collector")
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         line = proc.stdout.readline()
@@ -240,7 +240,9 @@ def one_run(args: argparse.Namespace, trace_len: int, repeat: int) -> None:
         print(f"    of which the job     {job_cpu:.2f} s (hook + replay; last reading before exit)")
         print(f"    of which launcher    {agent_cpu - job_cpu:.2f} s (relay, protobuf, gRPC)")
         print(f"  CPU collector          {collector_cpu:.2f} s ({collector_cpu / wall:.0%})")
-        print(f"  CPU per record         {(agent_cpu + collector_cpu) / max(stored, 1) * 1e6:.2f} us")
+        print(
+            f"  CPU per record         {(agent_cpu + collector_cpu) / max(stored, 1) * 1e6:.2f} us"
+        )
     finally:
         if collector is not None:
             stop_process(collector)
@@ -259,7 +261,9 @@ def main(argv: list[str] | None = None) -> int:
         help="records to replay at least (default: 1,000,000)",
     )
     parser.add_argument(
-        "--trace", default=DEFAULT_TRACE, help=f"recorded trace to replay (default: {DEFAULT_TRACE})"
+        "--trace",
+        default=DEFAULT_TRACE,
+        help=f"recorded trace to replay (default: {DEFAULT_TRACE})",
     )
     parser.add_argument("--runs", type=int, default=1, help="repeat the whole run (default: 1)")
     args = parser.parse_args(argv)

@@ -20,10 +20,13 @@ RECORD_FIELDS = [f.name for f in pb.Records.DESCRIPTOR.fields]
 HOST_FIELDS = [f.name for f in pb.HostSamples.DESCRIPTOR.fields]
 
 
-def _check_columns(msg: object, fields: list[str], what: str) -> None:
+def _check_columns(msg: object, fields: list[str], what: str, sparse: bool) -> None:
+    """All columns as long as the first; with ``sparse``, empty ones (all zero) too."""
     lengths = {name: len(getattr(msg, name)) for name in fields}
-    if len(set(lengths.values())) > 1:
-        raise InvalidArgument(f"{what} columns have different lengths: {lengths}")
+    n = lengths[fields[0]]
+    bad = {k: v for k, v in lengths.items() if v != n and not (sparse and v == 0)}
+    if bad:
+        raise InvalidArgument(f"{what} columns have different lengths: {bad}, expected {n}")
 
 
 class IngestStream:
@@ -60,8 +63,8 @@ class IngestStream:
             raise FailedPrecondition("batch before hello")
         if batch.seq == 0:
             raise InvalidArgument("batch sequence numbers start at 1")
-        _check_columns(batch.records, RECORD_FIELDS, "record")
-        _check_columns(batch.host, HOST_FIELDS, "host sample")
+        _check_columns(batch.records, RECORD_FIELDS, "record", sparse=True)
+        _check_columns(batch.host, HOST_FIELDS, "host sample", sparse=False)
         if len(batch.records.duration_ns) and np.array(batch.records.duration_ns).min() < 0:
             raise InvalidArgument("negative record duration")
         if self.writer.append(batch):

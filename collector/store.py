@@ -247,9 +247,13 @@ def load_stream(directory: Path) -> StreamData | None:
         for d in batch.devices:
             stream.devices[d.ordinal] = _device(d)
         stream.dropped.queue = max(stream.dropped.queue, batch.dropped)
-        if len(batch.records.kind):
+        n = len(batch.records.kind)
+        if n:
             for col in RECORD_COLUMNS:
-                record_parts[col].append(np.array(getattr(batch.records, col), dtype=np.int64))
+                values = getattr(batch.records, col)
+                # An empty column stands for all zeros (see Records in collector.proto).
+                part = np.array(values, dtype=np.int64) if len(values) else np.zeros(n, np.int64)
+                record_parts[col].append(part)
         if len(batch.host.time_ns):
             for col in HOST_COLUMNS:
                 dtype = np.float64 if col == "cpu_percent" else np.int64

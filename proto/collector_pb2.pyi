@@ -215,7 +215,9 @@ Global___Hello: _TypeAlias = Hello  # noqa: Y015
 @_typing.final
 class Records(_message.Message):
     """Copy and memory kinds use CUPTI's enum values (CUpti_ActivityMemcpyKind,
-    CUpti_ActivityMemoryKind).
+    CUpti_ActivityMemoryKind). Every non-empty column has one value per record; an empty
+    column means zero for every record (kernels carry no copy fields, copies no launch
+    fields).
     """
 
     DESCRIPTOR: _descriptor.Descriptor

@@ -211,3 +211,18 @@ def test_oversized_messages_are_refused(tmp_path: Path) -> None:
 def test_port_zero_binds_a_real_port(collector: CollectorServer) -> None:
     assert collector.port > 0
     assert collector.address == f"127.0.0.1:{collector.port}"
+
+
+def test_empty_columns_mean_zeros_and_are_accepted(
+    collector: CollectorServer, stub: pb_grpc.CollectorStub
+) -> None:
+    sparse = pb.Batch(seq=1)
+    sparse.records.kind.extend([RecordKind.MEMCPY] * 2)
+    sparse.records.start_ns.extend([10, 20])
+    sparse.records.duration_ns.extend([5, 6])
+    sparse.records.bytes.extend([4096, 8192])
+    assert run_stream(stub, [hello(), pb.AgentMessage(batch=sparse), goodbye(2)]) == [0, 1]
+    (job,) = collector.store.load_jobs(["train"])
+    (s,) = job.streams
+    assert s.records["bytes"].tolist() == [4096, 8192]
+    assert s.records["grid_x"].tolist() == [0, 0]

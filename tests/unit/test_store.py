@@ -262,3 +262,22 @@ def test_list_jobs_counts_and_shifted_time_range(tmp_path: Path) -> None:
     idle = infos["idle"]
     assert (idle.streams, idle.records, idle.first_ns, idle.last_ns) == (1, 0, None, None)
     assert idle.finished
+
+
+def test_empty_columns_load_as_zeros(tmp_path: Path) -> None:
+    # The relay leaves all-zero columns empty on the wire (collector.proto, Records).
+    b = pb.Batch(seq=1)
+    b.records.kind.extend([RecordKind.KERNEL, RecordKind.KERNEL])
+    b.records.start_ns.extend([10, 20])
+    b.records.duration_ns.extend([5, 5])
+    b.records.stream.extend([7, 8])
+    w = StreamWriter(tmp_path / "s", hello())
+    w.append(b)
+    w.close()
+    stream = load_stream(tmp_path / "s")
+    assert stream is not None
+    assert stream.records["stream"].tolist() == [7, 8]
+    for col in COLUMNS:
+        assert len(stream.records[col]) == 2, col
+    assert stream.records["bytes"].tolist() == [0, 0]
+    assert stream.records["grid_x"].tolist() == [0, 0]
