@@ -25,6 +25,8 @@ FLAG_TO_OPTION = {
     "replay_repeat": "replay_repeat",
     "host_metrics_interval": "host_metrics_interval",
     "exit_timeout": "exit_timeout",
+    "tls_ca": "tls_ca",
+    "spool_dir": "spool_dir",
 }
 
 
@@ -59,8 +61,55 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--replay-repeat", metavar="N", help=_help("replay_repeat"))
     run.add_argument("--host-metrics-interval", metavar="MS", help=_help("host_metrics_interval"))
     run.add_argument("--exit-timeout", metavar="SECONDS", help=_help("exit_timeout"))
+    run.add_argument("--tls-ca", metavar="PEM", help=_help("tls_ca"))
+    run.add_argument("--spool-dir", metavar="DIR", help=_help("spool_dir"))
     run.add_argument("cmd", nargs=argparse.REMAINDER, metavar="CMD [ARGS...]")
+
+    flush = sub.add_parser(
+        "flush-spool",
+        help="deliver records that earlier runs left in the spool",
+        description="Deliver what earlier runs could not hand to their collector (it was "
+        "down or too slow when the job ended). Every stream goes to the collector it was "
+        "meant for, or to --collector. The collector stores each record once, however "
+        "often a batch is delivered. Exit status 0 when nothing is left.",
+    )
+    flush.add_argument(
+        "--collector", metavar="HOST:PORT", help="deliver here instead of the recorded address"
+    )
+    flush.add_argument("--tls-ca", metavar="PEM", help=_help("tls_ca"))
+    flush.add_argument("--spool-dir", metavar="DIR", help=_help("spool_dir"))
+    flush.add_argument(
+        "--timeout",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="how long each stream may take (default: 60)",
+    )
     return parser
+
+
+def flush_spool_command(args: argparse.Namespace) -> int:
+    from tfprof.agent.client import CollectorClient
+    from tfprof.agent.flush import flush_spool
+    from tfprof.agent.spool import Spool
+
+    cfg = config.load()
+    target = config.validate_collector(args.collector or "") or None
+    spool = Spool(cfg.spool_dir, cfg.spool_bytes)
+    result = flush_spool(
+        spool,
+        lambda address: CollectorClient(address, cfg.tls_ca, cfg.auth_token),
+        target=target,
+        timeout=args.timeout,
+    )
+    print(
+        f"tfprof-agent: delivered {result.delivered_records:,} records in "
+        f"{result.delivered_streams} stream(s) from {spool.root}",
+        file=sys.stderr,
+    )
+    for left in result.left:
+        print(f"tfprof-agent: not delivered: {left}", file=sys.stderr)
+    return 1 if result.left else 0
 
 
 def _apply_flags(args: argparse.Namespace) -> None:
@@ -83,6 +132,14 @@ def _setup_logging(level: str) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.command == "flush-spool":
+        try:
+            _apply_flags(args)
+            _setup_logging(config.load().log_level)
+            return flush_spool_command(args)
+        except config.ConfigError as exc:
+            sys.stderr.write(f"tfprof-agent: {exc}\n")
+            return 2
     if args.command != "run":
         parser.print_help(sys.stderr)
         return 2

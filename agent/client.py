@@ -1,39 +1,71 @@
-"""The launcher's gRPC client: one ``Stream`` call per traced process, plus clock probes.
+"""The launcher's gRPC client: one resilient ``Stream`` call per traced process.
 
-Runs in the launcher, never in the user's process. A stream that cannot reach the
-collector does not stop anything: its records are counted as dropped and the user is
-told once.
+Runs in the launcher, never in the user's process. Each stream delivers its batches in
+sequence order and keeps every batch until the collector acknowledges it; when the
+collector is unreachable or slow it reconnects with backoff and spills to the on-disk
+spool, and what is still undelivered when the job ends stays in the spool for
+``tfprof-agent flush-spool``. The collector ignores sequence numbers it already
+stored, so resending after a reconnect never duplicates a record.
 """
 
 from __future__ import annotations
 
+import collections
 import logging
 import queue
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
 
 import grpc
 
+from tfprof.agent import clock
+from tfprof.agent.spool import Spool, SpoolFile
 from tfprof.proto import collector_pb2 as pb
 from tfprof.proto import collector_pb2_grpc as pb_grpc
 
 log = logging.getLogger("tfprof.agent.client")
 
 MAX_MESSAGE_BYTES = 64 << 20
-MAX_UNACKED_BATCHES = 64  # beyond this the relay waits, which pushes back on the hook
+WINDOW = 32  # batches in flight per stream before waiting for acknowledgements
+MEMORY_BYTES = 64 << 20  # unsent batches a stream keeps in memory before spilling
+BACKOFF_START_S = 0.1
+BACKOFF_MAX_S = 5.0
+STALL_S = 15.0  # no acknowledgement for this long with batches in flight: reconnect
+CONNECT_S = 5.0  # a call whose hello is not acknowledged by then has failed
+# Errors a retry cannot fix; what is undelivered goes to the spool at the end.
+FATAL_CODES = {
+    grpc.StatusCode.UNAUTHENTICATED,
+    grpc.StatusCode.PERMISSION_DENIED,
+    grpc.StatusCode.INVALID_ARGUMENT,
+    grpc.StatusCode.UNIMPLEMENTED,
+    grpc.StatusCode.FAILED_PRECONDITION,
+}
 _END = object()
 
 
 class CollectorClient:
-    def __init__(self, target: str) -> None:
+    """A channel to one collector, with TLS and bearer-token settings applied."""
+
+    def __init__(self, target: str, tls_ca: str = "", auth_token: str = "") -> None:
         self.target = target
-        self.channel = grpc.insecure_channel(
-            target,
-            options=[
-                ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-                ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-            ],
+        options = [
+            ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+            ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+            # Reconnect quickly after a collector restart; the stream logic backs off.
+            ("grpc.initial_reconnect_backoff_ms", 100),
+            ("grpc.max_reconnect_backoff_ms", int(BACKOFF_MAX_S * 1000)),
+        ]
+        if tls_ca:
+            with open(tls_ca, "rb") as f:
+                creds = grpc.ssl_channel_credentials(root_certificates=f.read())
+            self.channel = grpc.secure_channel(target, creds, options=options)
+        else:
+            self.channel = grpc.insecure_channel(target, options=options)
+        self.metadata: tuple[tuple[str, str], ...] = (
+            (("authorization", f"Bearer {auth_token}"),) if auth_token else ()
         )
         self.stub = pb_grpc.CollectorStub(self.channel)
 
@@ -45,113 +77,343 @@ class CollectorClient:
         """
         best: tuple[int, int] | None = None
         for _ in range(samples):
-            t1 = time.time_ns()
+            t1 = clock.now_ns()
             try:
-                reply = self.stub.Clock(pb.ClockRequest(t1_ns=t1), timeout=timeout)
+                reply = self.stub.Clock(
+                    pb.ClockRequest(t1_ns=t1), timeout=timeout, metadata=self.metadata
+                )
             except grpc.RpcError:
                 return best
-            t4 = time.time_ns()
-            rtt = (t4 - t1) - (reply.t3_ns - reply.t2_ns)
-            offset = ((reply.t2_ns - t1) + (reply.t3_ns - t4)) // 2
+            offset, rtt = clock.offset_from_probe(t1, reply.t2_ns, reply.t3_ns, clock.now_ns())
             if best is None or rtt < best[1]:
                 best = (offset, rtt)
         return best
-
-    def open_stream(
-        self, hello: pb.Hello, on_failure: Callable[[str], None] | None = None
-    ) -> StreamSender:
-        return StreamSender(self.stub, hello, on_failure)
 
     def close(self) -> None:
         self.channel.close()
 
 
-class StreamSender:
-    """Feeds one bidi ``Stream`` call; sequence numbers and acks are tracked here."""
+@dataclass
+class _Entry:
+    seq: int
+    records: int
+    data: bytes | None  # None: the bytes are in the spool file at ``offset``
+    offset: int = -1
+
+
+class StreamDelivery:
+    """Delivers one stream, in order, exactly once on the collector, or spools it."""
 
     def __init__(
         self,
-        stub: pb_grpc.CollectorStub,
+        client: CollectorClient,
         hello: pb.Hello,
-        on_failure: Callable[[str], None] | None,
+        spool: Spool | None = None,
+        on_failure: Callable[[str], None] | None = None,
+        memory_bytes: int = MEMORY_BYTES,
+        next_seq: int = 1,
     ) -> None:
+        self.client = client
         self.hello = hello
+        self.spool = spool
         self._on_failure = on_failure
-        self._requests: queue.Queue[object] = queue.Queue()
-        self._lock = threading.Condition()
-        self._next_seq = 1
-        self._unacked: dict[int, int] = {}  # seq -> records
+        self._memory_limit = memory_bytes
+        self._cond = threading.Condition()
+        self._pending: collections.deque[_Entry] = collections.deque()
+        self._pending_memory = 0
+        self._inflight: collections.OrderedDict[int, _Entry] = collections.OrderedDict()
+        self._spool_file: SpoolFile | None = None
+        self._next_seq = next_seq
         self.acked_seq = 0
         self.records_acked = 0
-        self.dropped = 0  # records that could not be delivered
-        self.failed: str | None = None
-        self._requests.put(pb.AgentMessage(hello=hello))
-        self._call = stub.Stream(self._iter_requests())
-        self._reader = threading.Thread(target=self._read_acks, name="tfprof-acks", daemon=True)
-        self._reader.start()
+        self.dropped = 0  # records lost for good (spool full)
+        self.connected = False
+        self.last_error: str | None = None
+        self._goodbye: pb.Goodbye | None = None
+        self._finishing = False
+        self._goodbye_sent = False  # the goodbye (if any) and the end of the call
+        self._done = False  # goodbye acknowledged, or abandoned
+        self._abandon = False
+        self._fatal = False
+        self._calls = 0
+        self._failed_calls = 0
+        self._last_progress = time.monotonic()
+        self._thread = threading.Thread(target=self._run, name="tfprof-stream", daemon=True)
+        self._thread.start()
 
-    def _iter_requests(self) -> Iterator[pb.AgentMessage]:
+    # -- producer side --------------------------------------------------------------
+
+    def send(self, batch: pb.Batch, records: int) -> bool:
+        """Queue a batch (never blocks for the network). False if it had to be dropped."""
+        with self._cond:
+            batch.seq = self._next_seq
+            self._next_seq += 1
+            return self._enqueue_locked(batch.seq, batch.SerializeToString(), records)
+
+    def resume(self, batches: list[bytes]) -> None:
+        """Queue already-sequenced batches (read back from a spool), in memory."""
+        with self._cond:
+            for data in batches:
+                batch = pb.Batch.FromString(data)
+                self._pending.append(_Entry(batch.seq, len(batch.records.kind), data))
+                self._pending_memory += len(data)
+                self._next_seq = max(self._next_seq, batch.seq + 1)
+            self._cond.notify_all()
+
+    def _enqueue_locked(self, seq: int, data: bytes, records: int) -> bool:
+        spilling = self._pending and self._pending[-1].data is None
+        if not spilling and self._pending_memory + len(data) <= self._memory_limit:
+            self._pending.append(_Entry(seq, records, data))
+            self._pending_memory += len(data)
+            self._cond.notify_all()
+            return True
+        # Slow or unreachable collector: keep order, spill to disk.
+        offset = self._spill_locked(data)
+        if offset is None:
+            self.dropped += records
+            return False
+        self._pending.append(_Entry(seq, records, None, offset))
+        self._cond.notify_all()
+        return True
+
+    def _spill_locked(self, data: bytes) -> int | None:
+        if self.spool is None:
+            return None
+        if self._spool_file is None:
+            try:
+                self._spool_file = self.spool.open_stream(self.hello, self.client.target)
+            except OSError as exc:
+                log.warning("cannot open the spool in %s: %s", self.spool.root, exc)
+                self.spool = None
+                return None
+        try:
+            return self._spool_file.append(data)
+        except OSError as exc:  # disk full: drop and count
+            log.warning("cannot write to the spool: %s", exc)
+            return None
+
+    # -- the connection ---------------------------------------------------------------
+
+    def _requests(self, outbox: queue.Queue[object]) -> Iterator[pb.AgentMessage]:
         while True:
-            item = self._requests.get()
+            item = outbox.get()
             if item is _END:
                 return
             assert isinstance(item, pb.AgentMessage)
             yield item
 
-    def _read_acks(self) -> None:
+    def _run(self) -> None:
+        backoff = BACKOFF_START_S
+        while True:
+            with self._cond:
+                if self._done or self._abandon:
+                    break
+                if self._fatal:
+                    self._cond.wait(0.5)  # nothing to retry; finish() spools
+                    continue
+            if self._one_call():
+                with self._cond:
+                    if self._done:
+                        break
+                backoff = BACKOFF_START_S
+                continue
+            with self._cond:
+                if self._abandon:
+                    break
+                self._cond.wait(backoff)
+            backoff = min(backoff * 2, BACKOFF_MAX_S)
+        self._release_spool_if_delivered()
+
+    def _one_call(self) -> bool:
+        """Run one Stream call until it ends; True when it ended cleanly."""
+        outbox: queue.Queue[object] = queue.Queue()
+        outbox.put(pb.AgentMessage(hello=self.hello))
+        # wait_for_ready: a call waits for the channel's own reconnection (a collector
+        # that restarts) instead of failing at once; CONNECT_S bounds the wait.
+        call = self.client.stub.Stream(
+            self._requests(outbox), metadata=self.client.metadata, wait_for_ready=True
+        )
+        self._calls += 1
+        acks = threading.Thread(target=self._read_acks, args=(call,), daemon=True)
+        acks.start()
+        hello_acked = stalled = False
         try:
-            for ack in self._call:
-                with self._lock:
-                    for seq in [s for s in self._unacked if s <= ack.seq]:
-                        self.records_acked += self._unacked.pop(seq)
-                    self.acked_seq = max(self.acked_seq, ack.seq)
-                    self._lock.notify_all()
-        except grpc.RpcError as exc:
-            self._fail(f"{exc.code().name}: {exc.details()}")
+            with self._cond:
+                # The collector answers the hello with the last sequence it stored.
+                connect_deadline = time.monotonic() + CONNECT_S
+                while not self.connected and acks.is_alive() and not self._abandon:
+                    if time.monotonic() > connect_deadline:
+                        if self.last_error is None:
+                            self.last_error = "UNAVAILABLE: no answer from the collector"
+                            if self._on_failure is not None:
+                                self._on_failure(self.last_error)
+                        break
+                    self._cond.wait(0.1)
+                hello_acked = self.connected
+                self._last_progress = time.monotonic()
+                while hello_acked and self.connected and not self._abandon:
+                    self._fill_window_locked(outbox)
+                    if self._goodbye_sent and not self._inflight:
+                        break
+                    if self._inflight and time.monotonic() - self._last_progress > STALL_S:
+                        self.last_error = "the collector stopped acknowledging"
+                        break
+                    self._cond.wait(0.2)
+                stalled = hello_acked and self.last_error is not None
         finally:
-            with self._lock:
-                if self.failed is None and self._unacked:
-                    self._fail_locked("the collector closed the stream before acknowledging")
-                self._lock.notify_all()
+            outbox.put(_END)
+        if self._abandon or stalled or not hello_acked:
+            call.cancel()
+        acks.join()
+        with self._cond:
+            clean = self.last_error is None and self._goodbye_sent and not self._inflight
+            if clean:
+                self._done = True
+            else:
+                self._requeue_inflight_locked()
+                self._goodbye_sent = False
+                self._failed_calls += 1
+            self.connected = False
+            self._cond.notify_all()
+        return clean
 
-    def _fail(self, why: str) -> None:
-        with self._lock:
-            self._fail_locked(why)
+    def _fill_window_locked(self, outbox: queue.Queue[object]) -> None:
+        while self._pending and len(self._inflight) < WINDOW:
+            entry = self._pending.popleft()
+            if entry.seq <= self.acked_seq:
+                self._forget_locked(entry)
+                continue
+            data = self._load_locked(entry)
+            self._inflight[entry.seq] = entry
+            outbox.put(pb.AgentMessage(batch=pb.Batch.FromString(data)))
+        if self._finishing and not self._pending and not self._goodbye_sent:
+            if self._goodbye is not None:
+                outbox.put(pb.AgentMessage(goodbye=self._goodbye))
+            outbox.put(_END)
+            self._goodbye_sent = True
 
-    def _fail_locked(self, why: str) -> None:
-        if self.failed is not None:
-            return
-        self.failed = why
-        self.dropped += sum(self._unacked.values())
-        self._unacked.clear()
-        self._lock.notify_all()
-        if self._on_failure is not None:
-            self._on_failure(why)
+    def _load_locked(self, entry: _Entry) -> bytes:
+        if entry.data is not None:
+            return entry.data
+        assert self._spool_file is not None
+        return self._spool_file.read(entry.offset)
 
-    def send(self, batch: pb.Batch, records: int) -> bool:
-        """Queue a batch; waits while too many are unacknowledged. False if dropped."""
-        with self._lock:
-            while self.failed is None and len(self._unacked) >= MAX_UNACKED_BATCHES:
-                self._lock.wait(0.5)
-            if self.failed is not None:
-                self.dropped += records
-                return False
-            batch.seq = self._next_seq
-            self._next_seq += 1
-            self._unacked[batch.seq] = records
-        self._requests.put(pb.AgentMessage(batch=batch))
-        return True
+    def _forget_locked(self, entry: _Entry) -> None:
+        if entry.data is not None:
+            self._pending_memory -= len(entry.data)
 
-    def finish(self, goodbye: pb.Goodbye, timeout: float) -> bool:
-        """Send the goodbye, end the call and wait for the last acknowledgement."""
-        deadline = time.monotonic() + timeout
-        if self.failed is None:
-            goodbye.dropped_relay += self.dropped
-            self._requests.put(pb.AgentMessage(goodbye=goodbye))
-        self._requests.put(_END)
-        self._reader.join(max(0.0, deadline - time.monotonic()))
-        if self._reader.is_alive():
-            self._call.cancel()
-            self._fail("timed out waiting for the collector to acknowledge")
-            self._reader.join(1.0)
-        return self.failed is None
+    def _requeue_inflight_locked(self) -> None:
+        # Unacknowledged batches go back to the front, in order, for the next call.
+        for entry in reversed(self._inflight.values()):
+            self._pending.appendleft(entry)
+        self._inflight.clear()
+
+    def _read_acks(self, call: Any) -> None:
+        error: str | None = None
+        cancelled = False
+        code: grpc.StatusCode | None = None
+        try:
+            for ack in call:
+                with self._cond:
+                    if not self.connected:
+                        self.connected = True
+                        self.last_error = None
+                    self.acked_seq = max(self.acked_seq, ack.seq)
+                    self._last_progress = time.monotonic()
+                    while self._inflight:
+                        seq, entry = next(iter(self._inflight.items()))
+                        if seq > self.acked_seq:
+                            break
+                        del self._inflight[seq]
+                        self.records_acked += entry.records
+                        self._forget_locked(entry)
+                    self._cond.notify_all()
+        except grpc.RpcError as exc:
+            code = exc.code() if hasattr(exc, "code") else None
+            details = exc.details() if hasattr(exc, "details") else str(exc)
+            error = f"{code.name if code else 'ERROR'}: {details}"
+            cancelled = code == grpc.StatusCode.CANCELLED
+        with self._cond:
+            if error is not None and cancelled:
+                self.connected = False  # we cancelled it ourselves
+            elif error is not None:
+                if code in FATAL_CODES:
+                    self._fatal = True
+                first = self.last_error is None
+                self.last_error = error
+                self.connected = False
+                if first and self._on_failure is not None and not self._abandon:
+                    self._on_failure(error)
+            self._cond.notify_all()
+
+    # -- the end ----------------------------------------------------------------------
+
+    def finish(self, goodbye: pb.Goodbye | None, timeout: float) -> bool:
+        """Say goodbye and wait for delivery; spool what is left. True if delivered.
+
+        ``goodbye=None`` ends the stream without one (a spooled stream whose launcher
+        died: the collector keeps it as incomplete).
+        """
+        with self._cond:
+            if goodbye is not None:
+                goodbye.dropped_relay += self.dropped
+            self._goodbye = goodbye
+            self._finishing = True
+            self._cond.notify_all()  # also cuts a reconnect backoff short
+            failed_before = self._failed_calls
+            deadline = time.monotonic() + timeout
+            while not self._done:
+                left = deadline - time.monotonic()
+                # A fresh attempt failed since the job ended: the collector is down, so
+                # spool now rather than keep the user waiting.
+                down = not self.connected and self._failed_calls > failed_before
+                if left <= 0 or down or self._fatal:
+                    break
+                self._cond.wait(min(left, 0.1))
+            if self._done:
+                return True
+            self._abandon = True
+            self._cond.notify_all()
+        self._thread.join(10.0)
+        self._spool_leftovers()
+        return False
+
+    @property
+    def undelivered_records(self) -> int:
+        with self._cond:
+            return sum(e.records for e in self._pending) + sum(
+                e.records for e in self._inflight.values()
+            )
+
+    def _spool_leftovers(self) -> None:
+        with self._cond:
+            self._requeue_inflight_locked()
+            entries = [e for e in self._pending if e.seq > self.acked_seq]
+            if self.spool is None:
+                self.dropped += sum(e.records for e in entries)
+                return
+            try:
+                data = [self._load_locked(e) for e in entries]
+                if self._spool_file is None:
+                    self._spool_file = self.spool.open_stream(self.hello, self.client.target)
+                kept = self._spool_file.rewrite(data)
+                lost = sum(e.records for e in entries[kept:])
+                self.dropped += lost
+                if self._goodbye is not None:
+                    self._goodbye.dropped_relay += lost  # the spool is full: counted
+                    self._spool_file.write_goodbye(self._goodbye)
+                self._spool_file.close()
+            except OSError as exc:
+                log.warning("cannot spool undelivered batches: %s", exc)
+                self.dropped += sum(e.records for e in entries)
+            self._spool_file = None
+
+    def _release_spool_if_delivered(self) -> None:
+        with self._cond:
+            if self._done and self._spool_file is not None:
+                self._spool_file.remove()
+                self._spool_file = None
+
+    @property
+    def spool_dir(self) -> str | None:
+        return str(self.spool.stream_dir(self.hello)) if self.spool is not None else None

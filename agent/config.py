@@ -48,6 +48,24 @@ OPTIONS: dict[str, Option] = {
     ),
     "cupti_buffer_bytes": Option("TFPROF_CUPTI_BUFFER_BYTES", str(8 << 20), "CUPTI buffer size"),
     "log_level": Option("TFPROF_LOG_LEVEL", "WARNING", "log level of the tfprof loggers"),
+    "spool_dir": Option(
+        "TFPROF_SPOOL_DIR", "", "where undelivered batches wait (default: ~/.cache/tfprof/spool)"
+    ),
+    "spool_bytes": Option(
+        "TFPROF_SPOOL_BYTES", str(1 << 30), "disk the spool may use; beyond it, drop and count"
+    ),
+    "delivery_timeout": Option(
+        "TFPROF_DELIVERY_TIMEOUT",
+        "10",
+        "seconds the launcher keeps trying the collector after the job ends, then spools",
+    ),
+    "clock_interval": Option(
+        "TFPROF_CLOCK_INTERVAL", "60", "seconds between clock-offset estimates; 0 = once"
+    ),
+    "tls_ca": Option(
+        "TFPROF_TLS_CA", "", "PEM file of the CA that signed the collector's certificate (TLS)"
+    ),
+    "auth_token": Option("TFPROF_AUTH_TOKEN", "", "bearer token the collector requires"),
     # Set by the launcher for the job's processes, not by users.
     "socket": Option("TFPROF_SOCKET", "", "(internal) the launcher's Unix socket"),
     "run_id": Option("TFPROF_RUN_ID", "", "(internal) this run's id"),
@@ -75,6 +93,12 @@ class AgentConfig(NamedTuple):
     exit_timeout_s: float
     cupti_buffer_bytes: int
     log_level: str
+    spool_dir: str
+    spool_bytes: int
+    delivery_timeout_s: float
+    clock_interval_s: float
+    tls_ca: str
+    auth_token: str
     socket: str
     run_id: str
     run_dir: str
@@ -152,6 +176,19 @@ def load(environ: Mapping[str, str] | None = None) -> AgentConfig:
             _number(OPTIONS["cupti_buffer_bytes"].env, raw("cupti_buffer_bytes"), int, 1 << 16)
         ),
         log_level=raw("log_level").upper() or "WARNING",
+        spool_dir=raw("spool_dir")
+        or os.path.join(
+            env.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
+            "tfprof",
+            "spool",
+        ),
+        spool_bytes=int(_number(OPTIONS["spool_bytes"].env, raw("spool_bytes"), int, 0)),
+        delivery_timeout_s=_number(
+            OPTIONS["delivery_timeout"].env, raw("delivery_timeout"), float, 0
+        ),
+        clock_interval_s=_number(OPTIONS["clock_interval"].env, raw("clock_interval"), float, 0),
+        tls_ca=raw("tls_ca"),
+        auth_token=raw("auth_token"),
         socket=raw("socket"),
         run_id=raw("run_id"),
         run_dir=raw("run_dir"),

@@ -18,7 +18,7 @@ import threading
 import time
 from typing import Any
 
-from tfprof.agent import __version__, config, frames
+from tfprof.agent import __version__, clock, config, frames
 from tfprof.agent.frames import DeviceInfo, FrameType, RecordTable
 from tfprof.agent.sources.base import Source, SourceUnavailable
 
@@ -166,7 +166,7 @@ class Hook:
                 tracer_ns = self.source.tracer_clock_ns()
             except Exception:
                 tracer_ns = None
-        realtime = time.time_ns()
+        realtime = clock.now_ns()
         return {
             "pid": self.pid,
             "ppid": os.getppid(),

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import psutil
+
+from tfprof.agent import clock
 
 log = logging.getLogger("tfprof.agent.host_metrics")
 
@@ -75,7 +76,7 @@ class HostSampler:
         except psutil.Error:
             self.remove(pid)
             return
-        self._deliver(pid, HostSample(time.time_ns(), cpu, rss, threads, read, write))
+        self._deliver(pid, HostSample(clock.now_ns(), cpu, rss, threads, read, write))
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval):

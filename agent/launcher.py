@@ -127,31 +127,74 @@ class Run:
         self.clock: tuple[int, int] = (0, 0)
         self._warned_collector = False
         self._links_by_pid: dict[int, Any] = {}
+        self._stopping = threading.Event()
+        self.spool: Any = None
 
     # -- collector side -------------------------------------------------------------
 
     def _collector_failure(self, why: str) -> None:
         if not self._warned_collector:
             self._warned_collector = True
-            target = self.cfg.collector or "the embedded collector"
-            notice(f"cannot deliver records to {target} ({why}); the job continues untraced")
+            if self.spool is not None:
+                notice(
+                    f"cannot deliver records to {self.cfg.collector} ({why}); they wait in "
+                    f"{self.spool.root} until it answers"
+                )
+            else:
+                notice(f"cannot deliver records to the embedded collector ({why})")
 
     def _connect(self) -> Any:
         from tfprof.agent.client import CollectorClient
 
         if self.cfg.collector:
-            client = CollectorClient(self.cfg.collector)
+            from tfprof.agent.spool import Spool
+
+            client = CollectorClient(self.cfg.collector, self.cfg.tls_ca, self.cfg.auth_token)
+            self.spool = Spool(self.cfg.spool_dir, self.cfg.spool_bytes)
             clock = client.estimate_clock()
             if clock is None:
                 self._collector_failure("unreachable")
             else:
                 self.clock = clock
+                # What earlier runs on this host left in the spool goes out now.
+                threading.Thread(
+                    target=self._flush_old_spool, name="tfprof-flush", daemon=True
+                ).start()
+            if self.cfg.clock_interval_s > 0:
+                threading.Thread(target=self._track_clock, name="tfprof-clock", daemon=True).start()
             return client
         from tfprof.collector.server import CollectorServer
 
         self.embedded = CollectorServer("127.0.0.1:0", os.path.join(self.run_dir, "store"))
         self.embedded.start()
         return CollectorClient(self.embedded.address)
+
+    def _flush_old_spool(self) -> None:
+        from tfprof.agent.client import CollectorClient
+        from tfprof.agent.flush import flush_spool
+
+        cfg = self.cfg
+        result = flush_spool(
+            self.spool,
+            lambda target: CollectorClient(target, cfg.tls_ca, cfg.auth_token),
+            target=cfg.collector,
+            only_target=True,
+        )
+        if result.delivered_streams:
+            notice(
+                f"delivered {result.delivered_records:,} spooled records of earlier runs "
+                f"({result.delivered_streams} streams)"
+            )
+
+    def _track_clock(self) -> None:
+        # Clocks drift: re-estimate the offset and send it with the next batches.
+        while not self._stopping.wait(self.cfg.clock_interval_s):
+            estimate = self.client.estimate_clock()
+            if estimate is None:
+                continue
+            self.clock = estimate
+            for link in list(self._links_by_pid.values()):
+                link.update_clock(*estimate)
 
     def _on_hello(self, info: dict[str, Any]) -> Any:
         from tfprof.agent.relay import PROTOCOL_VERSION, ProcessLink, new_stream_id
@@ -178,7 +221,7 @@ class Run:
             clock_rtt_ns=self.clock[1],
             stream_id=new_stream_id(),
         )
-        link = ProcessLink(self.client, hello, self._collector_failure)
+        link = ProcessLink(self.client, hello, self._collector_failure, self.spool)
         self._links_by_pid[hello.pid] = link
         self.sampler.add(hello.pid)
         return link
@@ -247,8 +290,26 @@ class Run:
             notice("some traced processes are still running; their records so far are kept")
         self.sampler.stop()
         self.relay.close()
-        for link in list(self._links_by_pid.values()):
-            link.finish(timeout=10.0, exit_code=code)
+        self._stopping.set()
+        links = list(self._links_by_pid.values())
+        results: dict[int, bool] = {}
+
+        def finish(link: Any) -> None:
+            results[link.pid] = link.finish(timeout=self.cfg.delivery_timeout_s, exit_code=code)
+
+        finishers = [threading.Thread(target=finish, args=(link,)) for link in links]
+        for t in finishers:
+            t.start()
+        for t in finishers:
+            t.join()
+        left = [link for link in links if not results.get(link.pid, False)]
+        records = sum(link.sender.undelivered_records for link in left)
+        if records and self.spool is not None:
+            notice(
+                f"{records:,} records of {len(left)} process(es) not delivered to "
+                f"{self.cfg.collector} yet; they wait in {self.spool.root}: "
+                "`tfprof-agent flush-spool` delivers them"
+            )
         self.client.close()
         if self.embedded is not None:
             self.embedded.stop(grace=5.0)

@@ -18,9 +18,10 @@ from typing import Any
 import numpy as np
 
 from tfprof.agent import frames
-from tfprof.agent.client import CollectorClient, StreamSender
+from tfprof.agent.client import CollectorClient, StreamDelivery
 from tfprof.agent.frames import FrameType
 from tfprof.agent.host_metrics import HostSample
+from tfprof.agent.spool import Spool
 from tfprof.proto import collector_pb2 as pb
 
 log = logging.getLogger("tfprof.agent.relay")
@@ -61,10 +62,12 @@ class ProcessLink:
         client: CollectorClient,
         hello: pb.Hello,
         on_failure: Callable[[str], None],
+        spool: Spool | None = None,
     ) -> None:
         self.pid = hello.pid
         self.hello = hello
-        self.sender: StreamSender = client.open_stream(hello, on_failure)
+        self.sender = StreamDelivery(client, hello, spool, on_failure)
+        self._clock: tuple[int, int] | None = None
         self.records = 0
         self.dropped_queue = 0
         self.goodbye: dict[str, Any] | None = None
@@ -72,11 +75,24 @@ class ProcessLink:
         self._lock = threading.Lock()
         self._host: list[HostSample] = []
 
+    def update_clock(self, offset_ns: int, rtt_ns: int) -> None:
+        """A fresh clock estimate; it travels with the next batch."""
+        with self._lock:
+            self._clock = (offset_ns, rtt_ns)
+
+    def _attach_clock(self, batch: pb.Batch) -> None:
+        with self._lock:
+            fresh, self._clock = self._clock, None
+        if fresh is not None:
+            batch.clock_updated = True
+            batch.clock_offset_ns, batch.clock_rtt_ns = fresh
+
     def on_records(self, decoded: frames.DecodedRecords) -> None:
         batch = pb.Batch(string_base=decoded.string_base, dropped=decoded.dropped)
         batch.strings.extend(decoded.strings)
         records_proto(decoded, batch.records)
         self._attach_host(batch)
+        self._attach_clock(batch)
         self.dropped_queue = decoded.dropped
         self.records += decoded.count
         self.sender.send(batch, decoded.count)
@@ -95,6 +111,7 @@ class ProcessLink:
     def flush_host(self) -> None:
         batch = pb.Batch()
         if self._attach_host(batch):
+            self._attach_clock(batch)
             self.sender.send(batch, 0)
 
     def _attach_host(self, batch: pb.Batch) -> bool:
@@ -112,6 +129,7 @@ class ProcessLink:
         return True
 
     def finish(self, timeout: float, exit_code: int = 0) -> bool:
+        """Say goodbye; False when the stream was left in the spool (or lost)."""
         self.flush_host()
         counts = self.goodbye or {}
         goodbye = pb.Goodbye(

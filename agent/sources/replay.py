@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from tfprof.agent import clock
 from tfprof.agent.frames import COLUMNS, DeviceInfo, RecordTable
 from tfprof.agent.sources.base import Sink, SourceUnavailable
 from tfprof.agent.sources.recorded import RecordedTrace, TraceFormatError, load_trace
@@ -168,7 +169,7 @@ class ReplaySource:
             )
 
     def _replay(self, sink: Sink, plan: _Plan) -> None:
-        t0 = time.time_ns()
+        t0 = clock.now_ns()  # the host realtime clock, as CUPTI timestamps are
         m0 = time.monotonic_ns()
         speed = self.speed
         for loop_first, chunks in plan.blocks():

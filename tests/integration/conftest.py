@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -43,8 +44,13 @@ def collector_cmd(*args: str) -> list[str]:
     return [sys.executable, "-m", "tfprof.collector.cli", *args]
 
 
+# Launchers started by tests spool here, never in the user's ~/.cache.
+SPOOL = tempfile.mkdtemp(prefix="tfprof-test-spool-")
+
+
 def clean_env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("TFPROF_")}
+    env["TFPROF_SPOOL_DIR"] = SPOOL
     env["PYTHONUNBUFFERED"] = "1"
     env["TF_CPP_MIN_LOG_LEVEL"] = "3"
     env.update(extra)
@@ -68,9 +74,9 @@ class Collector:
         return self.proc.returncode
 
 
-def start_collector(data_dir: Path) -> Collector:
+def start_collector(data_dir: Path, listen: str = "127.0.0.1:0") -> Collector:
     proc = subprocess.Popen(
-        collector_cmd("serve", "--listen", "127.0.0.1:0", "--data-dir", str(data_dir)),
+        collector_cmd("serve", "--listen", listen, "--data-dir", str(data_dir)),
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
@@ -127,7 +133,7 @@ def expected_tracks(trace_file: Path, prefix: str) -> Counter[str]:
     recorded = load_trace(trace_file)
     expected: Counter[str] = Counter()
     for (device, stream), kinds in recorded.per_stream_counts().items():
-        total = kinds["kernel"] + kinds["memcpy"] + kinds["memset"]
+        total = kinds["kernel"] + kinds["memcpy"] + kinds["memset"] + kinds.get("sync", 0)
         if total:
             expected[f"{prefix}/gpu:{device}/stream:{stream}"] += total
         if kinds["memcpy"]:

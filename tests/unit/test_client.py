@@ -1,32 +1,34 @@
-"""agent/client.py against a real collector, and against nothing at all."""
+"""agent/client.py and the spool against a real collector, a restarted one, and none."""
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
-from tfprof.agent.client import CollectorClient, StreamSender
-from tfprof.agent.frames import COLUMNS, RecordKind
+from tfprof.agent.client import CollectorClient, StreamDelivery
+from tfprof.agent.flush import flush_spool
+from tfprof.agent.frames import RecordKind
+from tfprof.agent.spool import Spool
 from tfprof.collector.server import CollectorServer
 from tfprof.proto import collector_pb2 as pb
 
-pytestmark = pytest.mark.timeout(30)
+pytestmark = pytest.mark.timeout(60)
 UNREACHABLE = "127.0.0.1:1"
 
 
-def hello(job: str = "train") -> pb.Hello:
-    return pb.Hello(protocol_version=1, job=job, run_id="run1", stream_id="s1", host="node-a",
-                    pid=100, task="0")  # fmt: skip
+def hello(job: str = "train", stream_id: str = "s1") -> pb.Hello:
+    return pb.Hello(protocol_version=1, job=job, run_id="run1", stream_id=stream_id,
+                    host="node-a", pid=100, task="0")  # fmt: skip
 
 
 def batch(n: int, start: int = 0) -> pb.Batch:
     b = pb.Batch()
-    for col in COLUMNS:
-        getattr(b.records, col).extend([0] * n)
-    b.records.kind[:] = [RecordKind.KERNEL] * n
-    b.records.start_ns[:] = range(start, start + n)
+    b.records.kind.extend([RecordKind.KERNEL] * n)
+    b.records.start_ns.extend(range(start, start + n))
+    b.records.duration_ns.extend([10] * n)
     return b
 
 
@@ -51,6 +53,18 @@ def client(collector: CollectorServer) -> Iterator[CollectorClient]:
         c.close()
 
 
+def stored_starts(server: CollectorServer, job: str = "train") -> list[int]:
+    (run,) = server.store.load_jobs([job])
+    return sorted(v for s in run.streams for v in s.records["start_ns"].tolist())
+
+
+def send_all(delivery: StreamDelivery, sizes: list[int], start: int = 0) -> int:
+    for n in sizes:
+        assert delivery.send(batch(n, start), n)
+        start += n
+    return start
+
+
 def test_estimate_clock_on_the_same_host(client: CollectorClient) -> None:
     result = client.estimate_clock(samples=5, timeout=5.0)
     assert result is not None
@@ -68,60 +82,93 @@ def test_estimate_clock_without_a_collector_is_none() -> None:
         c.close()
 
 
-def test_stream_sender_delivers_and_counts_acks(
-    client: CollectorClient, collector: CollectorServer
+def test_delivery_in_order_with_acks(client: CollectorClient, collector: CollectorServer) -> None:
+    failures = Failures()
+    delivery = StreamDelivery(client, hello(), on_failure=failures)
+    total = send_all(delivery, [3, 1, 4, 1, 5])
+    assert delivery.finish(pb.Goodbye(records_sent=total), timeout=20)
+    assert delivery.records_acked == total
+    assert delivery.acked_seq == 5
+    assert delivery.dropped == 0
+    assert failures.reasons == []
+    assert stored_starts(collector) == list(range(total))
+    (run,) = collector.store.load_jobs(["train"])
+    assert run.streams[0].finished
+
+
+def test_a_rejected_stream_reports_why_once_and_spools(
+    client: CollectorClient, tmp_path: Path
 ) -> None:
     failures = Failures()
-    sender = client.open_stream(hello(), failures)
-    sizes = [3, 1, 4, 1, 5]
-    sent = []
-    start = 0
-    for n in sizes:
-        b = batch(n, start)
-        start += n
-        assert sender.send(b, n)
-        sent.append(b.seq)
-    assert sent == [1, 2, 3, 4, 5]
-    assert sender.finish(pb.Goodbye(records_sent=sum(sizes)), timeout=20)
-    assert sender.records_acked == sum(sizes)
-    assert sender.acked_seq == len(sizes)
-    assert (sender.dropped, sender.failed) == (0, None)
-    assert failures.reasons == []
-
-    (job,) = collector.store.load_jobs(["train"])
-    (s,) = job.streams
-    assert s.records["start_ns"].tolist() == list(range(sum(sizes)))
-    assert s.finished
-
-
-def test_a_stream_the_collector_rejects_reports_why(client: CollectorClient) -> None:
-    failures = Failures()
-    sender = client.open_stream(hello(job="../bad"), failures)
+    spool = Spool(tmp_path / "spool", 1 << 30)
+    delivery = StreamDelivery(client, hello(job="bad..job"), spool, failures)
+    bad = StreamDelivery(client, hello(job="-bad"), spool, failures)
     assert failures.event.wait(20)
-    assert not sender.send(batch(2), 2)
-    assert sender.dropped == 2
-    assert not sender.finish(pb.Goodbye(), timeout=20)
+    delivery.send(batch(2), 2)
+    bad.send(batch(2), 2)
+    assert not bad.finish(pb.Goodbye(), timeout=20)
+    assert delivery.finish(pb.Goodbye(), timeout=20)  # a valid name after all
     assert len(failures.reasons) == 1
     assert failures.reasons[0].startswith("INVALID_ARGUMENT: ")
     assert "invalid job name" in failures.reasons[0]
+    assert (spool.root / "-bad" / "run1" / "s1" / "batches.log").exists()
 
 
-@pytest.mark.timeout(20)
-def test_an_unreachable_collector_fails_once_and_drops() -> None:
-    client = CollectorClient(UNREACHABLE)
+def test_unreachable_collector_spools_and_flush_delivers_once(
+    collector: CollectorServer, tmp_path: Path
+) -> None:
+    spool = Spool(tmp_path / "spool", 1 << 30)
+    down = CollectorClient(UNREACHABLE)
     failures = Failures()
+    # A tiny memory budget: everything beyond the first batch spills to disk, in order.
+    delivery = StreamDelivery(down, hello(), spool, failures, memory_bytes=1)
+    total = send_all(delivery, [10, 20, 30, 40])
+    assert failures.event.wait(15)
+    assert not delivery.finish(pb.Goodbye(records_sent=total), timeout=30)
+    down.close()
+    assert failures.reasons[0].startswith("UNAVAILABLE")
+    stream_dir = spool.root / "train" / "run1" / "s1"
+    assert (stream_dir / "goodbye.pb").exists()
+    assert (stream_dir / "target").read_text() == UNREACHABLE
+
+    result = flush_spool(spool, CollectorClient, target=collector.address, timeout=30)
+    assert (result.delivered_streams, result.delivered_records) == (1, total)
+    assert result.left == []
+    assert not stream_dir.exists()
+    assert stored_starts(collector) == list(range(total))
+    # Flushing again delivers nothing more, and nothing is duplicated.
+    assert flush_spool(spool, CollectorClient, target=collector.address).delivered_streams == 0
+    assert stored_starts(collector) == list(range(total))
+
+
+def test_a_full_spool_drops_and_counts(tmp_path: Path) -> None:
+    one = len(batch(20).SerializeToString()) + 8  # a batch, its seq and its length prefix
+    spool = Spool(tmp_path / "spool", 2 * one)
+    down = CollectorClient(UNREACHABLE)
+    delivery = StreamDelivery(down, hello(), spool, memory_bytes=1)
+    accepted = [delivery.send(batch(20, i * 20), 20) for i in range(5)]
+    goodbye = pb.Goodbye(records_sent=100)
+    delivery.finish(goodbye, timeout=10)
+    down.close()
+    assert accepted[0] and not all(accepted)
+    assert delivery.dropped == 20 * accepted.count(False)
+    assert goodbye.dropped_relay >= delivery.dropped - 20  # counted where the store sees it
+
+
+def test_a_collector_restart_loses_and_duplicates_nothing(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    first = CollectorServer("127.0.0.1:0", str(data)).start()
+    address = first.address
+    client = CollectorClient(address)
+    delivery = StreamDelivery(client, hello(), Spool(tmp_path / "spool", 1 << 30))
+    start = send_all(delivery, [100] * 5)
+    first.stop(grace=0)
+    start = send_all(delivery, [100] * 5, start)  # while it is down
+    second = CollectorServer(address, str(data)).start()
     try:
-        sender = client.open_stream(hello(), failures)
-        assert isinstance(sender, StreamSender)
-        sender.send(batch(3), 3)  # in flight or dropped: either way counted below
-        assert failures.event.wait(15), "no failure reported for an unreachable collector"
-        assert not sender.send(batch(2), 2)
-        assert sender.dropped == 5
-        # Must return as soon as the failure is known, not wait out its own timeout.
-        assert not sender.finish(pb.Goodbye(), timeout=60)
+        start = send_all(delivery, [100] * 5, start)
+        assert delivery.finish(pb.Goodbye(records_sent=start), timeout=40)
+        assert stored_starts(second) == list(range(start))
     finally:
         client.close()
-    assert len(failures.reasons) == 1
-    assert failures.reasons[0].startswith("UNAVAILABLE")
-    assert sender.failed == failures.reasons[0]
-    assert sender.records_acked == 0
+        second.stop(grace=0)

@@ -1,0 +1,78 @@
+"""Delivering spooled streams: ``tfprof-agent flush-spool`` and each launcher's start."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from tfprof.agent.client import CollectorClient, StreamDelivery
+from tfprof.agent.spool import Spool, claim
+from tfprof.proto import collector_pb2 as pb
+
+log = logging.getLogger("tfprof.agent.flush")
+
+
+@dataclass
+class FlushResult:
+    delivered_streams: int = 0
+    delivered_records: int = 0
+    left: list[str] = field(default_factory=list)  # folders still waiting, and why
+
+
+def flush_spool(
+    spool: Spool,
+    make_client: Callable[[str], CollectorClient],
+    target: str | None = None,
+    only_target: bool = False,
+    timeout: float = 60.0,
+) -> FlushResult:
+    """Deliver every spooled stream nobody else holds.
+
+    ``target`` overrides each stream's recorded collector; with ``only_target`` the
+    streams recorded for other collectors are left alone (a launcher flushing on start).
+    """
+    result = FlushResult()
+    clients: dict[str, CollectorClient] = {}
+    try:
+        for directory in list(spool.pending_streams()):
+            stream = claim(directory)
+            if stream is None:
+                continue  # a running launcher owns it
+            try:
+                address = target or stream.target
+                if only_target and stream.target != target:
+                    continue
+                if not address:
+                    result.left.append(f"{directory} (no collector address recorded)")
+                    continue
+                client = clients.get(address) or clients.setdefault(address, make_client(address))
+                delivery = StreamDelivery(client, stream.hello)
+                delivery.resume(stream.batches)
+                records = sum(len(pb.Batch.FromString(b).records.kind) for b in stream.batches)
+                if delivery.finish(stream.goodbye, timeout):
+                    shutil.rmtree(directory, ignore_errors=True)
+                    result.delivered_streams += 1
+                    result.delivered_records += records
+                    log.info("delivered spooled stream %s (%d records)", directory, records)
+                else:
+                    result.left.append(f"{directory} ({delivery.last_error or 'not delivered'})")
+            finally:
+                stream.close()
+    finally:
+        for client in clients.values():
+            client.close()
+    _prune_empty(spool)
+    return result
+
+
+def _prune_empty(spool: Spool) -> None:
+    if not spool.root.is_dir():
+        return
+    for run in sorted(spool.root.glob("*/*"), reverse=True):
+        try:
+            run.rmdir()
+            run.parent.rmdir()
+        except OSError:
+            pass
