@@ -32,6 +32,11 @@ class RecordKind(IntEnum):
     KERNEL = 1
     MEMCPY = 2
     MEMSET = 3
+    SYNC = 4  # CUPTI SYNCHRONIZATION: a host wait; ``sync_type`` says which kind
+
+
+# CUPTI_SYNCHRONIZATION_INVALID_VALUE: the stream of a context-wide synchronisation.
+SYNC_NO_STREAM = 0xFFFFFFFF
 
 
 COLUMNS: tuple[str, ...] = (
@@ -57,6 +62,7 @@ COLUMNS: tuple[str, ...] = (
     "src_kind",
     "dst_kind",
     "dst_device",
+    "sync_type",
 )
 COLUMN_INDEX = {name: i for i, name in enumerate(COLUMNS)}
 NUM_COLUMNS = len(COLUMNS)
@@ -153,6 +159,7 @@ class RecordTable:
                 0,
                 0,
                 0,
+                0,
             )
         )
 
@@ -188,6 +195,7 @@ class RecordTable:
                 src_kind,
                 dst_kind,
                 dst_device,
+                0,
             )
         )  # fmt: skip
 
@@ -220,6 +228,35 @@ class RecordTable:
                 memory_kind,
                 0,
                 0,
+                0,
+            )
+        )  # fmt: skip
+
+    def add_sync(
+        self,
+        *,
+        start_ns: int,
+        end_ns: int,
+        device: int,
+        stream: int,
+        sync_type: int,
+        context: int = 0,
+        correlation: int = 0,
+        name: int = 0,
+    ) -> None:
+        """A host wait; ``stream`` is ``SYNC_NO_STREAM`` for a context-wide one."""
+        self.append(
+            (
+                RecordKind.SYNC,
+                start_ns,
+                end_ns - start_ns,
+                device,
+                context,
+                stream,
+                correlation,
+                name,
+                0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                sync_type,
             )
         )  # fmt: skip
 

@@ -22,7 +22,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Collect GPU activity streamed by tfprof agents; merge, export and analyse it.",
     )
     parser.add_argument("--version", action="version", version=f"tfprof-collector {__version__}")
-    parser.add_argument("--log-level", default="INFO", help="log level (default: INFO)")
+    parser.add_argument("--log-level", default=None, help="log level (default: INFO)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for command in COMMANDS:
         command.register(sub)
@@ -40,7 +40,7 @@ def _setup_logging(level: str) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    _setup_logging(str(args.log_level))
+    _setup_logging(str(args.log_level or "INFO"))
     try:
         return int(args.func(args))
     except NotFound as exc:

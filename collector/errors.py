@@ -20,3 +20,15 @@ class Unsupported(CollectorError):
 
 class NotFound(CollectorError):
     """A job or file that does not exist."""
+
+
+class Conflict(CollectorError):
+    """The resource is in use, e.g. a stream another collector process holds open."""
+
+
+class StorageUnavailable(CollectorError):
+    """The data dir cannot take a write now (disk full, I/O error); the agent retries."""
+
+
+class TooLarge(CollectorError):
+    """A message over the configured size limit."""

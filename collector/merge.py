@@ -28,6 +28,7 @@ from tfprof.collector.model import (
     COPY_KIND_NAMES,
     HOST_COLUMNS,
     RECORD_COLUMNS,
+    SYNC_TYPE_NAMES,
     DropCounts,
     JobData,
     StreamData,
@@ -355,13 +356,14 @@ def _prepare(stream: StreamData, lo: int | None, hi: int | None, names: _Names) 
     kind = rec["kind"] if keep is None else rec["kind"][keep]
     name = rec["name"] if keep is None else rec["name"][keep]
     copy_kind = rec["copy_kind"] if keep is None else rec["copy_kind"][keep]
+    sync_type = rec["sync_type"] if keep is None else rec["sync_type"][keep]
     return _Prepared(
         stream=stream,
         keep=keep,
         start=start,
         end=end,
         kind=kind,
-        name=_name_ids(stream.strings, kind, name, copy_kind, names),
+        name=_name_ids(stream.strings, kind, name, copy_kind, names, sync_type),
         negative_durations=negative,
     )
 
@@ -372,8 +374,10 @@ def _name_ids(
     name: np.ndarray,
     copy_kind: np.ndarray,
     names: _Names,
+    sync_type: np.ndarray | None = None,
 ) -> np.ndarray:
-    """Global name id per record: the kernel name, MEMCPY<kind> for copies, MEMSET."""
+    """Global name id per record: the kernel name, MEMCPY<kind> for copies, MEMSET, and
+    for syncs their own name (Kineto's "Event Sync") or else the sync type's label."""
     n_strings = len(strings)
     valid = (name > 0) & (name < n_strings)
     idx = np.where(valid, name, 0)
@@ -399,6 +403,11 @@ def _name_ids(
     memsets = kind == RecordKind.MEMSET
     if memsets.any():
         ids[memsets] = names.intern(MEMSET_NAME)
+    unnamed_syncs = np.flatnonzero(~valid & (kind == RecordKind.SYNC))
+    if unnamed_syncs.shape[0] and sync_type is not None:
+        for value in np.unique(sync_type[unnamed_syncs]).tolist():
+            label = SYNC_TYPE_NAMES.get(int(value), SYNC_TYPE_NAMES[0])
+            ids[unnamed_syncs[sync_type[unnamed_syncs] == value]] = names.intern(label)
     return ids
 
 

@@ -47,6 +47,15 @@ MEMORY_KIND_NAMES = {
     7: "managed_static",
 }
 
+# CUpti_ActivitySynchronizationType values (SYNC records' ``sync_type``), for labels.
+SYNC_TYPE_NAMES = {
+    0: "Unknown",
+    1: "EventSynchronize",
+    2: "StreamWaitEvent",
+    3: "StreamSynchronize",
+    4: "ContextSynchronize",
+}
+
 
 @dataclass(frozen=True)
 class DeviceMeta:

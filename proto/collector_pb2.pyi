@@ -34,6 +34,8 @@ class _RecordKindEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_RecordKind
     KERNEL: _RecordKind.ValueType  # 1
     MEMCPY: _RecordKind.ValueType  # 2
     MEMSET: _RecordKind.ValueType  # 3
+    SYNC: _RecordKind.ValueType  # 4
+    """CUPTI SYNCHRONIZATION: a host wait (sync_type says which)"""
 
 class RecordKind(_RecordKind, metaclass=_RecordKindEnumTypeWrapper): ...
 
@@ -41,6 +43,8 @@ RECORD_KIND_UNSPECIFIED: RecordKind.ValueType  # 0
 KERNEL: RecordKind.ValueType  # 1
 MEMCPY: RecordKind.ValueType  # 2
 MEMSET: RecordKind.ValueType  # 3
+SYNC: RecordKind.ValueType  # 4
+"""CUPTI SYNCHRONIZATION: a host wait (sync_type says which)"""
 Global___RecordKind: _TypeAlias = RecordKind  # noqa: Y015
 
 @_typing.final
@@ -244,6 +248,7 @@ class Records(_message.Message):
     SRC_KIND_FIELD_NUMBER: _builtins.int
     DST_KIND_FIELD_NUMBER: _builtins.int
     DST_DEVICE_FIELD_NUMBER: _builtins.int
+    SYNC_TYPE_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def kind(self) -> _containers.RepeatedScalarFieldContainer[Global___RecordKind.ValueType]: ...
     @_builtins.property
@@ -296,6 +301,10 @@ class Records(_message.Message):
     def dst_device(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
         """peer copies: destination device"""
 
+    @_builtins.property
+    def sync_type(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """SYNC: CUpti_ActivitySynchronizationType"""
+
     def __init__(
         self,
         *,
@@ -321,10 +330,11 @@ class Records(_message.Message):
         src_kind: _abc.Iterable[_builtins.int] | None = ...,
         dst_kind: _abc.Iterable[_builtins.int] | None = ...,
         dst_device: _abc.Iterable[_builtins.int] | None = ...,
+        sync_type: _abc.Iterable[_builtins.int] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["block_x", b"block_x", "block_y", b"block_y", "block_z", b"block_z", "bytes", b"bytes", "context", b"context", "copy_kind", b"copy_kind", "correlation", b"correlation", "device", b"device", "dst_device", b"dst_device", "dst_kind", b"dst_kind", "duration_ns", b"duration_ns", "dynamic_smem", b"dynamic_smem", "grid_x", b"grid_x", "grid_y", b"grid_y", "grid_z", b"grid_z", "kind", b"kind", "name", b"name", "registers", b"registers", "src_kind", b"src_kind", "start_ns", b"start_ns", "static_smem", b"static_smem", "stream", b"stream"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["block_x", b"block_x", "block_y", b"block_y", "block_z", b"block_z", "bytes", b"bytes", "context", b"context", "copy_kind", b"copy_kind", "correlation", b"correlation", "device", b"device", "dst_device", b"dst_device", "dst_kind", b"dst_kind", "duration_ns", b"duration_ns", "dynamic_smem", b"dynamic_smem", "grid_x", b"grid_x", "grid_y", b"grid_y", "grid_z", b"grid_z", "kind", b"kind", "name", b"name", "registers", b"registers", "src_kind", b"src_kind", "start_ns", b"start_ns", "static_smem", b"static_smem", "stream", b"stream", "sync_type", b"sync_type"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -383,12 +393,21 @@ class Batch(_message.Message):
     HOST_FIELD_NUMBER: _builtins.int
     DEVICES_FIELD_NUMBER: _builtins.int
     DROPPED_FIELD_NUMBER: _builtins.int
+    CLOCK_UPDATED_FIELD_NUMBER: _builtins.int
+    CLOCK_OFFSET_NS_FIELD_NUMBER: _builtins.int
+    CLOCK_RTT_NS_FIELD_NUMBER: _builtins.int
     seq: _builtins.int
     """1, 2, 3 ... per stream"""
     string_base: _builtins.int
     """index of strings[0] in the stream's string table"""
     dropped: _builtins.int
     """records lost before this batch (cumulative)"""
+    clock_updated: _builtins.bool
+    """A fresh clock estimate, when the agent made one since the last batch: from this
+    batch on, add it (instead of Hello.clock_offset_ns) to host timestamps.
+    """
+    clock_offset_ns: _builtins.int
+    clock_rtt_ns: _builtins.int
     @_builtins.property
     def strings(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     @_builtins.property
@@ -409,10 +428,13 @@ class Batch(_message.Message):
         host: Global___HostSamples | None = ...,
         devices: _abc.Iterable[Global___Device] | None = ...,
         dropped: _builtins.int = ...,
+        clock_updated: _builtins.bool = ...,
+        clock_offset_ns: _builtins.int = ...,
+        clock_rtt_ns: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["host", b"host", "records", b"records"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["devices", b"devices", "dropped", b"dropped", "host", b"host", "records", b"records", "seq", b"seq", "string_base", b"string_base", "strings", b"strings"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["clock_offset_ns", b"clock_offset_ns", "clock_rtt_ns", b"clock_rtt_ns", "clock_updated", b"clock_updated", "devices", b"devices", "dropped", b"dropped", "host", b"host", "records", b"records", "seq", b"seq", "string_base", b"string_base", "strings", b"strings"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -4,14 +4,15 @@ Imported inside the user's process at start-up, so nothing heavy happens at impo
 cupti-python (and with it numpy and cuda.bindings) is imported in ``bind`` / ``start``.
 
 CUPTI hands completed buffers to ``buffer_completed`` as a list of cupti-python record
-objects, one class per kind and struct version (cupti-python 13.4 gives ActivityKernel13,
-ActivityMemcpy7, ActivityMemset5, ActivityDevice6, ActivityContext4; records are matched
-by class, never assumed). Reading fields through Python attributes costs 3-5 us per
-record, so the callback copies the raw C structs instead (each object's ``.ptr`` is the
-address of its own copy of the struct) and decodes whole groups at once with
-cupti-python's numpy dtypes: well under a microsecond per record. Records of a class
-without a usable dtype (a future struct version) still go through attribute reads, so a
-cupti-python upgrade costs speed, not data.
+objects, one class per kind and struct version (cupti-python 13.4 gives
+ActivityKernel13, ActivityMemcpy7, ActivityMemset5, ActivityDevice6, ActivityContext4,
+ActivitySynchronization2; records are matched by class, never assumed). Reading fields
+through Python attributes costs 3-5 us per record, so the callback copies the raw C
+structs instead (each object's ``.ptr`` is the address of its own copy of the struct)
+and decodes whole groups at once with cupti-python's numpy dtypes: well under a
+microsecond per record. Records of a class without a usable dtype (a future struct
+version) still go through attribute reads, so a cupti-python upgrade costs speed, not
+data.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
 NOT_INSTALLED = "cupti-python is not installed in this interpreter (pip install cupti-python)"
 
 # Record families; each cupti-python class maps to one of them.
-KERNEL, MEMCPY, PEER_COPY, MEMSET, DEVICE, CONTEXT = range(6)
+KERNEL, MEMCPY, PEER_COPY, MEMSET, DEVICE, CONTEXT, SYNC = range(7)
 
 # CamelCase stem of the cupti-python class -> (snake stem of its dtype, family).
 _CLASS_STEMS = {
@@ -46,8 +47,12 @@ _CLASS_STEMS = {
     "Memset": ("memset", MEMSET),
     "Device": ("device", DEVICE),
     "Context": ("context", CONTEXT),
+    "Synchronization": ("synchronization", SYNC),
 }
-_CLASS_RE = re.compile(r"^Activity(Kernel|MemcpyPtoP|Memcpy|Memset|Device|Context)(\d+)$")
+# The first struct version of some classes has no number (ActivitySynchronization).
+_CLASS_RE = re.compile(
+    r"^Activity(Kernel|MemcpyPtoP|Memcpy|Memset|Device|Context|Synchronization)(\d*)$"
+)
 
 # Struct fields each family reads; a dtype lacking one is not used for bulk decoding.
 _FIELDS: dict[int, tuple[str, ...]] = {
@@ -73,6 +78,8 @@ _FIELDS: dict[int, tuple[str, ...]] = {
         "num_multiprocessors", "global_memory_size",
     ),
     CONTEXT: ("context_id", "device_id"),
+    # No device field: the device comes from the context (CONTEXT records).
+    SYNC: ("start", "end", "context_id", "stream_id", "correlation_id", "type"),
 }  # fmt: skip
 
 _C = COLUMN_INDEX  # short alias for the column rows below
@@ -93,6 +100,11 @@ def _kinds_to_enable(cupti: ModuleType) -> list[int]:
         int(kind.DEVICE),
         int(kind.CONTEXT),
     ]
+
+
+def _optional_kinds(cupti: ModuleType) -> list[int]:
+    """Kinds enabled when the driver accepts them; refusing one never stops tracing."""
+    return [int(cupti.ActivityKind.SYNCHRONIZATION)]
 
 
 def format_uuid(raw: bytes) -> str:
@@ -172,6 +184,7 @@ class RecordConverter:
             int(ak.MEMSET): MEMSET,
             int(ak.DEVICE): DEVICE,
             int(ak.CONTEXT): CONTEXT,
+            int(ak.SYNCHRONIZATION): SYNC,
         }
         self._ptr = operator.attrgetter("ptr")
         self._names: dict[bytes, int] = {b"": 0}
@@ -314,6 +327,12 @@ class RecordConverter:
             out[_C["device"]] = recs["device_id"]
             out[_C["bytes"]] = recs["bytes"]
             out[_C["src_kind"]] = recs["memory_kind"]
+        elif family == SYNC:
+            out[_C["kind"]] = RecordKind.SYNC
+            out[_C["device"]] = self._devices_of_contexts(recs["context_id"])
+            # stream_id is CUPTI_SYNCHRONIZATION_INVALID_VALUE (SYNC_NO_STREAM) for
+            # context-wide synchronisation; kept as is.
+            out[_C["sync_type"]] = recs["type"]
         else:  # MEMCPY, PEER_COPY
             out[_C["kind"]] = RecordKind.MEMCPY
             out[_C["bytes"]] = recs["bytes"]
@@ -326,6 +345,12 @@ class RecordConverter:
             else:
                 out[_C["device"]] = recs["device_id"]
         return out
+
+    def _devices_of_contexts(self, contexts: np.ndarray) -> np.ndarray:
+        # CONTEXT records precede the SYNC records of their context (CUPTI emits one when
+        # the context is created); an unseen context falls back to device 0.
+        lookup = self.context_device.get
+        return self._np.array([lookup(c, 0) for c in contexts.tolist()], dtype=self._np.int64)
 
     def _name_ids(self, pointers: np.ndarray) -> np.ndarray:
         # CUPTI points all records of one kernel at one shared name string, and the
@@ -438,6 +463,16 @@ class RecordConverter:
                     nbytes=rec.bytes,
                     memory_kind=rec.memory_kind,
                 )
+            elif family == SYNC:
+                table.add_sync(
+                    start_ns=rec.start,
+                    end_ns=max(rec.end, rec.start),
+                    device=self.context_device.get(rec.context_id, 0),
+                    context=rec.context_id,
+                    stream=rec.stream_id,
+                    correlation=rec.correlation_id,
+                    sync_type=int(rec.type),
+                )
             elif family == CONTEXT:
                 self.context_device[rec.context_id] = rec.device_id
             # DEVICE records of an unknown struct version and other kinds: ignored.
@@ -453,7 +488,8 @@ class CuptiSource:
     """CUPTI activity tracing through cupti-python.
 
     ``start`` registers the buffer callbacks and enables CONCURRENT_KERNEL, MEMCPY,
-    MEMCPY2, MEMSET, DEVICE and CONTEXT; CUPTI then fills ``buffer_bytes`` buffers and
+    MEMCPY2, MEMSET, DEVICE and CONTEXT, and SYNCHRONIZATION where the driver accepts
+    it; CUPTI then fills ``buffer_bytes`` buffers and
     hands each completed one to ``buffer_completed``. ``flush_period_ms`` > 0 asks CUPTI
     to complete partial buffers that often, so records stream while the job runs rather
     than when a buffer fills up or at the end.
@@ -505,6 +541,12 @@ class CuptiSource:
             from tfprof.agent.sources.cupti_errors import describe_cupti_failure
 
             raise SourceUnavailable(describe_cupti_failure(exc)) from exc
+        for kind in _optional_kinds(cupti):
+            try:
+                cupti.activity_enable(kind)
+            except Exception:
+                continue  # e.g. an old driver: host waits go unrecorded, nothing else
+            self._enabled.append(kind)
         if self.flush_period_ms > 0:
             # an optimisation only: records still come when a buffer fills up
             with contextlib.suppress(Exception):

@@ -27,20 +27,21 @@ The record name is ``args.name`` (TF's node name, e.g. ``layer_1/fully_connected
 or a copy's ``edge_..._recv`` edge), else ``args.op``, else the event name: TF 1.x
 records no CUDA kernel names, and the node name is what its timeline shows per slice.
 
-**PyTorch Kineto** (``cat`` ``kernel`` / ``gpu_memcpy`` / ``gpu_memset``; CPU-side cats
-are ignored). Device, stream, context and correlation come from ``args`` (falling back
-to pid/tid); kernels take grid, block, "registers per thread" and "shared memory"
-(Kineto prints static + dynamic as one total; it goes to ``static_smem`` so the sum
-stays right); copies parse kind and memory kinds from "Memcpy HtoD (Pageable -> Device)";
-memsets take the memory kind from "Memset (Device)" into ``src_kind`` (as
-``RecordTable.add_memset`` does). ``bytes`` is ``args.bytes``, else bandwidth × duration.
-Device names come from ``deviceProperties``.
+**PyTorch Kineto** (``cat`` ``kernel`` / ``gpu_memcpy`` / ``gpu_memset``, and
+``cuda_sync`` as SYNC records when it names a device; CPU-side cats are ignored).
+Device, stream, context and correlation come from ``args`` (falling back to pid/tid);
+kernels take grid, block, "registers per thread" and "shared memory" (Kineto prints
+static + dynamic as one total; it goes to ``static_smem`` so the sum stays right);
+copies parse kind and memory kinds from "Memcpy HtoD (Pageable -> Device)"; memsets take
+the memory kind from "Memset (Device)" into ``src_kind`` (as ``RecordTable.add_memset``
+does). ``bytes`` is ``args.bytes``, else bandwidth × duration. Device names come from
+``deviceProperties``.
 
 **tfprof's own Chrome export** (collector/export/chrome.py; ``otherData.tool.name`` is
 "tfprof-agent", or ``otherData``/``metadata`` holds a ``tfprof`` key): tracks
 ``/job:J/task:T/gpu:N/stream:M`` and ``/job:J/task:T/gpu:N/memcpy``, as processes
 (grouped by job) or as threads of a physical-GPU process (grouped by GPU). Copies sit on
-both, so only stream tracks are read; ``cat`` says kernel / memcpy / memset (``args.kind``
+both, so only stream tracks are read; ``cat`` says kernel / memcpy / memset / sync (``args.kind``
 as a fallback), args use the Kineto-style names the exporter writes ("registers per
 thread", "src kind", "memory kind", grid as "(x, y, z)" ...), enums as labels or numbers.
 With several (job, task) pairs, each (job, task, gpu) becomes its own device ordinal.
@@ -66,7 +67,14 @@ from collections.abc import Iterable
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from tfprof.agent.frames import COLUMN_INDEX, COLUMNS, DeviceInfo, RecordKind, RecordTable
+from tfprof.agent.frames import (
+    COLUMN_INDEX,
+    COLUMNS,
+    SYNC_NO_STREAM,
+    DeviceInfo,
+    RecordKind,
+    RecordTable,
+)
 
 FORMAT_TF_TIMELINE = "tf-timeline"
 FORMAT_KINETO = "kineto"
@@ -77,8 +85,17 @@ _KIND_LABEL = {
     RecordKind.KERNEL: "kernel",
     RecordKind.MEMCPY: "memcpy",
     RecordKind.MEMSET: "memset",
+    RecordKind.SYNC: "sync",
 }
 _LABEL_KIND = {label: kind for kind, label in _KIND_LABEL.items()}
+# CUpti_ActivitySynchronizationType, by Kineto's ``cuda_sync_kind`` and tfprof's labels.
+SYNC_TYPES = {
+    "unknown": 0,
+    "event sync": 1, "eventsynchronize": 1,
+    "stream wait event": 2, "streamwaitevent": 2,
+    "stream sync": 3, "streamsynchronize": 3,
+    "context sync": 4, "contextsynchronize": 4,
+}  # fmt: skip
 
 # CUpti_ActivityMemcpyKind / CUpti_ActivityMemoryKind (collector/model.py has the labels).
 COPY_KINDS = {
@@ -118,7 +135,7 @@ class RecordedTrace:
     """GPU records of one trace file, columnar, sorted by start, first start at 0."""
 
     # A plain class, not a dataclass: dataclasses costs ~10 ms of import in the job.
-    __slots__ = ("columns", "devices", "format", "names", "path")
+    __slots__ = ("columns", "devices", "format", "names", "origin_ns", "path")
 
     def __init__(
         self,
@@ -127,12 +144,17 @@ class RecordedTrace:
         names: list[str],
         devices: list[DeviceInfo],
         columns: dict[str, array.array[int]],
+        origin_ns: int = 0,
     ) -> None:
         self.path = path
         self.format = format  # FORMAT_TF_TIMELINE, FORMAT_KINETO or FORMAT_TFPROF
         self.names = names  # the trace's own string table; names[0] == "" (no name)
         self.devices = devices  # one per device ordinal that has records (no uuid)
         self.columns = columns  # every name in COLUMNS, int64, one value per record
+        # The file's own time of start 0, in ns: the earliest GPU event as written
+        # (epoch ns for TF and tfprof files, whatever clock Kineto used), so that imports
+        # can keep each file's clock.
+        self.origin_ns = origin_ns
 
     def __repr__(self) -> str:
         return f"RecordedTrace({self.path!r}, {self.format!r}, {len(self)} records)"
@@ -154,7 +176,8 @@ class RecordedTrace:
         cols = self.columns
         for kind, device, stream in zip(cols["kind"], cols["device"], cols["stream"], strict=True):
             per = counts.setdefault((device, stream), {"kernel": 0, "memcpy": 0, "memset": 0})
-            per[_KIND_LABEL[RecordKind(kind)]] += 1
+            label = _KIND_LABEL[RecordKind(kind)]
+            per[label] = per.get(label, 0) + 1  # "sync" only where there are syncs
         return counts
 
     def table(self, start: int = 0, stop: int | None = None) -> RecordTable:
@@ -197,8 +220,18 @@ def load_trace(path: str | os.PathLike[str]) -> RecordedTrace:
         raise TraceFormatError(f"{where}: traceEvents is a {type(events).__name__}, not a list")
     if not events:
         raise TraceFormatError(f"{where}: traceEvents is empty")
-    events = [e for e in events if isinstance(e, dict)]
+    return load_events(where, [e for e in events if isinstance(e, dict)], meta)
 
+
+def load_events(
+    where: str, events: list[dict[str, Any]], meta: dict[str, Any] | None = None
+) -> RecordedTrace:
+    """Import already-parsed Chrome trace events (``meta``: the top-level object).
+
+    The collector's importers of binary formats (Perfetto, StepStats) turn their
+    input into such events and come through here, so every format shares one parser.
+    """
+    meta = meta or {}
     builder = _Builder(where)
     fmt = _detect(meta, events)
     if fmt == FORMAT_TFPROF:
@@ -213,7 +246,13 @@ def load_trace(path: str | os.PathLike[str]) -> RecordedTrace:
             f"{where}: {what} has no GPU events (no kernel, memcpy or memset on a GPU stream);"
             " a CPU-only trace cannot be replayed"
         )
-    return builder.finish(fmt or "")
+    trace = builder.finish(fmt or "")
+    extra = meta.get("otherData")
+    if fmt == FORMAT_TFPROF and isinstance(extra, dict):
+        origin = extra.get("origin_ns")  # our export's times are relative to it
+        if isinstance(origin, int) and not isinstance(origin, bool):
+            trace.origin_ns += origin
+    return trace
 
 
 def _detect(meta: dict[str, Any], events: list[dict[str, Any]]) -> str | None:
@@ -282,7 +321,7 @@ class _Builder:
         for text, index in self.names.items():
             names[index] = text
         devices = [self.devices[k] for k in sorted(self.devices)]
-        return RecordedTrace(self.path, fmt, names, devices, columns)
+        return RecordedTrace(self.path, fmt, names, devices, columns, origin)
 
 
 def _us_to_ns(value: Any) -> int:
@@ -429,6 +468,9 @@ def _memory_kind(label: str) -> int:
 
 def _import_kineto(meta: dict[str, Any], events: list[dict[str, Any]], out: _Builder) -> None:
     for e in events:
+        if str(e.get("cat", "")).lower() == "cuda_sync":
+            _kineto_sync(e, out)
+            continue
         kind = _KINETO_CATS.get(str(e.get("cat", "")).lower())
         if kind is None or e.get("ph") != "X":
             continue
@@ -481,6 +523,30 @@ def _import_kineto(meta: dict[str, Any], events: list[dict[str, Any]], out: _Bui
         ):
             if src in prop:
                 info[key] = _int(prop[src])
+
+
+def _kineto_sync(e: dict[str, Any], out: _Builder) -> None:
+    """A ``cuda_sync`` event (Kineto's CUPTI SYNCHRONIZATION record) as a SYNC record.
+
+    Only with a device in args: older Kineto wrote syncs without one. ``stream`` -1 (an
+    event or context synchronisation) becomes CUPTI's invalid value, ``SYNC_NO_STREAM``.
+    """
+    args = _args(e)
+    if e.get("ph") != "X" or _int(args.get("device"), -1) < 0:
+        return
+    raw_stream = args.get("stream")
+    stream = SYNC_NO_STREAM if raw_stream in (None, -1) else _int(raw_stream, SYNC_NO_STREAM)
+    label = str(args.get("cuda_sync_kind") or e.get("name") or "")
+    out.add(
+        RecordKind.SYNC,
+        e,
+        device=_int(args.get("device")),
+        stream=stream,
+        context=_int(args.get("context")),
+        correlation=_int(args.get("correlation")),
+        name=out.name(str(e.get("name", ""))),
+        sync_type=SYNC_TYPES.get(label.strip().lower(), 0),
+    )
 
 
 def _kineto_bytes(args: dict[str, Any], dur_ns: int) -> int:
@@ -568,6 +634,8 @@ def _import_tfprof(events: list[dict[str, Any]], out: _Builder) -> None:
                 dst_kind=_named(_first(args, "dst kind", "dst_kind"), MEMORY_KINDS),
                 dst_device=_int(_first(args, "dst device", "dst_device")),
             )
+        elif kind == RecordKind.SYNC:
+            values["sync_type"] = _named(_first(args, "sync type", "sync_type"), SYNC_TYPES)
         else:
             values.update(
                 bytes=_int(args.get("bytes")),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tfprof.collector.commands import export, jobs, serve
+from tfprof.collector.commands import advise, export, import_, jobs, merge, serve, summary
 
 # Order here is the order in --help.
-COMMANDS = (serve, jobs, export)
+COMMANDS = (serve, jobs, export, import_, merge, summary, advise)

@@ -4,16 +4,24 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from tfprof.collector.errors import NotFound
 
+if TYPE_CHECKING:
+    from tfprof.collector.model import JobData
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("export", help="merge jobs into one timeline file")
-    p.add_argument("--data-dir", required=True, metavar="DIR")
-    p.add_argument(
-        "--job", action="append", metavar="NAME", help="job to include (repeatable; default: all)"
-    )
+FORMAT_HELP = (
+    "chrome (.json, .json.gz; the default), perfetto (.pftrace; best for large traces), "
+    "xplane (a TensorBoard log dir, or NAME.xplane.pb), stepstats (.pb, .pbtxt: a "
+    "TensorFlow RunMetadata); default: from the output's suffix"
+)
+
+
+def add_output_options(p: argparse.ArgumentParser) -> None:
+    """Options every timeline-writing command shares (export, merge)."""
+    from tfprof.collector.window import HELP as WINDOW_HELP
+
     p.add_argument(
         "--group-by",
         choices=("job", "gpu"),
@@ -21,27 +29,64 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="job: tracks per job/task/GPU/stream; gpu: every job's streams under the "
         "physical GPU they ran on (default: job)",
     )
-    p.add_argument("--format", default=None, help="output format (default: from the suffix)")
+    p.add_argument(
+        "--format",
+        choices=("chrome", "perfetto", "xplane", "stepstats"),
+        default=None,
+        help=FORMAT_HELP,
+    )
+    p.add_argument("--window", metavar="START:END", default=None, help=WINDOW_HELP)
     p.add_argument(
         "-o",
         "--output",
         required=True,
-        metavar="FILE",
-        help="output file, .json or .json.gz (Chrome trace format)",
+        metavar="PATH",
+        help="output file (or log dir for xplane); its suffix picks the format",
     )
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "export",
+        help="merge stored jobs into one timeline file",
+        description="Merge stored jobs into one timeline: Chrome JSON, Perfetto, "
+        "XPlane (TensorBoard/XProf) or TensorFlow StepStats.",
+    )
+    p.add_argument("--data-dir", required=True, metavar="DIR")
+    p.add_argument(
+        "--job", action="append", metavar="NAME", help="job to include (repeatable; default: all)"
+    )
+    add_output_options(p)
     p.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace) -> int:
-    from tfprof.collector.export import write_timeline
+def write(jobs: list[JobData], args: argparse.Namespace) -> int:
+    """Merge ``jobs`` with the shared options and write the output; returns records."""
+    from tfprof.collector.export import format_for, write_timeline
     from tfprof.collector.merge import build_timeline
+    from tfprof.collector.window import parse_window
+
+    format_for(args.output, args.format)  # a bad name fails before any work
+    window = None
+    if args.window:
+        firsts = [
+            int(s.records["start_ns"].min()) + s.record_shift_ns
+            for job in jobs
+            for s in job.streams
+            if s.num_records
+        ]
+        window = parse_window(args.window, min(firsts, default=None))
+    timeline = build_timeline(jobs, group_by=args.group_by, window_ns=window)
+    target = write_timeline(timeline, args.output, args.format)
+    print(f"wrote {target}: {timeline.num_slices:,} slices", file=sys.stderr)
+    return timeline.num_slices
+
+
+def run(args: argparse.Namespace) -> int:
     from tfprof.collector.store import Store
 
     jobs = Store(args.data_dir).load_jobs(args.job or None)
     if not jobs:
         raise NotFound(f"no jobs stored in {args.data_dir}")
-    timeline = build_timeline(jobs, group_by=args.group_by)
-    write_timeline(timeline, args.output, args.format)
-    records = sum(j.num_records for j in jobs)
-    print(f"wrote {args.output}: {len(jobs)} job run(s), {records:,} records", file=sys.stderr)
+    write(jobs, args)
     return 0

@@ -1,4 +1,11 @@
-"""``tfprof-collector jobs``: list stored jobs with record counts and time ranges."""
+"""``tfprof-collector jobs``: list stored job runs with state, counts and time ranges.
+
+STATE is ``streaming`` while a live collector holds one of the run's streams open (an
+flock it keeps on the stream's log, released by the kernel if the collector dies),
+``finished`` once every stream said goodbye, else ``incomplete`` (an agent died, or is
+reconnecting / will replay its spool). Counts come from per-stream summaries, so listing
+does not parse every batch.
+"""
 
 from __future__ import annotations
 
@@ -13,8 +20,15 @@ def _ts(ns: int | None) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ns / 1e9)) + f".{ms:03d}"
 
 
+def _tasks(tasks: list[str]) -> str:
+    shown = ",".join(tasks[:8])
+    return shown + (f",+{len(tasks) - 8}" if len(tasks) > 8 else "")
+
+
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("jobs", help="list stored jobs with record counts and time ranges")
+    p = sub.add_parser(
+        "jobs", help="list stored job runs: state, hosts, tasks, record counts, time ranges"
+    )
     p.add_argument("--data-dir", required=True, metavar="DIR")
     p.set_defaults(func=run)
 
@@ -26,13 +40,15 @@ def run(args: argparse.Namespace) -> int:
     if not infos:
         print(f"no jobs in {args.data_dir}")
         return 0
-    header = ("JOB", "RUN", "STATE", "STREAMS", "RECORDS", "DROPPED", "FIRST", "LAST", "HOSTS")
+    header = ("JOB", "RUN", "STATE", "STREAMS", "TASKS", "RECORDS", "DROPPED", "FIRST", "LAST",
+              "HOSTS")  # fmt: skip
     rows = [
         (
             i.name,
             i.run_id,
-            "finished" if i.finished else "incomplete",
+            i.state,
             str(i.streams),
+            _tasks(i.tasks),
             f"{i.records:,}",
             f"{i.dropped:,}",
             _ts(i.first_ns),

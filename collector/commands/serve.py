@@ -1,51 +1,123 @@
-"""``tfprof-collector serve``: run the collector daemon."""
+"""``tfprof-collector serve``: run the collector daemon.
+
+Flags only feed ``collector/config.py``, which merges them with the config file, the
+``TFPROF_COLLECTOR_*`` environment and defaults: every flag defaults to None here so that
+an option not given on the command line can come from elsewhere.
+"""
 
 from __future__ import annotations
 
 import argparse
+import logging
 import signal
 import threading
 
+from tfprof.collector.config import CONFIG_ENV, OPTIONS, flag_name
+
+log = logging.getLogger("tfprof.collector.serve")
+
+RETENTION_INTERVAL_S = 600.0
+_METAVARS = {
+    "listen": "HOST:PORT",
+    "data_dir": "DIR",
+    "max_workers": "N",
+    "grace": "SECONDS",
+    "max_message_bytes": "BYTES",
+    "fsync": "BOOL",
+    "metrics_listen": "HOST:PORT",
+    "tls_cert": "PEM",
+    "tls_key": "PEM",
+    "auth_token_file": "FILE",
+    "retain_days": "DAYS",
+    "retain_bytes": "BYTES",
+    "log_level": "LEVEL",
+}
+
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("serve", help="run the collector daemon")
-    p.add_argument(
-        "--listen",
-        default="127.0.0.1:4317",
-        metavar="HOST:PORT",
-        help="address to listen on; port 0 picks one and prints it (default: 127.0.0.1:4317)",
-    )
-    p.add_argument("--data-dir", required=True, metavar="DIR", help="where records are stored")
-    p.add_argument(
-        "--max-workers",
-        type=int,
-        default=256,
-        metavar="N",
-        help="concurrent streams served (default: 256)",
+    p = sub.add_parser(
+        "serve",
+        help="run the collector daemon",
+        description="Run the collector daemon. Precedence: flags > --config file > "
+        "TFPROF_COLLECTOR_* environment > defaults.",
     )
     p.add_argument(
-        "--grace",
-        type=float,
-        default=10.0,
-        metavar="SECONDS",
-        help="on SIGTERM, how long running streams may take to finish (default: 10)",
+        "--config", metavar="FILE", help=f"TOML file of options (or {CONFIG_ENV}); keys as flags"
     )
+    for key, opt in OPTIONS.items():
+        p.add_argument(
+            flag_name(key),
+            dest=f"opt_{key}",
+            default=None,
+            metavar=_METAVARS.get(key, "VALUE"),
+            help=f"{opt.doc} [{opt.env}; default: {opt.default or 'none'}]",
+        )
     p.set_defaults(func=run)
 
 
+def _flags(args: argparse.Namespace) -> dict[str, object]:
+    flags = {key: getattr(args, f"opt_{key}") for key in OPTIONS}
+    if flags["log_level"] is None:  # `tfprof-collector --log-level X serve` works too
+        flags["log_level"] = getattr(args, "log_level", None)
+    return flags
+
+
 def run(args: argparse.Namespace) -> int:
+    from tfprof.collector import config as config_module
+    from tfprof.collector.metrics import CollectorMetrics, serve_metrics
+    from tfprof.collector.retention import Policy, enforce
     from tfprof.collector.server import CollectorServer
 
-    server = CollectorServer(args.listen, args.data_dir, max_workers=args.max_workers).start()
-    print(f"listening on {server.address}", flush=True)
+    config = config_module.load(_flags(args), args.config)
+    logging.getLogger("tfprof").setLevel(config.log_level)
+
+    metrics = CollectorMetrics()
+    server = CollectorServer.from_config(config, metrics)
+    policy = Policy(config.retain_days, config.retain_bytes)
     stop = threading.Event()
 
+    # Installed before "listening on" is printed: a SIGTERM right after start still drains.
     def on_signal(signum: int, frame: object) -> None:
         stop.set()
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    if policy.active:
+        enforce(server.store, policy)  # before serving: start within the limits
+
+    server.start()
+    print(f"listening on {server.address}", flush=True)
+    http = None
+    if config.metrics_listen:
+        http, bound = serve_metrics(metrics, config.metrics_listen)
+        print(f"metrics on http://{bound}/metrics", flush=True)
+    log.info(
+        "collector serving %s (tls %s, auth %s, fsync %s) storing under %s",
+        server.address,
+        "on" if config.tls else "off",
+        "on" if config.auth_token_file else "off",
+        "on" if config.fsync else "off",
+        config.data_dir,
+    )
+
+    def retention_loop() -> None:
+        while not stop.wait(RETENTION_INTERVAL_S):
+            try:
+                enforce(server.store, policy)
+            except Exception:  # never let housekeeping take the server down
+                log.exception("retention pass failed")
+
+    if policy.active:
+        threading.Thread(target=retention_loop, name="tfprof-retention", daemon=True).start()
+
     while not stop.wait(1.0):
         pass
-    server.stop(grace=args.grace)
+    open_streams = server.store.open_streams()
+    log.info(
+        "shutting down: %d stream(s) open get up to %.1f s to finish", open_streams, config.grace_s
+    )
+    server.stop(grace=config.grace_s)
+    if http is not None:
+        http.shutdown()
+    log.info("stopped; %d stream(s) still open were cut off", server.store.open_streams())
     return 0

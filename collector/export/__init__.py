@@ -3,31 +3,78 @@
 A reporter is built from a ``Timeline`` and has one method, ``render(outfile)``, that
 writes the whole output to a binary file object (memray's reporter shape).
 ``write_timeline`` picks the reporter, opens the file (gzip for ``.gz``) and renders.
+
+| format    | suffix                 | what opens it                                         |
+|-----------|------------------------|-------------------------------------------------------|
+| chrome    | .json, .json.gz        | ui.perfetto.dev, chrome://tracing                     |
+| perfetto  | .pftrace               | ui.perfetto.dev, trace_processor (large traces)       |
+| xplane    | a directory, .xplane.pb| TensorBoard's profile plugin, XProf                   |
+| stepstats | .pb, .pbtxt            | tensorflow.python.client.timeline.Timeline            |
+
+The protobuf formats import their classes only when used.
 """
 
 from __future__ import annotations
 
 import gzip
+import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from tfprof.collector.export.chrome import BinaryOutput, ChromeReporter
 from tfprof.collector.merge import Timeline
 
 GZIP_LEVEL = 3  # measured: twice as fast as 4 for 2% more bytes; json shrinks ~9x either way
+# chrome://tracing cannot load JSON past ~256 MiB (V8's string limit) and the Perfetto
+# UI slows to a crawl well before; Perfetto's protobuf format has no such limit.
+CHROME_JSON_WARN_BYTES = 250 * 1000 * 1000
+
+log = logging.getLogger("tfprof.collector.export")
 
 
 class Reporter(Protocol):
     def render(self, outfile: BinaryOutput) -> None: ...
 
 
-ReporterFactory = Callable[[Timeline], Reporter]
+ReporterFactory = Callable[..., Reporter]
 
-FORMATS: dict[str, ReporterFactory] = {"chrome": ChromeReporter}
-# Longest first: ".json.gz" must win over ".gz".
-SUFFIXES: tuple[tuple[str, str], ...] = ((".json.gz", "chrome"), (".json", "chrome"))
+
+def _perfetto(timeline: Timeline, **options: Any) -> Reporter:
+    from tfprof.collector.export.perfetto import PerfettoReporter
+
+    return PerfettoReporter(timeline, **options)
+
+
+def _xplane(timeline: Timeline, **options: Any) -> Reporter:
+    from tfprof.collector.export.xplane import XPlaneReporter
+
+    return XPlaneReporter(timeline, **options)
+
+
+def _stepstats(timeline: Timeline, **options: Any) -> Reporter:
+    from tfprof.collector.export.stepstats import StepStatsReporter
+
+    return StepStatsReporter(timeline, **options)
+
+
+FORMATS: dict[str, ReporterFactory] = {
+    "chrome": ChromeReporter,
+    "perfetto": _perfetto,
+    "xplane": _xplane,
+    "stepstats": _stepstats,
+}
+# Longest first: ".json.gz" must win over ".gz", ".xplane.pb" over ".pb".
+SUFFIXES: tuple[tuple[str, str], ...] = (
+    (".json.gz", "chrome"),
+    (".json", "chrome"),
+    (".pftrace", "perfetto"),
+    (".perfetto-trace", "perfetto"),
+    (".xplane.pb", "xplane"),
+    (".pbtxt", "stepstats"),
+    (".pb", "stepstats"),
+)
 
 
 class UnknownFormatError(ValueError):
@@ -49,9 +96,12 @@ def format_for(path: str | os.PathLike[str], fmt: str | None = None) -> str:
     for suffix, found in SUFFIXES:
         if name.endswith(suffix):
             return found
+    if name.endswith(("/", os.sep)) or Path(path).is_dir():
+        return "xplane"  # a TensorBoard log dir
     raise UnknownFormatError(
         f"cannot tell the output format of {os.fspath(path)!r} from its name; "
-        f"name it with a known suffix or pass a format (known {_known()})"
+        f"name it with a known suffix or pass a format (known {_known()}; "
+        "a directory means xplane)"
     )
 
 
@@ -65,14 +115,23 @@ def write_timeline(
 ) -> Path:
     """Render ``timeline`` to ``path`` (gzip-compressed when it ends in ``.gz``).
 
-    The output appears whole or not at all: it is written next to ``path`` and renamed
-    into place, so a reader never sees a half-written trace.
+    Returns the file written: ``path`` itself, or for xplane the ``.xplane.pb`` file
+    inside the log dir ``path``. The output appears whole or not at all: it is written
+    next to its final name and renamed into place, so a reader never sees half a trace.
     """
-    reporter = reporter_for(path, fmt)(timeline)
+    name = format_for(path, fmt)
+    options: dict[str, Any] = {}
+    if name == "stepstats":
+        options["text"] = os.fspath(path).lower().endswith(".pbtxt")
+    reporter = FORMATS[name](timeline, **options)
     target = Path(path)
+    if name == "xplane":
+        target = reporter.output_file(target)  # type: ignore[attr-defined]
+        target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(f".{target.name}.partial-{os.getpid()}")
     try:
         with open(partial, "wb") as raw:
+            counted = _Counting(raw)
             if target.name.lower().endswith(".gz"):
                 with gzip.GzipFile(
                     filename=target.name[:-3],
@@ -81,17 +140,38 @@ def write_timeline(
                     compresslevel=GZIP_LEVEL,
                     mtime=0,
                 ) as zipped:
-                    reporter.render(zipped)
+                    counted = _Counting(zipped)
+                    reporter.render(counted)
             else:
-                reporter.render(raw)
+                reporter.render(counted)
         os.replace(partial, target)
     except BaseException:
         partial.unlink(missing_ok=True)
         raise
+    if name == "chrome" and counted.written > CHROME_JSON_WARN_BYTES:
+        log.warning(
+            "%s holds %.0f MB of JSON: chrome://tracing cannot open JSON over ~256 MB and "
+            "the Perfetto UI slows down; export with --format perfetto (a .pftrace file)",
+            target,
+            counted.written / 1e6,
+        )
     return target
 
 
+class _Counting:
+    """Counts the (uncompressed) bytes a reporter writes."""
+
+    def __init__(self, out: BinaryOutput) -> None:
+        self.out = out
+        self.written = 0
+
+    def write(self, data: bytes | memoryview, /) -> Any:
+        self.written += len(data)
+        return self.out.write(data)
+
+
 __all__ = [
+    "CHROME_JSON_WARN_BYTES",
     "FORMATS",
     "SUFFIXES",
     "BinaryOutput",

@@ -23,7 +23,7 @@ import orjson
 
 from tfprof.agent.frames import RecordKind
 from tfprof.collector.merge import CounterTrack, SliceTrack, Timeline
-from tfprof.collector.model import COPY_KIND_NAMES, MEMORY_KIND_NAMES
+from tfprof.collector.model import COPY_KIND_NAMES, MEMORY_KIND_NAMES, SYNC_TYPE_NAMES
 
 CHUNK_EVENTS = 1 << 13  # small enough to stay in cache, large enough to amortise numpy
 
@@ -44,6 +44,7 @@ _KERNEL_COLUMNS = (
 )
 _COPY_COLUMNS = (*_COMMON_COLUMNS, "bytes", "copy_kind", "src_kind", "dst_kind", "dst_device")
 _MEMSET_COLUMNS = (*_COMMON_COLUMNS, "bytes", "src_kind")
+_SYNC_COLUMNS = (*_COMMON_COLUMNS, "sync_type")
 
 
 def _label_table(names: dict[int, str], fallback: str) -> np.ndarray:
@@ -54,6 +55,7 @@ def _label_table(names: dict[int, str], fallback: str) -> np.ndarray:
 
 _COPY_KINDS = _label_table(COPY_KIND_NAMES, "Unknown")
 _MEMORY_KINDS = _label_table(MEMORY_KIND_NAMES, "unknown")
+_SYNC_TYPES = _label_table(SYNC_TYPE_NAMES, "Unknown")
 
 
 def _labels(table: np.ndarray, values: np.ndarray) -> list[str]:
@@ -170,6 +172,7 @@ class ChromeReporter:
             (RecordKind.KERNEL, self._kernels, _KERNEL_COLUMNS),
             (RecordKind.MEMCPY, self._copies, _COPY_COLUMNS),
             (RecordKind.MEMSET, self._memsets, _MEMSET_COLUMNS),
+            (RecordKind.SYNC, self._syncs, _SYNC_COLUMNS),
         ):
             mask = kind == value
             known |= mask
@@ -342,6 +345,42 @@ class ChromeReporter:
                 dur,
                 cols["bytes"].tolist(),
                 kinds,
+                corr,
+                dev,
+                stream,
+                ctx,
+                strict=True,
+            )
+        ]
+
+    def _syncs(
+        self, pid: int, tids: list[int], cols: dict[str, np.ndarray]
+    ) -> list[dict[str, Any]]:
+        # On the stream waited for; a context-wide sync on stream SYNC_NO_STREAM's track.
+        names, ts, dur, corr, dev, stream, ctx = self._common(cols)
+        return [
+            {
+                "ph": "X",
+                "cat": "sync",
+                "name": n,
+                "pid": pid,
+                "tid": t,
+                "ts": s,
+                "dur": d,
+                "args": {
+                    "sync type": k,
+                    "correlation": c,
+                    "device": dv,
+                    "stream": st,
+                    "context": cx,
+                },
+            }
+            for n, t, s, d, k, c, dv, st, cx in zip(
+                names,
+                tids,
+                ts,
+                dur,
+                _labels(_SYNC_TYPES, cols["sync_type"]),
                 corr,
                 dev,
                 stream,

@@ -258,8 +258,8 @@ def test_unknown_suffix_raises_typed_error(tmp_path: Path) -> None:
         reporter_for("trace.txt")
     message = str(err.value)
     assert "trace.txt" in message and "chrome" in message and ".json.gz" in message
-    with pytest.raises(UnknownFormatError, match="'perfetto'"):
-        reporter_for("trace.json", "perfetto")
+    with pytest.raises(UnknownFormatError, match="'protobuf'"):
+        reporter_for("trace.json", "protobuf")
     with pytest.raises(UnknownFormatError):
         write_timeline(sample_timeline(), tmp_path / "trace.gz")
     assert list(tmp_path.iterdir()) == []

@@ -194,6 +194,7 @@ KERNEL_EXPECTED = {
     "src_kind": 0,
     "dst_kind": 0,
     "dst_device": 0,
+    "sync_type": 0,
 }
 MEMCPY_EXPECTED = {
     "kind": RecordKind.MEMCPY,
@@ -214,6 +215,7 @@ MEMCPY_EXPECTED = {
     "src_kind": 2,  # pinned
     "dst_kind": 3,  # device
     "dst_device": 0,
+    "sync_type": 0,
 }
 PEER_EXPECTED = {
     **MEMCPY_EXPECTED,
@@ -614,3 +616,92 @@ def test_traces_a_real_cuda_workload() -> None:
     assert abs(out["clock_minus_wall"]) < 10**9
     assert out["enabled_after_stop"] == []
     assert out["warnings"] == [] and out["dropped"] == 0
+
+
+# -- SYNCHRONIZATION ------------------------------------------------------------------
+
+SYNC_TYPE = cupti.ActivitySynchronizationType
+
+
+def fill_sync(rec: Any, i: int = 0, stream: int = 21, sync_type: Any = None) -> Any:
+    rec.kind = int(AK.SYNCHRONIZATION)
+    rec.type = int(SYNC_TYPE.STREAM_SYNCHRONIZE if sync_type is None else sync_type)
+    rec.start = T0 + 1000 * i + 40
+    rec.end = T0 + 1000 * i + 940
+    rec.context_id = 11
+    rec.stream_id = stream
+    rec.correlation_id = 300 + i
+    rec.cuda_event_id = 0
+    return rec
+
+
+def context_record(context: int = 11, device: int = 2) -> Any:
+    rec = cupti.ActivityContext4()
+    rec.kind = int(AK.CONTEXT)
+    rec.context_id = context
+    rec.device_id = device
+    return rec
+
+
+@pytest.mark.parametrize(
+    "cls", [*classes("Synchronization"), cupti.ActivitySynchronization],
+    ids=[*ids(classes("Synchronization")), "ActivitySynchronization"],
+)  # fmt: skip
+def test_sync_record_takes_type_stream_and_the_device_of_its_context(cls: type) -> None:
+    sink = RecordingSink()
+    bound_source(sink).buffer_completed([context_record(), fill_sync(cls())])
+    assert sink.rows() == [
+        {
+            **dict.fromkeys(COLUMNS, 0),
+            "kind": RecordKind.SYNC,
+            "start_ns": T0 + 40,
+            "duration_ns": 900,
+            "device": 2,  # from the CONTEXT record
+            "context": 11,
+            "stream": 21,
+            "correlation": 300,
+            "sync_type": int(SYNC_TYPE.STREAM_SYNCHRONIZE),
+        }
+    ]
+
+
+def test_context_wide_sync_keeps_cuptis_invalid_stream_value() -> None:
+    from tfprof.agent.frames import SYNC_NO_STREAM
+
+    sink = RecordingSink()
+    rec = fill_sync(
+        cupti.ActivitySynchronization2(),
+        stream=SYNC_NO_STREAM,
+        sync_type=SYNC_TYPE.CONTEXT_SYNCHRONIZE,
+    )
+    bound_source(sink).buffer_completed([rec])  # no CONTEXT record seen: device 0
+    (row,) = sink.rows()
+    assert (row["stream"], row["device"], row["sync_type"]) == (SYNC_NO_STREAM, 0, 4)
+
+
+def test_sync_bulk_and_attribute_paths_agree() -> None:
+    recs = [
+        context_record(),
+        fill_kernel(cupti.ActivityKernel13(), 0, name="k0"),
+        fill_sync(cupti.ActivitySynchronization2(), 1, sync_type=SYNC_TYPE.EVENT_SYNCHRONIZE),
+        fill_memcpy(cupti.ActivityMemcpy7(), 2),
+        fill_sync(cupti.ActivitySynchronization2(), 3),
+    ]
+    bulk, by_attr = RecordingSink(), RecordingSink()
+    bound_source(bulk).buffer_completed(recs)
+    source = bound_source(by_attr)
+    assert source.converter is not None
+    table = source.converter.convert_by_attributes(recs)
+    assert table is not None
+    by_attr.tables.append(table)
+    rows = bulk.rows()
+    assert [r["kind"] for r in rows] == [1, 4, 2, 4]
+    assert [r["sync_type"] for r in rows] == [0, 1, 0, 3]
+    assert rows == by_attr.rows()
+
+
+def test_synchronization_is_among_the_kinds_tried() -> None:
+    from tfprof.agent.sources.cupti import _kinds_to_enable, _optional_kinds
+
+    assert int(AK.SYNCHRONIZATION) in _optional_kinds(cupti)
+    assert int(AK.SYNCHRONIZATION) not in _kinds_to_enable(cupti)  # never fatal

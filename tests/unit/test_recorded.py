@@ -236,7 +236,17 @@ def test_tf_timeline_device_path_names_and_stream_all(tmp_path: Path) -> None:
 
 # -- Kineto ---------------------------------------------------------------------------
 
-_GPU_CATS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset"}
+_GPU_CATS = {
+    "kernel": "kernel",
+    "gpu_memcpy": "memcpy",
+    "gpu_memset": "memset",
+    "cuda_sync": "sync",  # CUPTI SYNCHRONIZATION; stream -1 = context/event-wide
+}
+NO_STREAM = 0xFFFFFFFF
+
+
+def _stream(e: dict[str, Any]) -> int:
+    return NO_STREAM if e["args"]["stream"] == -1 else e["args"]["stream"]
 
 
 @needs_traces
@@ -247,16 +257,16 @@ def test_kineto_counts_and_times_match_the_raw_json(filename: str) -> None:
     expected: dict[tuple[int, int], dict[str, int]] = {}
     for e in gpu:
         per = expected.setdefault(
-            (e["args"]["device"], e["args"]["stream"]), {"kernel": 0, "memcpy": 0, "memset": 0}
+            (e["args"]["device"], _stream(e)), {"kernel": 0, "memcpy": 0, "memset": 0}
         )
-        per[_GPU_CATS[e["cat"]]] += 1
+        per[_GPU_CATS[e["cat"]]] = per.get(_GPU_CATS[e["cat"]], 0) + 1
     trace = load_trace(path)
     assert trace.format == FORMAT_KINETO
     assert trace.per_stream_counts() == expected
     _check_columns(trace)
 
     origin = min(Decimal(str(e["ts"])) for e in gpu)
-    kinds = {"kernel": 1, "gpu_memcpy": 2, "gpu_memset": 3}
+    kinds = {"kernel": 1, "gpu_memcpy": 2, "gpu_memset": 3, "cuda_sync": 4}
     want = Counter(
         (
             round((Decimal(str(e["ts"])) - origin) * 1000),
@@ -264,7 +274,7 @@ def test_kineto_counts_and_times_match_the_raw_json(filename: str) -> None:
             e["name"],
             kinds[e["cat"]],
             e["args"]["device"],
-            e["args"]["stream"],
+            _stream(e),
         )
         for e in gpu
     )

@@ -1,0 +1,55 @@
+"""``advise``: rules over the collected records, each a module with ``NAME`` and
+``check(ctx)``, findings ranked by the time at stake.
+
+    findings = advise(prepare(jobs))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from types import ModuleType
+
+from tfprof.collector.advice import (
+    bandwidth,
+    copy_overlap,
+    gpu_idle,
+    pageable,
+    single_stream,
+    sync_stalls,
+    time_slicing,
+    tiny_kernels,
+)
+from tfprof.collector.advice.base import Context, Finding
+from tfprof.collector.analysis.errors import AnalysisError
+from tfprof.collector.analysis.records import RecordSet
+
+RULES: tuple[ModuleType, ...] = (
+    gpu_idle,
+    copy_overlap,
+    pageable,
+    tiny_kernels,
+    single_stream,
+    time_slicing,
+    sync_stalls,
+    bandwidth,
+)
+RULE_NAMES = tuple(r.NAME for r in RULES)
+
+
+def advise(rs: RecordSet, rules: Sequence[str] | None = None) -> list[Finding]:
+    """Findings of the named rules (all when none is named), largest impact first."""
+    unknown = sorted(set(rules or ()) - set(RULE_NAMES))
+    if unknown:
+        raise AnalysisError(
+            f"unknown rule(s) {', '.join(unknown)}; rules are {', '.join(RULE_NAMES)}"
+        )
+    ctx = Context(rs)
+    findings: list[Finding] = []
+    for rule in RULES:
+        if not rules or rule.NAME in rules:
+            findings.extend(rule.check(ctx))
+    findings.sort(key=lambda f: (-f.impact_us, f.rule, f.title))
+    return findings
+
+
+__all__ = ["RULES", "RULE_NAMES", "Finding", "advise"]

@@ -1,0 +1,107 @@
+"""The ``gpus`` view: per physical GPU (UUID), busy and idle share of the analysis window,
+its longest idle gaps with when they happened, and which jobs used it and how much."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from tfprof.collector.analysis.records import (
+    GPU_KINDS,
+    RecordSet,
+    gaps,
+    gpu_busy,
+    merge_intervals,
+    pct,
+    us,
+)
+
+NAME_FIELD = "uuid"
+TIME_FIELD = "busy_us"
+DEFAULT_ORDER = "busy_us"
+GAPS_SHOWN = 3
+
+
+@dataclass(frozen=True)
+class IdleGap:
+    start_ns: int  # collector clock
+    offset_s: float  # from the start of the analysis window
+    duration_us: float
+
+    def __str__(self) -> str:
+        return f"{self.duration_us / 1000:,.3f} ms @ +{self.offset_s:.3f} s"
+
+
+@dataclass(frozen=True)
+class JobShare:
+    job: str
+    busy_us: float  # union of the job's records on this GPU
+    share_pct: float  # of the GPU's busy time; shares add up past 100 when jobs overlap
+
+    def __str__(self) -> str:
+        return f"{self.job} {self.share_pct:.1f}%"
+
+
+@dataclass(frozen=True)
+class GpuRow:
+    uuid: str
+    name: str
+    busy_us: float
+    busy_pct: float  # of the analysis window
+    idle_pct: float
+    longest_idle_us: float
+    idle_gaps: list[IdleGap] = field(default_factory=list)  # longest first
+    jobs: list[JobShare] = field(default_factory=list)  # largest share first
+
+
+def gpu_rows(rs: RecordSet, gaps_shown: int = GAPS_SHOWN) -> list[GpuRow]:
+    n = len(rs.gpus)
+    merged = gpu_busy(rs)
+    lo = np.full(n, rs.start_ns, dtype=np.int64)
+    hi = np.full(n, rs.end_ns, dtype=np.int64)
+    idle = gaps(merged, lo, hi)
+    on_gpu = rs.mask(*GPU_KINDS)
+    n_jobs = len(rs.jobs)
+    per_job = (
+        merge_intervals(
+            rs.gpu[on_gpu].astype(np.int64) * n_jobs + rs.job[on_gpu],
+            rs.start[on_gpu],
+            rs.end[on_gpu],
+            n * n_jobs,
+        ).busy.reshape(n, n_jobs)
+        if n and n_jobs
+        else np.zeros((n, n_jobs), dtype=np.int64)
+    )
+    order = np.lexsort((idle.start, -idle.length, idle.group))  # per GPU, longest first
+    rows = []
+    for g, ref in enumerate(rs.gpus):
+        mine = order[idle.group[order] == g]
+        shown = [
+            IdleGap(
+                start_ns=int(idle.start[i]),
+                offset_s=round((int(idle.start[i]) - rs.start_ns) / 1e9, 6),
+                duration_us=us(idle.length[i]),
+            )
+            for i in mine[:gaps_shown].tolist()
+        ]
+        busy = int(merged.busy[g])
+        shares = [
+            JobShare(rs.jobs[j].label, us(per_job[g, j]), pct(per_job[g, j], busy))
+            for j in np.flatnonzero(per_job[g]).tolist()
+        ]
+        shares.sort(key=lambda s: (-s.busy_us, s.job))
+        rows.append(
+            GpuRow(
+                uuid=ref.uuid,
+                name=ref.name,
+                busy_us=us(busy),
+                busy_pct=pct(busy, rs.window_ns),
+                idle_pct=pct(rs.window_ns - busy, rs.window_ns),
+                longest_idle_us=shown[0].duration_us if shown else 0.0,
+                idle_gaps=shown,
+                jobs=shares,
+            )
+        )
+    rows.sort(key=lambda r: (-r.busy_us, r.uuid))
+    return rows

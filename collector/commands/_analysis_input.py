@@ -1,0 +1,76 @@
+"""Arguments shared by ``summary`` and ``advise``: what to analyse (trace files or a
+data dir with --job), the time window, the output format and file."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+from collections.abc import Iterator
+from typing import TextIO
+
+from tfprof.collector.analysis.records import RecordSet, prepare
+from tfprof.collector.errors import InvalidArgument, NotFound
+
+WINDOW_HELP = (
+    "ISO-8601 (2024-04-11T20:30:02.5Z; no zone = local time), epoch seconds "
+    "(1712867402.5) or an offset from the first event (+5s, +250ms)"
+)
+
+
+def add_input_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "files",
+        nargs="*",
+        metavar="FILE",
+        help="trace file(s) to analyse instead of a data dir: embedded mode's output, an "
+        "export, or a Kineto / TF timeline trace (.json or .json.gz); each file is one job",
+    )
+    p.add_argument("--data-dir", metavar="DIR", help="collector data dir to analyse")
+    p.add_argument(
+        "--job", action="append", metavar="NAME", help="job to include (repeatable; default: all)"
+    )
+    p.add_argument("--since", metavar="TIME", help=f"analyse from this time: {WINDOW_HELP}")
+    p.add_argument("--until", metavar="TIME", help=f"analyse up to this time: {WINDOW_HELP}")
+    p.add_argument(
+        "--format",
+        choices=("table", "json", "csv"),
+        default="table",
+        help="table (aligned, colour only on a terminal, NO_COLOR respected), json or csv "
+        "(default: table)",
+    )
+    p.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
+
+
+def load_record_set(args: argparse.Namespace) -> RecordSet:
+    from tfprof.collector.analysis.window import first_event_ns, parse_time
+
+    if args.files and args.data_dir:
+        raise InvalidArgument("give trace FILEs or --data-dir, not both")
+    if args.files:
+        if args.job:
+            raise InvalidArgument("--job selects jobs of a --data-dir; a FILE is one job")
+        from tfprof.collector.analysis.tracefile import job_from_trace
+
+        jobs = [job_from_trace(path) for path in args.files]
+    elif args.data_dir:
+        from tfprof.collector.store import Store
+
+        jobs = Store(args.data_dir).load_jobs(args.job or None)
+        if not jobs:
+            raise NotFound(f"no jobs stored in {args.data_dir}")
+    else:
+        raise InvalidArgument("nothing to analyse: give trace FILE(s) or --data-dir DIR")
+    first = first_event_ns(jobs) if (args.since or args.until) else None
+    since = parse_time(args.since, first, "--since") if args.since else None
+    until = parse_time(args.until, first, "--until") if args.until else None
+    return prepare(jobs, since, until)
+
+
+@contextlib.contextmanager
+def output(path: str | None) -> Iterator[TextIO]:
+    if path is None:
+        yield sys.stdout
+        return
+    with open(path, "w", encoding="utf-8", newline="") as f:
+        yield f

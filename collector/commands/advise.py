@@ -1,0 +1,63 @@
+"""``tfprof-collector advise``: rules over collected GPU records, ranked findings."""
+
+from __future__ import annotations
+
+import argparse
+
+from tfprof.collector.commands._analysis_input import (
+    add_input_arguments,
+    load_record_set,
+    output,
+)
+
+DESCRIPTION = """\
+Run the advice rules over stored jobs (--data-dir, --job) or trace files and print what
+they find, largest time at stake first, each with its evidence (numbers, time window,
+jobs and streams) and a concrete suggestion.
+
+rules:
+  gpu-idle         a GPU idle during a job's time on it; copies or host gaps to blame
+  copy-overlap     host<->device copy time with no kernel running on the GPU
+  pageable-memory  copies from/to pageable host memory
+  tiny-kernels     most kernels under 10 us: launch-bound
+  single-stream    a process's kernels and copies all on one stream
+  time-slicing     several jobs sharing one GPU: shares, switches between jobs
+  sync-stalls      host time in CUDA synchronisation (SYNCHRONIZATION records)
+  slow-copies      large copies far below a PCIe link's bandwidth
+"""
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from tfprof.collector.advice import RULE_NAMES
+
+    p = sub.add_parser(
+        "advise",
+        help="run advice rules and print ranked findings with evidence and suggestions",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_input_arguments(p)
+    p.add_argument(
+        "--rule",
+        action="append",
+        choices=RULE_NAMES,
+        metavar="RULE",
+        help="run only this rule (repeatable; default: all)",
+    )
+    p.add_argument("--top", type=int, metavar="N", help="show the first N findings only")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from tfprof.collector.advice import advise
+    from tfprof.collector.advice.render import reporter
+    from tfprof.collector.errors import InvalidArgument
+
+    if args.top is not None and args.top < 0:
+        raise InvalidArgument("--top must be >= 0")
+    findings = advise(load_record_set(args), args.rule)
+    if args.top is not None:
+        findings = findings[: args.top]
+    with output(args.output) as out:
+        reporter(args.format, findings).render(out)
+    return 0

@@ -1,0 +1,83 @@
+"""``tfprof-collector summary``: tfprof-style views of collected GPU records."""
+
+from __future__ import annotations
+
+import argparse
+
+from tfprof.collector.commands._analysis_input import (
+    add_input_arguments,
+    load_record_set,
+    output,
+)
+
+DESCRIPTION = """\
+Summarise the GPU records of stored jobs (--data-dir, --job) or of trace files.
+
+views:
+  kernels         per kernel name: count, total/avg/min/max us, % of GPU busy time
+  kernels-by-job  the same per (job, kernel name)
+  streams         per (job, task, device, stream): busy us (union of intervals), busy %
+                  of the window, kernels, copies, memsets, syncs
+  gpus            per physical GPU (UUID): busy/idle %, longest idle gaps and when,
+                  each job's share
+  memcpy          per copy kind x memory kinds: count, bytes, us, GB/s, % of copy time
+                  overlapped with kernels on the same GPU
+  jobs            per job: processes, GPUs, kernel/copy/memset/sync time, records, dropped
+
+Filters apply in this order: --min-micros, --show/--hide-name-regex, --order-by, --top;
+--select picks the fields shown. Field names are those of --format json (README.md,
+"Summaries and advice").
+"""
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from tfprof.collector.analysis import VIEWS
+
+    p = sub.add_parser(
+        "summary",
+        help="tfprof-style views: kernels, streams, gpus, memcpy, jobs",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_input_arguments(p)
+    p.add_argument("--view", choices=tuple(VIEWS), default="kernels", help="(default: kernels)")
+    p.add_argument(
+        "--min-micros",
+        type=float,
+        metavar="US",
+        help="keep rows whose time field (kernels: total_us, streams/gpus: busy_us, "
+        "memcpy: total_us, jobs: kernel_us) is at least US",
+    )
+    p.add_argument("--order-by", metavar="FIELD", help="sort by FIELD (numbers descending)")
+    p.add_argument(
+        "--select", metavar="FIELDS", help="comma-separated fields to show, in that order"
+    )
+    p.add_argument(
+        "--show-name-regex",
+        metavar="RE",
+        help="keep rows whose name matches RE (kernels: name, streams: track, gpus: uuid, "
+        "memcpy: copy, jobs: job)",
+    )
+    p.add_argument("--hide-name-regex", metavar="RE", help="drop rows whose name matches RE")
+    p.add_argument("--top", type=int, metavar="N", help="show the first N rows only")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from tfprof.collector.analysis import Filters, view_report
+    from tfprof.collector.analysis.render import reporter
+
+    rs = load_record_set(args)
+    select = tuple(s.strip() for s in args.select.split(",") if s.strip()) if args.select else None
+    filters = Filters(
+        min_micros=args.min_micros,
+        order_by=args.order_by,
+        select=select,
+        show_name_regex=args.show_name_regex,
+        hide_name_regex=args.hide_name_regex,
+        top=args.top,
+    )
+    report = view_report(args.view, rs, filters)
+    with output(args.output) as out:
+        reporter(args.format, report).render(out)
+    return 0

@@ -1,0 +1,207 @@
+"""collector/analysis: record window, interval helpers and the five views, on hand-made
+records with known answers."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import numpy as np
+import pytest
+
+from tfprof.collector.analysis import AnalysisError, Filters, prepare, view_report
+from tfprof.collector.analysis.gpus import gpu_rows
+from tfprof.collector.analysis.jobs import job_rows
+from tfprof.collector.analysis.kernels import kernel_rows
+from tfprof.collector.analysis.memcpy import memcpy_rows
+from tfprof.collector.analysis.records import covered, gaps, group_keys, merge_intervals
+from tfprof.collector.analysis.render import CsvReporter, JsonReporter, TableReporter
+from tfprof.collector.analysis.streams import stream_rows
+from tfprof.collector.analysis.window import parse_time
+from tfprof.collector.model import DropCounts
+
+from .analysis_data import T0, US, copy, job, kernel, memset, stream, sync
+
+
+def a(*values: int) -> np.ndarray:
+    return np.array(values, dtype=np.int64)
+
+
+def test_merge_intervals_unions_per_group_and_touching_intervals_merge() -> None:
+    m = merge_intervals(a(0, 0, 0, 1, 1), a(0, 5, 10, 0, 3), a(6, 8, 12, 2, 4), 3)
+    assert list(m.busy) == [10, 3, 0]  # [0,8) + [10,12); [0,2) + [3,4); nothing
+    assert list(zip(m.group, m.start, m.end, strict=True)) == [
+        (0, 0, 8), (0, 10, 12), (1, 0, 2), (1, 3, 4)
+    ]  # fmt: skip
+    touching = merge_intervals(a(0, 0), a(0, 5), a(5, 9), 1)
+    assert list(touching.start) == [0] and list(touching.end) == [9]
+
+
+def test_covered_counts_only_the_same_group() -> None:
+    m = merge_intervals(a(0, 1), a(10, 0), a(20, 100), 2)
+    got = covered(m, a(0, 0, 1), a(5, 15, 50), a(15, 30, 60))
+    assert list(got) == [5, 5, 10]
+
+
+def test_gaps_include_edges_and_empty_groups() -> None:
+    m = merge_intervals(a(0, 0), a(10, 30), a(20, 40), 2)
+    g = gaps(m, a(0, 0), a(50, 50))
+    assert sorted(zip(g.group.tolist(), g.start.tolist(), g.end.tolist(), strict=True)) == [
+        (0, 0, 10), (0, 20, 30), (0, 40, 50), (1, 0, 50)
+    ]  # fmt: skip
+
+
+def test_group_keys_dense_ids_and_distinct_rows() -> None:
+    inverse, keys = group_keys(a(1, 0, 1, 1), a(7, 7, 9, 7))
+    assert keys.tolist() == [[0, 7], [1, 7], [1, 9]]
+    assert inverse.tolist() == [1, 0, 2, 1]
+
+
+def _two_process_job():
+    first = stream([kernel(0, 30), kernel(10, 30, name=2), kernel(100, 10), copy(40, 20, 2_000_000),
+                    memset(200, 5), sync(60, 40)],
+                   dropped=DropCounts(queue=3))  # fmt: skip
+    second = stream([kernel(0, 50, name=1, stream=9)], pid=2, names=["", "relu"])
+    return job("train", first, second)
+
+
+def test_record_window_shifts_clips_and_names_across_streams() -> None:
+    j = _two_process_job()
+    j.streams[1].record_shift_ns = 1_000 * US
+    rs = prepare([j], since_ns=T0 + 20 * US, until_ns=T0 + 1_030 * US)
+    assert rs.start_ns == T0 + 20 * US and rs.window_ns == 1_010 * US
+    # the kernel [0,30) is clipped to [20,30); the shifted second process sits at 1000
+    assert int(rs.start.min()) == T0 + 20 * US
+    assert sorted(rs.names) == ["", "gemm", "relu"]
+    relu = rs.names.index("relu")
+    assert int(np.count_nonzero(rs.name == relu)) == 2  # one per process, one global id
+    with pytest.raises(AnalysisError, match="empty"):
+        prepare([j], since_ns=5, until_ns=5)
+
+
+def test_kernels_view_counts_totals_and_gpu_share() -> None:
+    rs = prepare([_two_process_job()])
+    rows = {r.name: r for r in kernel_rows(rs)}
+    assert rows["gemm"].count == 2 and rows["gemm"].total_us == 40.0
+    assert (rows["gemm"].min_us, rows["gemm"].max_us, rows["gemm"].avg_us) == (10.0, 30.0, 20.0)
+    assert rows["relu"].count == 2 and rows["relu"].total_us == 80.0
+    # GPU busy (one GPU, both processes): [0,60) + [100,110) + [200,205) = 75 us
+    assert rows["relu"].gpu_busy_pct == round(100 * 80 / 75, 2)
+    assert rows["relu"].kernel_time_pct == round(100 * 80 / 120, 2)
+    by_job = kernel_rows(rs, per_job=True)
+    assert {r.job for r in by_job} == {"train"}
+
+
+def test_streams_view_busy_is_the_union_and_syncs_are_not_busy() -> None:
+    rs = prepare([_two_process_job()])
+    rows = {(r.pid, r.stream): r for r in stream_rows(rs)}
+    s7 = rows[(1, 7)]
+    assert s7.busy_us == 75.0  # [0,60) + [100,110) + [200,205); the sync adds nothing
+    assert (s7.kernels, s7.copies, s7.memsets, s7.syncs, s7.sync_us) == (3, 1, 1, 1, 40.0)
+    assert s7.busy_pct == round(100 * 75 / 205, 2)
+    assert s7.track == "/job:train/task:1/gpu:0/stream:7"
+    assert rows[(2, 9)].busy_us == 50.0
+
+
+def test_gpus_view_idle_gaps_and_job_shares() -> None:
+    a_job = job("a", stream([kernel(0, 10), kernel(50, 10)]))
+    b_job = job("b", stream([kernel(5, 10), kernel(90, 10)], pid=2))
+    (row,) = gpu_rows(prepare([a_job, b_job]))
+    assert row.busy_us == 35.0  # [0,15) [50,60) [90,100)
+    assert row.idle_pct == 65.0
+    assert [g.duration_us for g in row.idle_gaps] == [35.0, 30.0]
+    assert row.idle_gaps[0].start_ns == T0 + 15 * US
+    assert {s.job: s.share_pct for s in row.jobs} == {
+        "a": round(100 * 20 / 35, 2), "b": round(100 * 20 / 35, 2)
+    }  # fmt: skip
+
+
+def test_gpus_are_physical_devices_by_uuid() -> None:
+    one = job("a", stream([kernel(0, 10)], uuid="GPU-x"))
+    two = job("b", stream([kernel(0, 10)], uuid="GPU-x", pid=2))
+    three = job("c", stream([kernel(0, 10)], uuid="GPU-y", pid=3))
+    rows = gpu_rows(prepare([one, two, three]))
+    assert sorted((r.uuid, len(r.jobs)) for r in rows) == [("GPU-x", 2), ("GPU-y", 1)]
+
+
+def test_memcpy_view_bandwidth_and_overlap_with_kernels_on_the_same_gpu() -> None:
+    s = stream([kernel(0, 100), copy(50, 100, 1_000_000, src=1),
+                copy(300, 10, 500, kind=2, src=3, dst=2), kernel(0, 1000, device=1)])  # fmt: skip
+    rows = {r.copy: r for r in memcpy_rows(prepare([job("j", s)]))}
+    htod = rows["HtoD pageable->device"]
+    assert htod.gbps == 10.0  # 1e6 bytes in 100 us
+    assert htod.overlapped_pct == 50.0  # the kernel on device 1 does not count
+    assert rows["DtoH device->pinned"].overlapped_pct == 0.0
+
+
+def test_jobs_view() -> None:
+    (row,) = job_rows(prepare([_two_process_job()]))
+    assert (row.processes, row.gpus, row.kernels, row.copies, row.memsets, row.syncs) == (
+        2, 1, 4, 1, 1, 1
+    )  # fmt: skip
+    assert (row.kernel_us, row.copy_us, row.copy_bytes, row.dropped) == (120.0, 20.0, 2_000_000, 3)
+
+
+def test_filters_order_select_regex_top_and_errors() -> None:
+    rs = prepare([_two_process_job()])
+    rep = view_report("kernels", rs, Filters(order_by="count", select=("name", "count"),
+                                             hide_name_regex="^gemm$", top=5))  # fmt: skip
+    assert rep.fields == ("name", "count")
+    assert [r.name for r in rep.rows] == ["relu"]
+    assert [r.name for r in view_report("kernels", rs, Filters(min_micros=50)).rows] == ["relu"]
+    assert "job" not in view_report("kernels", rs).fields
+    for bad, match in (
+        (Filters(order_by="nope"), "no field 'nope'"),
+        (Filters(select=("name", "zzz")), "no field 'zzz'"),
+        (Filters(show_name_regex="("), "invalid regular expression"),
+        (Filters(top=-1), "--top"),
+    ):
+        with pytest.raises(AnalysisError, match=match):
+            view_report("kernels", rs, bad)
+    with pytest.raises(AnalysisError, match="unknown view"):
+        view_report("ops", rs)
+
+
+def test_reporters_table_json_csv() -> None:
+    rs = prepare([_two_process_job()])
+    rep = view_report("gpus", rs)
+    out = io.StringIO()
+    JsonReporter(rep).render(out)
+    doc = json.loads(out.getvalue())
+    assert doc["schema"] == "tfprof.summary/1" and doc["view"] == "gpus"
+    assert doc["rows"][0]["jobs"] == [{"job": "train", "busy_us": 75.0, "share_pct": 100.0}]
+    assert set(doc["window"]) == {"start_ns", "end_ns", "start", "end", "duration_us"}
+    out = io.StringIO()
+    CsvReporter(rep).render(out)
+    assert out.getvalue().splitlines()[0].startswith("uuid,name,busy_us")
+    out = io.StringIO()
+    TableReporter(rep, colour=False).render(out)
+    assert "\x1b[" not in out.getvalue() and "GPU-a" in out.getvalue()
+    out = io.StringIO()
+    TableReporter(rep, colour=True).render(out)
+    assert "\x1b[1m" in out.getvalue()
+
+
+def test_table_colour_follows_the_terminal_and_no_color(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tfprof.collector.analysis.render import use_colour
+
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    assert use_colour(Tty()) and not use_colour(io.StringIO())
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert not use_colour(Tty())
+
+
+def test_parse_time_forms() -> None:
+    first = T0
+    assert parse_time("+5s", first) == T0 + 5 * 10**9
+    assert parse_time("+250ms", first) == T0 + 250 * 10**6
+    assert parse_time("1700000000.5", None) == 1_700_000_000_500_000_000
+    assert parse_time("2023-11-14T22:13:20.5Z", None) == 1_700_000_000_500_000_000
+    with pytest.raises(AnalysisError, match="not a time"):
+        parse_time("yesterday", first)
+    with pytest.raises(AnalysisError, match="no records"):
+        parse_time("+1s", None)
