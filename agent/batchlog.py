@@ -28,9 +28,12 @@ def entries(data: bytes) -> Iterator[tuple[int, bytes]]:
         offset = end
 
 
-def read(path: str | os.PathLike[str]) -> Iterator[bytes]:
+def read(path: str | os.PathLike[str], offset: int = 0) -> Iterator[bytes]:
+    """Payloads of the complete entries from ``offset`` (an entry boundary) on."""
     try:
-        data = Path(path).read_bytes()
+        with open(path, "rb") as f:
+            f.seek(offset)
+            data = f.read()
     except FileNotFoundError:
         return
     for _, payload in entries(data):

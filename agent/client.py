@@ -42,6 +42,7 @@ FATAL_CODES = {
     grpc.StatusCode.INVALID_ARGUMENT,
     grpc.StatusCode.UNIMPLEMENTED,
     grpc.StatusCode.FAILED_PRECONDITION,
+    grpc.StatusCode.RESOURCE_EXHAUSTED,  # a batch over the collector's size limit
 }
 _END = object()
 

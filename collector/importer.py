@@ -36,29 +36,14 @@ from tfprof.agent.sources.recorded import RecordedTrace, TraceFormatError
 from tfprof.collector.errors import InvalidArgument, NotFound
 from tfprof.collector.model import RECORD_COLUMNS, DeviceMeta, JobData, StreamData
 from tfprof.collector.store import Store, check_name
+from tfprof.collector.timespec import parse_duration
 from tfprof.collector.traces import read_trace
 from tfprof.proto import collector_pb2 as pb
 
 IMPORT_HOST = "imported"
 SHIFT_MODES = ("auto", "none", "to-first", "consecutive")
 BATCH_RECORDS = 1 << 16
-_DURATION = re.compile(r"^([+-]?)(\d+(?:\.\d*)?|\.\d+)\s*(ns|us|µs|ms|s|m|min|h)$")
-UNIT_NS = {"ns": 1, "us": 10**3, "µs": 10**3, "ms": 10**6, "s": 10**9, "m": 60 * 10**9,
-           "min": 60 * 10**9, "h": 3600 * 10**9}  # fmt: skip
 _PROTOCOL_VERSION = 1  # collector/ingest.py's; imports write what a live stream would
-
-
-def parse_duration(text: str, flag: str = "--shift") -> int:
-    """``"+5s"`` / ``"-250ms"`` / ``"42ns"`` as signed nanoseconds."""
-    m = _DURATION.match(text.strip())
-    if m is None:
-        raise InvalidArgument(
-            f"{flag} {text!r}: not a duration; use a number with a unit (ns, us, ms, s, m, h),"
-            " e.g. +5s or -250ms"
-        )
-    sign, amount, unit = m.groups()
-    value = round(float(amount) * UNIT_NS[unit])
-    return -value if sign == "-" else value
 
 
 @dataclass

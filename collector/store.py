@@ -33,7 +33,6 @@ import logging
 import os
 import re
 import shutil
-import struct
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -42,6 +41,7 @@ from pathlib import Path
 
 import numpy as np
 
+from tfprof.agent import batchlog
 from tfprof.collector.errors import Conflict, InvalidArgument, NotFound
 from tfprof.collector.model import (
     HOST_COLUMNS,
@@ -56,7 +56,6 @@ from tfprof.proto import collector_pb2 as pb
 
 log = logging.getLogger("tfprof.collector.store")
 
-_LEN = struct.Struct("<I")
 SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 SUMMARY_EVERY_S = 5.0
 LOCK_WAIT_S = 3.0
@@ -144,12 +143,12 @@ def read_summary(directory: Path) -> StreamSummary:
             summary = candidate
     except (OSError, ValueError, TypeError):
         pass  # missing, torn or stale: rescan the whole log
-    for raw in _iter_log(log_path, summary.log_bytes):
+    for raw in batchlog.read(log_path, summary.log_bytes):
         batch = pb.Batch.FromString(raw)
         if batch.seq <= summary.last_seq:
-            summary.log_bytes += _LEN.size + len(raw)  # an old duplicate entry
+            summary.log_bytes += batchlog.LENGTH.size + len(raw)  # an old duplicate entry
             continue
-        summary.add(batch, _LEN.size + len(raw))
+        summary.add(batch, batchlog.LENGTH.size + len(raw))
     return summary
 
 
@@ -229,18 +228,17 @@ class StreamWriter:
         Returns the bytes written, 0 for a duplicate. ``span`` is the batch's raw
         (first start, last end) when the caller has computed it already."""
         data = batch.SerializeToString()
-        entry = _LEN.pack(len(data)) + data
         with self._lock:
             if batch.seq <= self.summary.last_seq:
                 return 0
-            self._log.write(entry)
+            written = batchlog.append(self._log, data)
             self._log.flush()
             if self.fsync:
                 os.fdatasync(self._log.fileno())
             if span is None:
-                self.summary.add(batch, len(entry))
+                self.summary.add(batch, written)
             else:
-                self.summary.log_bytes += len(entry)
+                self.summary.log_bytes += written
                 self.summary.last_seq = batch.seq
                 self.summary.batches += 1
                 self.summary.records += len(batch.records.kind)
@@ -248,7 +246,7 @@ class StreamWriter:
                 self.summary.widen(*span)
             if time.monotonic() - self._summary_written > SUMMARY_EVERY_S:
                 self._write_summary()
-        return len(entry)
+        return written
 
     def _write_summary(self) -> None:
         _write_atomic(
@@ -278,23 +276,6 @@ class StreamWriter:
                 self._log.flush()
                 self._write_summary()
                 self._log.close()
-
-
-def _iter_log(path: Path, offset: int = 0) -> Iterator[bytes]:
-    try:
-        with open(path, "rb") as f:
-            f.seek(offset)
-            data = f.read()
-    except FileNotFoundError:
-        return
-    pos = 0
-    while pos + _LEN.size <= len(data):
-        (length,) = _LEN.unpack_from(data, pos)
-        end = pos + _LEN.size + length
-        if end > len(data):
-            break  # torn tail
-        yield data[pos + _LEN.size : end]
-        pos = end
 
 
 def _du(path: Path) -> int:
@@ -559,7 +540,7 @@ def load_stream(directory: Path) -> StreamData | None:
     # A batch with a fresh clock estimate replaces the hello's offset from then on; the
     # stream keeps one shift, so later times are moved by the difference here.
     clock_delta = 0
-    for raw in _iter_log(directory / "batches.log"):
+    for raw in batchlog.read(directory / "batches.log"):
         batch = pb.Batch.FromString(raw)
         if batch.seq in seen:
             continue

@@ -11,11 +11,7 @@ from typing import TextIO
 
 from tfprof.collector.analysis.records import RecordSet, prepare
 from tfprof.collector.errors import InvalidArgument, NotFound
-
-WINDOW_HELP = (
-    "ISO-8601 (2024-04-11T20:30:02.5Z; no zone = local time), epoch seconds "
-    "(1712867402.5) or an offset from the first event (+5s, +250ms)"
-)
+from tfprof.collector.timespec import TIME_HELP
 
 
 def add_input_arguments(p: argparse.ArgumentParser) -> None:
@@ -30,8 +26,8 @@ def add_input_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--job", action="append", metavar="NAME", help="job to include (repeatable; default: all)"
     )
-    p.add_argument("--since", metavar="TIME", help=f"analyse from this time: {WINDOW_HELP}")
-    p.add_argument("--until", metavar="TIME", help=f"analyse up to this time: {WINDOW_HELP}")
+    p.add_argument("--since", metavar="TIME", help=f"analyse from this time: {TIME_HELP}")
+    p.add_argument("--until", metavar="TIME", help=f"analyse up to this time: {TIME_HELP}")
     p.add_argument(
         "--format",
         choices=("table", "json", "csv"),
@@ -43,7 +39,7 @@ def add_input_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def load_record_set(args: argparse.Namespace) -> RecordSet:
-    from tfprof.collector.analysis.window import first_event_ns, parse_time
+    from tfprof.collector.timespec import first_event_ns, parse_time
 
     if args.files and args.data_dir:
         raise InvalidArgument("give trace FILEs or --data-dir, not both")

@@ -20,7 +20,7 @@ FORMAT_HELP = (
 
 def add_output_options(p: argparse.ArgumentParser) -> None:
     """Options every timeline-writing command shares (export, merge)."""
-    from tfprof.collector.window import HELP as WINDOW_HELP
+    from tfprof.collector.timespec import TIME_HELP, WINDOW_HELP
 
     p.add_argument(
         "--group-by",
@@ -36,6 +36,8 @@ def add_output_options(p: argparse.ArgumentParser) -> None:
         help=FORMAT_HELP,
     )
     p.add_argument("--window", metavar="START:END", default=None, help=WINDOW_HELP)
+    p.add_argument("--since", metavar="TIME", help=f"keep from this time on: {TIME_HELP}")
+    p.add_argument("--until", metavar="TIME", help=f"keep up to this time: {TIME_HELP}")
     p.add_argument(
         "-o",
         "--output",
@@ -62,20 +64,24 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def write(jobs: list[JobData], args: argparse.Namespace) -> int:
     """Merge ``jobs`` with the shared options and write the output; returns records."""
+    from tfprof.collector.errors import InvalidArgument
     from tfprof.collector.export import format_for, write_timeline
     from tfprof.collector.merge import build_timeline
-    from tfprof.collector.window import parse_window
+    from tfprof.collector.timespec import first_event_ns, parse_time, parse_window
 
     format_for(args.output, args.format)  # a bad name fails before any work
-    window = None
+    window: tuple[int | None, int | None] | None = None
+    since, until = getattr(args, "since", None), getattr(args, "until", None)
+    if args.window and (since or until):
+        raise InvalidArgument("give --window or --since/--until, not both")
     if args.window:
-        firsts = [
-            int(s.records["start_ns"].min()) + s.record_shift_ns
-            for job in jobs
-            for s in job.streams
-            if s.num_records
-        ]
-        window = parse_window(args.window, min(firsts, default=None))
+        window = parse_window(args.window, first_event_ns(jobs))
+    elif since or until:
+        first = first_event_ns(jobs)
+        window = (
+            parse_time(since, first, "--since") if since else None,
+            parse_time(until, first, "--until") if until else None,
+        )
     timeline = build_timeline(jobs, group_by=args.group_by, window_ns=window)
     target = write_timeline(timeline, args.output, args.format)
     print(f"wrote {target}: {timeline.num_slices:,} slices", file=sys.stderr)

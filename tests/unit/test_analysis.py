@@ -17,8 +17,9 @@ from tfprof.collector.analysis.memcpy import memcpy_rows
 from tfprof.collector.analysis.records import covered, gaps, group_keys, merge_intervals
 from tfprof.collector.analysis.render import CsvReporter, JsonReporter, TableReporter
 from tfprof.collector.analysis.streams import stream_rows
-from tfprof.collector.analysis.window import parse_time
+from tfprof.collector.errors import InvalidArgument
 from tfprof.collector.model import DropCounts
+from tfprof.collector.timespec import parse_time
 
 from .analysis_data import T0, US, copy, job, kernel, memset, stream, sync
 
@@ -201,7 +202,11 @@ def test_parse_time_forms() -> None:
     assert parse_time("+250ms", first) == T0 + 250 * 10**6
     assert parse_time("1700000000.5", None) == 1_700_000_000_500_000_000
     assert parse_time("2023-11-14T22:13:20.5Z", None) == 1_700_000_000_500_000_000
-    with pytest.raises(AnalysisError, match="not a time"):
+    assert parse_time("250ms", first) == T0 + 250 * 10**6  # a unit makes it an offset
+    assert parse_time("0", first) == T0
+    assert parse_time("@1700000000.5", None) == 1_700_000_000_500_000_000
+    assert parse_time("@1700000000500000000ns", None) == 1_700_000_000_500_000_000
+    with pytest.raises(InvalidArgument, match="not a time"):
         parse_time("yesterday", first)
-    with pytest.raises(AnalysisError, match="no records"):
+    with pytest.raises(InvalidArgument, match="no records"):
         parse_time("+1s", None)

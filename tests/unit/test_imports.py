@@ -14,11 +14,11 @@ from tfprof.agent.sources.recorded import load_trace
 from tfprof.collector.cli import main
 from tfprof.collector.errors import InvalidArgument, NotFound
 from tfprof.collector.export import write_timeline
-from tfprof.collector.importer import import_files, jobs_from_files, parse_duration
+from tfprof.collector.importer import import_files, jobs_from_files
 from tfprof.collector.merge import Timeline, build_timeline
 from tfprof.collector.store import Store
+from tfprof.collector.timespec import parse_duration, parse_window
 from tfprof.collector.traces import read_trace
-from tfprof.collector.window import parse_window
 
 pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
 
