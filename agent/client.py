@@ -69,6 +69,7 @@ class CollectorClient:
             (("authorization", f"Bearer {auth_token}"),) if auth_token else ()
         )
         self.stub = pb_grpc.CollectorStub(self.channel)
+        self.last_error: str | None = None  # of the last failed clock probe
 
     def estimate_clock(self, samples: int = 5, timeout: float = 2.0) -> tuple[int, int] | None:
         """(offset, round trip) in ns: add offset to local time to get collector time.
@@ -83,7 +84,8 @@ class CollectorClient:
                 reply = self.stub.Clock(
                     pb.ClockRequest(t1_ns=t1), timeout=timeout, metadata=self.metadata
                 )
-            except grpc.RpcError:
+            except grpc.RpcError as exc:
+                self.last_error = describe(exc)
                 return best
             offset, rtt = clock.offset_from_probe(t1, reply.t2_ns, reply.t3_ns, clock.now_ns())
             if best is None or rtt < best[1]:
@@ -92,6 +94,13 @@ class CollectorClient:
 
     def close(self) -> None:
         self.channel.close()
+
+
+def describe(exc: grpc.RpcError) -> str:
+    """``CODE: details`` of a failed call, e.g. ``UNAUTHENTICATED: missing token``."""
+    code = exc.code() if hasattr(exc, "code") else None
+    details = exc.details() if hasattr(exc, "details") else str(exc)
+    return f"{code.name if code else 'ERROR'}: {details}"
 
 
 @dataclass
@@ -331,8 +340,7 @@ class StreamDelivery:
                     self._cond.notify_all()
         except grpc.RpcError as exc:
             code = exc.code() if hasattr(exc, "code") else None
-            details = exc.details() if hasattr(exc, "details") else str(exc)
-            error = f"{code.name if code else 'ERROR'}: {details}"
+            error = describe(exc)
             cancelled = code == grpc.StatusCode.CANCELLED
         with self._cond:
             if error is not None and cancelled:

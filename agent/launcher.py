@@ -153,7 +153,7 @@ class Run:
             self.spool = Spool(self.cfg.spool_dir, self.cfg.spool_bytes)
             clock = client.estimate_clock()
             if clock is None:
-                self._collector_failure("unreachable")
+                self._collector_failure(client.last_error or "unreachable")
             else:
                 self.clock = clock
                 # What earlier runs on this host left in the spool goes out now.

@@ -7,6 +7,7 @@ import os
 import queue
 import shutil
 import subprocess
+import sys
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -16,7 +17,7 @@ import grpc
 import pytest
 
 from tests.integration.collector_proc import start_serve
-from tests.integration.conftest import clean_env, collector_cmd
+from tests.integration.conftest import agent_cmd, clean_env, collector_cmd
 from tfprof.collector.store import Store
 from tfprof.proto import collector_pb2 as pb
 from tfprof.proto import collector_pb2_grpc as pb_grpc
@@ -157,6 +158,43 @@ def test_tls_and_token_end_to_end(tmp_path: Path) -> None:
     assert "refused /tfprof.v1.Collector/Stream" in serve.output()
     (job,) = Store(data).load_jobs()
     assert job.num_records == 100
+
+
+def test_the_agent_speaks_tls_with_its_token(tmp_path: Path) -> None:
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        pytest.skip("openssl CLI not found: cannot make a test certificate")
+    cert, key, token = tmp_path / "cert.pem", tmp_path / "key.pem", tmp_path / "token"
+    subprocess.run(
+        [openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+         "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1",
+         "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True, timeout=60,
+    )  # fmt: skip
+    token.write_text("s3cret\n")
+    data, spool = tmp_path / "data", tmp_path / "spool"
+    serve = start_serve(data, "--tls-cert", str(cert), "--tls-key", str(key),
+                        "--auth-token-file", str(token))  # fmt: skip
+    script = "print('trained')"
+    try:
+        for job, secret in (("with-token", "s3cret"), ("without-token", "")):
+            run = subprocess.run(
+                agent_cmd("run", "--collector", serve.address, "--tls-ca", str(cert),
+                          "--job", job, "--source", "none", "--spool-dir", str(spool),
+                          "--", sys.executable, "-c", script),
+                env=clean_env(TFPROF_AUTH_TOKEN=secret),
+                capture_output=True, text=True, timeout=120,
+            )  # fmt: skip
+            assert run.returncode == 0, run.stderr
+            assert run.stdout == "trained\n"
+            if not secret:
+                # Refused: said once, nothing stored, the stream waits in the spool.
+                assert run.stderr.count("UNAUTHENTICATED") == 1, run.stderr
+    finally:
+        assert serve.terminate() == 0
+    stored = Store(data).load_jobs()
+    assert [j.name for j in stored] == ["with-token"]
+    assert list(spool.glob("without-token/*/*/hello.pb"))
 
 
 def run_cli(*args: str) -> str:
