@@ -244,7 +244,7 @@ def load_events(
         what = f"{fmt} trace" if fmt else "trace"
         raise TraceFormatError(
             f"{where}: {what} has no GPU events (no kernel, memcpy or memset on a GPU stream);"
-            " a CPU-only trace cannot be replayed"
+            " there is nothing to replay or analyse"
         )
     trace = builder.finish(fmt or "")
     extra = meta.get("otherData")
