@@ -74,6 +74,9 @@ def _ns_to_us(ns: int) -> Decimal:
 # -- Perfetto ------------------------------------------------------------------------
 
 
+# Packets are split by hand (one tag, one varint length each) and parsed one at a time:
+# ``Trace.FromString`` on the whole file would hold every packet's message objects at
+# once, several times the file's size, and protobuf offers no streaming parser.
 def _varint(data: memoryview, pos: int) -> tuple[int, int]:
     result = shift = 0
     while True:

@@ -24,11 +24,17 @@ def main() -> int:
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--exit-code", type=int, default=0, help="exit with this code at the end")
+    parser.add_argument(
+        "--threads", type=int, default=0, help="TensorFlow op threads (default: 0, all cores)"
+    )
     args = parser.parse_args()
 
     import numpy as np
     import tensorflow as tf
 
+    if args.threads:
+        tf.config.threading.set_intra_op_parallelism_threads(args.threads)
+        tf.config.threading.set_inter_op_parallelism_threads(args.threads)
     tf.random.set_seed(args.seed)
     rng = np.random.default_rng(args.seed)
     images = rng.random((args.batch_size * 8, 28, 28, 1), dtype=np.float32)

@@ -1,9 +1,10 @@
 """A trace file (embedded mode's output, an export, a Kineto or TF timeline) as a job.
 
-The file is read by the replay importer (agent/sources/recorded.py), the one parser of
-trace files; this only wraps its columns, without copying, in a ``JobData``. A file is
-one job with one process: an export of several jobs keeps their GPUs apart (each
-(job, task, gpu) is its own device) but not their names.
+The file is read by ``collector.traces.read_trace`` (the replay importer of
+agent/sources/recorded.py for JSON, plus Perfetto and StepStats); this only wraps its
+columns, without copying, in a ``JobData``. A file is one job with one process: an
+export of several jobs keeps their GPUs apart (each (job, task, gpu) is its own device)
+but not their names.
 """
 
 from __future__ import annotations
@@ -13,10 +14,11 @@ from pathlib import Path
 
 import numpy as np
 
-from tfprof.agent.sources.recorded import TraceFormatError, load_trace
+from tfprof.agent.sources.recorded import TraceFormatError
 from tfprof.collector.analysis.errors import AnalysisError
 from tfprof.collector.errors import NotFound
 from tfprof.collector.model import RECORD_COLUMNS, DeviceMeta, JobData, StreamData
+from tfprof.collector.traces import read_trace
 
 
 def job_name(path: str | os.PathLike[str]) -> str:
@@ -28,7 +30,7 @@ def job_name(path: str | os.PathLike[str]) -> str:
 
 def job_from_trace(path: str | os.PathLike[str]) -> JobData:
     try:
-        trace = load_trace(path)
+        trace = read_trace(path)  # every format import knows, .pftrace and StepStats too
     except FileNotFoundError:
         raise NotFound(f"no such trace file: {os.fspath(path)}") from None
     except TraceFormatError as exc:
