@@ -197,7 +197,8 @@ class Run:
                 link.update_clock(*estimate)
 
     def _on_hello(self, info: dict[str, Any]) -> Any:
-        from tfprof.agent.relay import PROTOCOL_VERSION, ProcessLink, new_stream_id
+        from tfprof.agent.relay import ProcessLink, new_stream_id
+        from tfprof.proto import PROTOCOL_VERSION
         from tfprof.proto import collector_pb2 as pb
 
         clock = info.get("clock", {})

@@ -26,8 +26,6 @@ from tfprof.proto import collector_pb2 as pb
 
 log = logging.getLogger("tfprof.agent.relay")
 
-PROTOCOL_VERSION = 1
-
 
 def device_proto(d: dict[str, Any]) -> pb.Device:
     return pb.Device(

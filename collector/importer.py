@@ -38,12 +38,12 @@ from tfprof.collector.model import RECORD_COLUMNS, DeviceMeta, JobData, StreamDa
 from tfprof.collector.store import Store, check_name
 from tfprof.collector.timespec import parse_duration
 from tfprof.collector.traces import read_trace
+from tfprof.proto import PROTOCOL_VERSION
 from tfprof.proto import collector_pb2 as pb
 
 IMPORT_HOST = "imported"
 SHIFT_MODES = ("auto", "none", "to-first", "consecutive")
 BATCH_RECORDS = 1 << 16
-_PROTOCOL_VERSION = 1  # collector/ingest.py's; imports write what a live stream would
 
 
 @dataclass
@@ -193,7 +193,7 @@ def import_files(
 
 def _write_stream(store: Store, stream: StreamData, stream_id: str) -> int:
     hello = pb.Hello(
-        protocol_version=_PROTOCOL_VERSION,
+        protocol_version=PROTOCOL_VERSION,  # imports write what a live stream would
         job=stream.job,
         run_id=stream.run_id,
         host=stream.host,

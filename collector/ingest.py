@@ -12,11 +12,10 @@ from tfprof.collector.errors import FailedPrecondition, StorageUnavailable, Unsu
 from tfprof.collector.metrics import CollectorMetrics
 from tfprof.collector.store import Store, StreamWriter
 from tfprof.collector.validate import check_batch, check_hello
+from tfprof.proto import PROTOCOL_VERSION
 from tfprof.proto import collector_pb2 as pb
 
 log = logging.getLogger("tfprof.collector.ingest")
-
-PROTOCOL_VERSION = 1
 
 
 class IngestStream:

@@ -214,7 +214,9 @@ class StreamWriter:
             # A torn tail must not prefix the next entry.
             os.truncate(log_path, self.summary.log_bytes)
         if created and fsync:
-            for d in (directory, directory.parent, directory.parent.parent):
+            # Every directory entry on the way must be durable, down from jobs/, or a
+            # host crash could take a first run's acknowledged batches with it.
+            for d in (directory, directory.parent, directory.parent.parent, directory.parents[2]):
                 _fsync_dir(d)
         self._summary_written = time.monotonic()
 
@@ -272,9 +274,13 @@ class StreamWriter:
 
     def close_file(self) -> None:
         with self._lock:
-            if not self._log.closed:
-                self._log.flush()
-                self._write_summary()
+            if self._log.closed:
+                return
+            try:  # a full disk must not leave the file (and its flock) open
+                with contextlib.suppress(OSError):
+                    self._log.flush()
+                    self._write_summary()
+            finally:
                 self._log.close()
 
 
@@ -373,23 +379,14 @@ class Store:
     def job_names(self) -> list[str]:
         return sorted({name for name, _, _ in self._runs()})
 
-    def load_jobs(
-        self,
-        names: list[str] | None = None,
-        since_ns: int | None = None,
-        until_ns: int | None = None,
-    ) -> list[JobData]:
-        """Every run of the named jobs (all jobs when none is named).
-
-        With ``since_ns``/``until_ns`` (collector clock, ns since 1970) only records that
-        overlap the window, and host samples inside it, are kept; runs left with
-        neither are left out."""
+    def load_jobs(self, names: list[str] | None = None) -> list[JobData]:
+        """Every run of the named jobs (all jobs when none is named). Time windows are
+        applied by the consumers (merge, analyses), on the collector clock."""
         wanted = set(names) if names else None
         if wanted:
             missing = wanted - set(self.job_names())
             if missing:
                 raise NotFound(f"no such job in {self.root}: {', '.join(sorted(missing))}")
-        window = since_ns is not None or until_ns is not None
         jobs = []
         for name, run_id, run_dir in self._runs():
             if wanted is None or name in wanted:
@@ -397,13 +394,7 @@ class Store:
                 for stream_dir in sorted(p for p in run_dir.iterdir() if p.is_dir()):
                     stream = load_stream(stream_dir)
                     if stream is not None:
-                        if window:
-                            clip_stream(stream, since_ns, until_ns)
                         job.streams.append(stream)
-                if window and not any(
-                    s.num_records or len(s.host_samples["time_ns"]) for s in job.streams
-                ):
-                    continue
                 jobs.append(job)
         return jobs
 
@@ -462,7 +453,8 @@ class Store:
             shutil.rmtree(run_dir, ignore_errors=True)
             with contextlib.suppress(OSError):
                 run_dir.parent.rmdir()  # the job's last run: drop the job directory
-        self.count_bytes(-freed)
+        with self._bytes_lock:
+            self._bytes = None  # recounted on next use: writes add batches only
         return freed
 
 
@@ -484,23 +476,6 @@ def _record_shift(hello: pb.Hello) -> int:
     if hello.clock.tracer_ns:
         tracer_shift = hello.clock.realtime_ns - hello.clock.tracer_ns
     return hello.clock_offset_ns + tracer_shift
-
-
-def clip_stream(stream: StreamData, since_ns: int | None, until_ns: int | None) -> None:
-    """Keep the records overlapping [since, until] and host samples inside it (collector
-    clock: the stream's shifts applied)."""
-    lo = -(1 << 62) if since_ns is None else since_ns
-    hi = 1 << 62 if until_ns is None else until_ns
-    r = stream.records
-    starts = r["start_ns"] + stream.record_shift_ns
-    keep = (starts + r["duration_ns"] >= lo) & (starts <= hi)
-    if not keep.all():
-        stream.records = {c: v[keep] for c, v in r.items()}
-    h = stream.host_samples
-    t = h["time_ns"] + stream.host_shift_ns
-    keep = (t >= lo) & (t <= hi)
-    if not keep.all():
-        stream.host_samples = {c: v[keep] for c, v in h.items()}
 
 
 def _device(d: pb.Device) -> DeviceMeta:

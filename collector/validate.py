@@ -24,6 +24,11 @@ NS_PER_DAY = 86_400 * 10**9
 # Timestamps are nanoseconds since 1970 on some host clock; anything from year 2200 on is
 # garbage (7.26e18, still inside int64), as is anything negative.
 MAX_TIME_NS = 7_258_118_400 * 10**9  # 2200-01-01T00:00:00Z
+# Hosts disagree by seconds, not years; the bound also keeps shifted times in int64.
+MAX_CLOCK_OFFSET_NS = 365 * 86_400 * 10**9
+# Names a stream may intern: kernels of a big framework number thousands, not millions;
+# the bound keeps a hostile string_base from blowing up every later load of the job.
+MAX_STRINGS = 1 << 20
 MAX_DURATION_NS = NS_PER_DAY
 MAX_TEXT = 256  # host, task, agent version, source
 MAX_ARGV_BYTES = 64 << 10
@@ -56,18 +61,24 @@ def check_hello(hello: pb.Hello) -> None:
     _check_text("source", hello.source)
     if sum(len(a) for a in hello.argv) > MAX_ARGV_BYTES:
         raise InvalidArgument(f"argv longer than {MAX_ARGV_BYTES} characters")
+    _check_clock(hello.clock_offset_ns, hello.clock_rtt_ns)
     for name, value in (
-        ("clock offset", hello.clock_offset_ns),
-        ("clock round trip", hello.clock_rtt_ns),
         ("clock snapshot realtime", hello.clock.realtime_ns),
         ("clock snapshot tracer time", hello.clock.tracer_ns),
         ("clock snapshot monotonic time", hello.clock.monotonic_ns),
     ):
         if abs(value) > MAX_TIME_NS:
             raise InvalidArgument(f"{name} {value} ns is out of range")
-    if hello.clock_rtt_ns < 0:
-        raise InvalidArgument(f"negative clock round trip {hello.clock_rtt_ns} ns")
     _check_devices(hello.devices)
+
+
+def _check_clock(offset_ns: int, rtt_ns: int) -> None:
+    if abs(offset_ns) > MAX_CLOCK_OFFSET_NS:
+        raise InvalidArgument(f"clock offset {offset_ns} ns is over a year")
+    if rtt_ns < 0:
+        raise InvalidArgument(f"negative clock round trip {rtt_ns} ns")
+    if rtt_ns > MAX_CLOCK_OFFSET_NS:
+        raise InvalidArgument(f"clock round trip {rtt_ns} ns is out of range")
 
 
 def _check_devices(devices: object) -> None:
@@ -104,6 +115,13 @@ def check_batch(batch: pb.Batch) -> BatchStats:
     for s in batch.strings:
         if len(s) > 64 << 10:
             raise InvalidArgument(f"a name of {len(s)} characters (at most 65536)")
+    if batch.string_base + len(batch.strings) > MAX_STRINGS:
+        raise InvalidArgument(
+            f"string table would reach {batch.string_base + len(batch.strings):,} names "
+            f"(at most {MAX_STRINGS:,} per stream)"
+        )
+    if batch.clock_updated:
+        _check_clock(batch.clock_offset_ns, batch.clock_rtt_ns)
     _check_devices(batch.devices)
     first = last = None
     if n:

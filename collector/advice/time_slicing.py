@@ -13,6 +13,17 @@ NAME = "time-slicing"
 MIN_SWITCHES = 2
 
 
+def _overlaps(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """[start, end) rows of the time when at least two of the spans run together."""
+    times = np.concatenate([starts, ends])
+    steps = np.concatenate([np.ones_like(starts), -np.ones_like(ends)])
+    order = np.lexsort((steps, times))  # an end before a start at the same instant
+    times, running = times[order], np.cumsum(steps[order])
+    # Each step from time[i] to time[i + 1] has running[i] spans open.
+    both = (running[:-1] >= 2) & (times[1:] > times[:-1])
+    return np.stack([times[:-1][both], times[1:][both]], axis=1)
+
+
 def check(ctx: Context) -> list[Finding]:
     rs = ctx.rs
     lo, hi = ctx.job_gpu_span
@@ -22,12 +33,10 @@ def check(ctx: Context) -> list[Finding]:
         jobs = np.flatnonzero(hi[:, g] > lo[:, g])
         if jobs.shape[0] < 2:
             continue
-        # the time when at least two of the jobs were running on this GPU
-        first = np.sort(lo[jobs, g])
-        last = np.sort(hi[jobs, g])[::-1]
-        shared_lo, shared_hi = int(first[1]), int(last[1])
-        if shared_hi <= shared_lo:
+        shared = _overlaps(lo[jobs, g], hi[jobs, g])
+        if shared.shape[0] == 0:
             continue  # one after the other, never together
+        shared_lo, shared_hi = int(shared[0, 0]), int(shared[-1, 1])
         rows = np.flatnonzero(ctx.on_gpu & (rs.gpu == g))
         order = np.argsort(rs.start[rows], kind="stable")
         seq = rs.job[rows][order]
@@ -35,10 +44,10 @@ def check(ctx: Context) -> list[Finding]:
         if switches < MIN_SWITCHES:
             continue
         gpu_busy = int(ctx.gpu_busy.busy[g])
-        contended = int(
-            covered(ctx.gpu_busy, np.array([g]), np.array([shared_lo]), np.array([shared_hi]))[0]
-        )
-        seconds = (shared_hi - shared_lo) / 1e9
+        gpus = np.full(shared.shape[0], g)
+        contended = int(covered(ctx.gpu_busy, gpus, shared[:, 0], shared[:, 1]).sum())
+        shared_ns = int((shared[:, 1] - shared[:, 0]).sum())
+        seconds = shared_ns / 1e9
         shares = [
             {
                 "job": rs.jobs[int(j)].label,
@@ -61,7 +70,7 @@ def check(ctx: Context) -> list[Finding]:
                     "jobs": shares,
                     "switches": switches,
                     "switches_per_s": round(switches / seconds, 1) if seconds else 0.0,
-                    "shared_window_us": us(shared_hi - shared_lo),
+                    "shared_window_us": us(shared_ns),
                     "busy_in_shared_window_us": us(contended),
                 },
                 suggestion=(

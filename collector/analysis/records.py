@@ -136,6 +136,7 @@ def prepare(
             start = rec["start_ns"] + np.int64(stream.record_shift_ns)
             end = start + np.maximum(rec["duration_ns"], 0)
             keep: np.ndarray | None = None
+            fraction: np.ndarray | None = None
             if since_ns is not None or until_ns is not None:
                 inside = np.ones(n, dtype=bool)
                 if since_ns is not None:
@@ -145,11 +146,17 @@ def prepare(
                 if not inside.all():
                     keep = np.flatnonzero(inside)
                     start, end = start[keep], end[keep]
+                whole = end - start
                 if since_ns is not None:
                     np.maximum(start, since_ns, out=start)
                     np.maximum(end, since_ns, out=end)
                 if until_ns is not None:
                     np.minimum(end, until_ns, out=end)
+                # A clipped copy keeps the share of its bytes that fits its clipped time,
+                # so rates (bytes / time) stay the copy's own.
+                cut = (end - start) < whole  # whole > 0 wherever this holds
+                if cut.any():
+                    fraction = np.where(cut, (end - start) / np.maximum(whole, 1), 1.0)
             m = int(start.shape[0])
             if m == 0:
                 continue
@@ -169,7 +176,12 @@ def prepare(
             parts["gpu"].append(_gpu_ids(stream, device, gpu_index, gpus))
             parts["name"].append(_name_ids(stream.strings, col("name"), name_index))
             for c in _COLUMNS:
-                parts[c].append(device if c == "device" else col(c))
+                if c == "device":
+                    parts[c].append(device)
+                elif c == "bytes" and fraction is not None:
+                    parts[c].append(np.rint(col(c) * fraction).astype(np.int64))
+                else:
+                    parts[c].append(col(c))
     columns = {c: _concat(v, np.int8 if c == "kind" else np.int64) for c, v in parts.items()}
     starts, ends = columns["start"], columns["end"]
     lo = since_ns if since_ns is not None else (int(starts.min()) if starts.shape[0] else 0)

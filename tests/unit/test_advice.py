@@ -171,3 +171,19 @@ def test_sync_rule_sees_the_real_sync_records(monkeypatch: pytest.MonkeyPatch) -
     assert f.evidence["by_type_us"] == {
         "EventSynchronize": 12.0, "StreamWaitEvent": 2.0, "ContextSynchronize": 19.0
     }  # fmt: skip
+
+
+def test_time_slicing_counts_only_the_time_two_jobs_run_together() -> None:
+    import numpy as np
+
+    from tfprof.collector.advice.time_slicing import _overlaps
+
+    # A runs all along, B and C briefly: only B's and C's time is shared, not [20, 80].
+    assert _overlaps(np.array([0, 10, 80]), np.array([100, 20, 90])).tolist() == [
+        [10, 20],
+        [80, 90],
+    ]
+    # One after the other: never together, whatever the order of their spans.
+    assert _overlaps(np.array([0, 20, 40]), np.array([10, 30, 50])).tolist() == []
+    # Touching spans do not overlap.
+    assert _overlaps(np.array([0, 10]), np.array([10, 20])).tolist() == []

@@ -210,3 +210,11 @@ def test_parse_time_forms() -> None:
         parse_time("yesterday", first)
     with pytest.raises(InvalidArgument, match="no records"):
         parse_time("+1s", None)
+
+
+def test_a_copy_clipped_by_the_window_keeps_its_own_rate() -> None:
+    # copy(40, 20, 2_000_000): 2 MB in [40, 60) us = 100 GB/s; half of it in the window.
+    rs = prepare([_two_process_job()], since_ns=T0 + 50 * US, until_ns=T0 + 1_000 * US)
+    (row,) = [r for r in memcpy_rows(rs) if r.count]
+    assert row.bytes == 1_000_000
+    assert row.gbps == 100.0

@@ -239,3 +239,23 @@ def channel(collector: CollectorServer) -> Iterator[grpc.Channel]:
 @pytest.fixture
 def stub(channel: grpc.Channel) -> pb_grpc.CollectorStub:
     return pb_grpc.CollectorStub(channel)
+
+
+def test_a_hostile_string_base_or_clock_in_a_batch_is_refused() -> None:
+    # Either would otherwise be stored and poison every later load of the job: a huge
+    # placeholder table, or start times shifted past int64.
+    b = batch(1, [100]).batch
+    b.string_base = 50_000_000
+    b.strings.append("gemm")
+    with pytest.raises(InvalidArgument, match="string table"):
+        check_batch(b)
+    b = batch(1, [100]).batch
+    b.clock_updated = True
+    b.clock_offset_ns = 2**62
+    with pytest.raises(InvalidArgument, match="clock offset"):
+        check_batch(b)
+    b.clock_offset_ns, b.clock_rtt_ns = -5 * 10**9, -1
+    with pytest.raises(InvalidArgument, match="negative clock round trip"):
+        check_batch(b)
+    b.clock_rtt_ns = 1_000
+    check_batch(b)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from pathlib import Path
 
 import numpy as np
@@ -193,21 +192,8 @@ def test_listing_does_not_parse_what_the_summary_covers(tmp_path: Path) -> None:
     data = bytearray((d / "batches.log").read_bytes())
     data[4:40] = b"\x00" * 36
     (d / "batches.log").write_bytes(bytes(data))
-    started = time.perf_counter()
     (i,) = store.list_jobs()
     assert i.records == 50
-    assert time.perf_counter() - started < 5
-
-
-def test_load_jobs_clips_to_a_time_window(tmp_path: Path) -> None:
-    store = Store(tmp_path)
-    w = store.open_stream(hello(clock_offset_ns=1_000))
-    w.append(batch(1, [0, 500, 1_000, 5_000]))  # collector time: 1000, 1500, 2000, 6000
-    w.close()
-    (job,) = store.load_jobs(since_ns=1_550, until_ns=2_000)
-    # Records overlapping the window: 1500 (+100 duration reaches 1600) and 2000.
-    assert job.streams[0].records["start_ns"].tolist() == [500, 1_000]
-    assert store.load_jobs(since_ns=10_000) == []
 
 
 def test_a_fresh_clock_estimate_moves_later_batches(tmp_path: Path) -> None:
