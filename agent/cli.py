@@ -16,18 +16,19 @@ from collections.abc import Sequence
 from tfprof.agent import __version__, config
 from tfprof.agent.errors import AgentError
 
-FLAG_TO_OPTION = {
-    "collector": "collector",
-    "job": "job",
-    "output": "output",
-    "source": "source",
-    "replay_speed": "replay_speed",
-    "replay_repeat": "replay_repeat",
-    "host_metrics_interval": "host_metrics_interval",
-    "exit_timeout": "exit_timeout",
-    "tls_ca": "tls_ca",
-    "spool_dir": "spool_dir",
-}
+# Options that have a flag; flag --replay-speed sets OPTIONS["replay_speed"], and so on.
+FLAGGED_OPTIONS = (
+    "collector",
+    "job",
+    "output",
+    "source",
+    "replay_speed",
+    "replay_repeat",
+    "host_metrics_interval",
+    "exit_timeout",
+    "tls_ca",
+    "spool_dir",
+)
 
 
 def _help(key: str) -> str:
@@ -113,8 +114,8 @@ def flush_spool_command(args: argparse.Namespace) -> int:
 
 
 def _apply_flags(args: argparse.Namespace) -> None:
-    for flag, key in FLAG_TO_OPTION.items():
-        value = getattr(args, flag, None)
+    for key in FLAGGED_OPTIONS:
+        value = getattr(args, key, None)
         if value is not None:
             os.environ[config.OPTIONS[key].env] = str(value)
 

@@ -145,7 +145,6 @@ class StreamDelivery:
         self._done = False  # goodbye acknowledged, or abandoned
         self._abandon = False
         self._fatal = False
-        self._calls = 0
         self._failed_calls = 0
         self._last_progress = time.monotonic()
         self._thread = threading.Thread(target=self._run, name="tfprof-stream", daemon=True)
@@ -156,6 +155,9 @@ class StreamDelivery:
     def send(self, batch: pb.Batch, records: int) -> bool:
         """Queue a batch (never blocks for the network). False if it had to be dropped."""
         with self._cond:
+            if self._finishing:  # a straggler after the goodbye: counted, not sent
+                self.dropped += records
+                return False
             batch.seq = self._next_seq
             self._next_seq += 1
             return self._enqueue_locked(batch.seq, batch.SerializeToString(), records)
@@ -243,7 +245,6 @@ class StreamDelivery:
         call = self.client.stub.Stream(
             self._requests(outbox), metadata=self.client.metadata, wait_for_ready=True
         )
-        self._calls += 1
         acks = threading.Thread(target=self._read_acks, args=(call,), daemon=True)
         acks.start()
         hello_acked = stalled = False
@@ -422,7 +423,3 @@ class StreamDelivery:
             if self._done and self._spool_file is not None:
                 self._spool_file.remove()
                 self._spool_file = None
-
-    @property
-    def spool_dir(self) -> str | None:
-        return str(self.spool.stream_dir(self.hello)) if self.spool is not None else None

@@ -52,7 +52,9 @@ def flush_spool(
                 delivery.resume(stream.batches)
                 records = sum(len(pb.Batch.FromString(b).records.kind) for b in stream.batches)
                 if delivery.finish(stream.goodbye, timeout):
+                    size = sum(f.stat().st_size for f in directory.iterdir() if f.is_file())
                     shutil.rmtree(directory, ignore_errors=True)
+                    spool.release(size)
                     result.delivered_streams += 1
                     result.delivered_records += records
                     log.info("delivered spooled stream %s (%d records)", directory, records)

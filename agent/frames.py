@@ -327,13 +327,14 @@ def encode_records_frame(
 ) -> bytes:
     n = len(table)
     blob = json.dumps(strings, separators=(",", ":")).encode() if strings else b""
+    length = RECORDS_HEADER.size + len(blob) + 8 * NUM_COLUMNS * n
     parts: list[bytes | memoryview] = [
+        HEADER.pack(FrameType.RECORDS, length),  # one join: the frame is copied once
         RECORDS_HEADER.pack(dropped, string_base, len(blob), n),
         blob,
     ]
     parts.extend(_column_bytes(col, n) for col in table.columns)
-    payload = b"".join(parts)
-    return HEADER.pack(FrameType.RECORDS, len(payload)) + payload
+    return b"".join(parts)
 
 
 class DecodedRecords:

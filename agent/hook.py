@@ -22,6 +22,10 @@ from tfprof.agent import __version__, clock, config, frames
 from tfprof.agent.frames import DeviceInfo, FrameType, RecordTable
 from tfprof.agent.sources.base import Source, SourceUnavailable
 
+# A broken connection to the launcher must raise EPIPE in our thread, never SIGPIPE:
+# a job that restored SIGPIPE's default action would be killed by it.
+NO_SIGPIPE = getattr(socket, "MSG_NOSIGNAL", 0)
+
 _hook: Hook | None = None
 _warned: set[str] = set()
 _warn_lock = threading.Lock()
@@ -106,6 +110,7 @@ class Hook:
         self.dropped_queue = 0
         self.dropped_tracer = 0
         self._count_lock = threading.Lock()
+        self._submit_lock = threading.Lock()
         self._sock: socket.socket | None = None
         self._sender: threading.Thread | None = None
         self._stopped = False
@@ -120,14 +125,17 @@ class Hook:
         n = len(table)
         if n == 0:
             return True
-        base, pending = self.strings.take_pending()
-        frame = frames.encode_records_frame(table, base, pending, self.dropped_queue)
-        if self.queue.put(frame, wait=wait):
-            with self._count_lock:
-                self.records_sent += n
-            return True
-        # The names travel with the next frame that does get through.
-        self.strings.restore_pending(base)
+        # One submit at a time: new names must reach the queue in the order the frames
+        # that use them do (CUPTI's thread and an exit-time flush can both submit).
+        with self._submit_lock:
+            base, pending = self.strings.take_pending()
+            frame = frames.encode_records_frame(table, base, pending, self.dropped_queue)
+            if self.queue.put(frame, wait=wait):
+                with self._count_lock:
+                    self.records_sent += n
+                return True
+            # The names travel with the next frame that does get through.
+            self.strings.restore_pending(base)
         with self._count_lock:
             self.dropped_queue += n
         if not wait and not self.queue.closed:  # closed: the failure was already reported
@@ -198,14 +206,14 @@ class Hook:
             return
         self._sock = sock
         try:
-            sock.sendall(frames.encode_json_frame(FrameType.HELLO, self._hello()))
+            sock.sendall(frames.encode_json_frame(FrameType.HELLO, self._hello()), NO_SIGPIPE)
             while True:
                 frame = self.queue.get(timeout=0.5)
                 if frame is None:
                     if self.queue.closed:
                         break
                     continue
-                sock.sendall(frame)
+                sock.sendall(frame, NO_SIGPIPE)
         except OSError as exc:
             warn(f"lost the connection to the tfprof launcher ({exc}); records are dropped")
             self._fail()
@@ -229,8 +237,10 @@ class Hook:
         self._stopped = True
         deadline = time.monotonic() + self.cfg.exit_timeout_s
         if self.source is not None:
+            # The source may use most of the budget, not all: delivery needs some too.
+            reserve = min(2.0, self.cfg.exit_timeout_s / 2)
             try:
-                self.source.stop(deadline)
+                self.source.stop(deadline - reserve)
             except Exception as exc:
                 warn(f"tracer source failed to stop cleanly ({type(exc).__name__}: {exc})")
         goodbye = {
@@ -285,7 +295,8 @@ def _pick_source(cfg: config.AgentConfig) -> Source | None:
 
 
 def _after_fork_child() -> None:
-    global _hook
+    global _hook, _warn_lock
+    _warn_lock = threading.Lock()  # another thread may have held it at fork time
     try:
         if _hook is not None:
             _hook = _hook.after_fork_child()
@@ -335,7 +346,3 @@ def start() -> None:
     _hook.start()
     atexit.register(_shutdown)
     os.register_at_fork(after_in_child=_after_fork_child)
-
-
-def current() -> Hook | None:
-    return _hook

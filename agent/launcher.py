@@ -7,6 +7,7 @@ collector and, when none is named, runs one embedded and writes the trace at the
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import logging
 import os
@@ -91,6 +92,8 @@ def resolve_source(cfg: AgentConfig) -> str:
 class _SignalForwarder:
     def __init__(self, pid: int) -> None:
         self.pid = pid
+        # Set once the job is reaped: its pid may be reused, so nothing is sent after.
+        self.reaped = threading.Event()
         self._thread = threading.Thread(target=self._run, name="tfprof-signals", daemon=True)
 
     def start(self) -> None:
@@ -103,12 +106,14 @@ class _SignalForwarder:
                 signal.SIGINT,
                 signal.SIGQUIT,
             )
-            if from_tty and os.getpgid(self.pid) == os.getpgrp():
-                continue  # the terminal delivered it to the job already
+            if self.reaped.is_set():
+                continue  # the job is gone; the launcher finishes within its timeouts
             try:
+                if from_tty and os.getpgid(self.pid) == os.getpgrp():
+                    continue  # the terminal delivered it to the job already
                 os.kill(self.pid, info.si_signo)
             except ProcessLookupError:
-                return
+                continue
 
 
 class Run:
@@ -143,13 +148,17 @@ class Run:
             else:
                 notice(f"cannot deliver records to the embedded collector ({why})")
 
-    def _connect(self) -> Any:
+    def _connect(self) -> None:
         from tfprof.agent.client import CollectorClient
 
         if self.cfg.collector:
             from tfprof.agent.spool import Spool
 
-            client = CollectorClient(self.cfg.collector, self.cfg.tls_ca, self.cfg.auth_token)
+            try:
+                client = CollectorClient(self.cfg.collector, self.cfg.tls_ca, self.cfg.auth_token)
+            except OSError as exc:
+                raise UsageError(f"--tls-ca {self.cfg.tls_ca}: {exc.strerror}") from None
+            self.client = client
             self.spool = Spool(self.cfg.spool_dir, self.cfg.spool_bytes)
             clock = client.estimate_clock()
             if clock is None:
@@ -162,12 +171,12 @@ class Run:
                 ).start()
             if self.cfg.clock_interval_s > 0:
                 threading.Thread(target=self._track_clock, name="tfprof-clock", daemon=True).start()
-            return client
+            return
         from tfprof.collector.server import CollectorServer
 
         self.embedded = CollectorServer("127.0.0.1:0", os.path.join(self.run_dir, "store"))
         self.embedded.start()
-        return CollectorClient(self.embedded.address)
+        self.client = CollectorClient(self.embedded.address)
 
     def _flush_old_spool(self) -> None:
         from tfprof.agent.client import CollectorClient
@@ -193,7 +202,8 @@ class Run:
             if estimate is None:
                 continue
             self.clock = estimate
-            for link in list(self._links_by_pid.values()):
+            relay = getattr(self, "relay", None)
+            for link in list(relay.links if relay is not None else ()):
                 link.update_clock(*estimate)
 
     def _on_hello(self, info: dict[str, Any]) -> Any:
@@ -223,14 +233,15 @@ class Run:
             stream_id=new_stream_id(),
         )
         link = ProcessLink(self.client, hello, self._collector_failure, self.spool)
+        # A pid can say hello twice (a process that re-execs itself): host samples go to
+        # its latest stream; every stream is finished from the relay's list.
         self._links_by_pid[hello.pid] = link
         self.sampler.add(hello.pid)
         return link
 
     def _deliver_host(self, pid: int, sample: Any) -> None:
         link = self._links_by_pid.get(pid)
-        if link is not None:
-            link.add_host_sample(sample)
+        if link is not None and link.add_host_sample(sample):
             link.flush_host()
 
     # -- the job --------------------------------------------------------------------
@@ -267,14 +278,20 @@ class Run:
         if python_started_without_site(self.command):
             notice("python -S skips sitecustomize: that process cannot be traced")
         env = self.child_env()
-        self.client = self._connect()
-        self.sampler = HostSampler(self.cfg.host_metrics_interval_ms, self._deliver_host)
-        self.relay = RelayServer(env["TFPROF_SOCKET"], self._on_hello)
-        self.relay.start()
-        self.sampler.start()
-        pid = self._spawn(env)
-        _SignalForwarder(pid).start()
+        try:
+            self._connect()
+            self.sampler = HostSampler(self.cfg.host_metrics_interval_ms, self._deliver_host)
+            self.relay = RelayServer(env["TFPROF_SOCKET"], self._on_hello)
+            self.relay.start()
+            self.sampler.start()
+            pid = self._spawn(env)
+        except BaseException:
+            self._abort()
+            raise
+        forwarder = _SignalForwarder(pid)
+        forwarder.start()
         _, status = os.waitpid(pid, 0)
+        forwarder.reaped.set()
         code = os.waitstatus_to_exitcode(status)
         try:
             self._finish(code)
@@ -284,6 +301,20 @@ class Run:
             shutil.rmtree(self.run_dir, ignore_errors=True)
         return code
 
+    def _abort(self) -> None:
+        """The job could not start: leave nothing behind."""
+        self._stopping.set()
+        for part in ("sampler", "relay"):
+            thing = getattr(self, part, None)
+            if thing is not None:
+                with contextlib.suppress(Exception):
+                    thing.stop() if part == "sampler" else thing.close()
+        if getattr(self, "client", None) is not None:
+            self.client.close()
+        if self.embedded is not None:
+            self.embedded.stop(grace=0)
+        shutil.rmtree(self.run_dir, ignore_errors=True)
+
     def _finish(self, code: int) -> None:
         # Processes deliver what they hold at exit within TFPROF_EXIT_TIMEOUT; a
         # grandchild the job left running is not waited for beyond that.
@@ -292,18 +323,18 @@ class Run:
         self.sampler.stop()
         self.relay.close()
         self._stopping.set()
-        links = list(self._links_by_pid.values())
+        links = list(self.relay.links)
         results: dict[int, bool] = {}
 
         def finish(link: Any) -> None:
-            results[link.pid] = link.finish(timeout=self.cfg.delivery_timeout_s, exit_code=code)
+            results[id(link)] = link.finish(timeout=self.cfg.delivery_timeout_s, exit_code=code)
 
         finishers = [threading.Thread(target=finish, args=(link,)) for link in links]
         for t in finishers:
             t.start()
         for t in finishers:
             t.join()
-        left = [link for link in links if not results.get(link.pid, False)]
+        left = [link for link in links if not results.get(id(link), False)]
         records = sum(link.sender.undelivered_records for link in left)
         if records and self.spool is not None:
             notice(

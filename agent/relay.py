@@ -26,6 +26,10 @@ from tfprof.proto import collector_pb2 as pb
 
 log = logging.getLogger("tfprof.agent.relay")
 
+# Host samples ride on records batches; without records they go on their own this often
+# (a batch per sample would cost the collector a write and an fsync each).
+HOST_FLUSH_NS = 2 * 10**9
+
 
 def device_proto(d: dict[str, Any]) -> pb.Device:
     return pb.Device(
@@ -100,11 +104,14 @@ class ProcessLink:
         batch.devices.extend(device_proto(d) for d in devices)
         self.sender.send(batch, 0)
 
-    def add_host_sample(self, sample: HostSample) -> None:
+    def add_host_sample(self, sample: HostSample) -> bool:
+        """Keep a sample for the next batch; True when they are due to go on their own
+        (no records batch took them for HOST_FLUSH_NS)."""
         if self.closed.is_set():
-            return
+            return False
         with self._lock:
             self._host.append(sample)
+            return sample.time_ns - self._host[0].time_ns >= HOST_FLUSH_NS
 
     def flush_host(self) -> None:
         batch = pb.Batch()
@@ -136,9 +143,11 @@ class ProcessLink:
             dropped_tracer=int(counts.get("dropped_tracer", 0)),
             exit_code=exit_code,
         )
-        if self.goodbye is not None:
-            # Records the hook queued but we never received were lost on the way.
-            goodbye.dropped_relay = max(0, goodbye.records_sent - self.records)
+        if self.goodbye is None:
+            # The process never said goodbye (killed, exec'ed, out of exit time): what it
+            # still held is unknown, so the stream stays incomplete rather than claim
+            # a clean end.
+            return self.sender.finish(None, timeout)
         return self.sender.finish(goodbye, timeout)
 
 

@@ -124,8 +124,12 @@ def test_two_concurrent_jobs_merge_into_one_timeline(
         for e in gpu_trace["traceEvents"]
         if e.get("ph") == "M" and e["name"] == "process_name" and "GPU-replay-" in e["args"]["name"]
     }
-    # Both jobs replayed on one host, so their device 0 is the same physical GPU.
-    assert len(gpu_procs) >= 1
+    # Both jobs replayed on one host: a device ordinal both traces use is one physical
+    # GPU, so there are as many GPU processes as distinct ordinals, not one per job.
+    from tfprof.agent.sources.recorded import load_trace
+
+    ordinals = {d for t in (tf_trace, kineto_trace) for d, _ in load_trace(t).per_stream_counts()}
+    assert len(gpu_procs) == len(ordinals)
     assert sum(1 for e in gpu_trace["traceEvents"] if e.get("ph") == "X") == sum(slices.values())
 
 

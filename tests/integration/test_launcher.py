@@ -262,3 +262,34 @@ def test_cupti_source_without_a_driver_is_one_line(tmp_path: Path) -> None:
     lines = [line for line in run.stderr.splitlines() if "CUDA driver" in line]
     assert len(lines) == 1, run.stderr
     assert "Traceback" not in run.stderr
+
+
+def test_a_process_that_execs_itself_keeps_both_streams(tmp_path: Path, traces: Path) -> None:
+    # The same pid says hello twice (before and after exec): neither stream may be lost.
+    from tfprof.collector.store import Store
+
+    from .conftest import start_collector
+
+    script = tmp_path / "reexec.py"
+    script.write_text(
+        "import os, sys, time\n"
+        "if len(sys.argv) == 1:\n"
+        "    time.sleep(1.0)  # long enough for the first image's hello to go out\n"
+        "    os.execv(sys.executable, [sys.executable, __file__, 'again'])\n"
+        "print('second image', os.getpid())\n"
+    )
+    collector = start_collector(tmp_path / "data")
+    try:
+        run = run_agent(
+            tmp_path, "--collector", collector.address, "--job", "reexec", "--source", "none",
+            "--spool-dir", str(tmp_path / "spool"), "--", sys.executable, str(script),
+        )  # fmt: skip
+    finally:
+        assert collector.stop() == 0
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.startswith("second image")
+    (job,) = Store(tmp_path / "data").load_jobs(["reexec"])
+    assert len(job.streams) == 2
+    assert len({s.pid for s in job.streams}) == 1
+    # The image that exec'ed never said goodbye: incomplete, not a made-up clean end.
+    assert sorted(s.finished for s in job.streams) == [False, True]

@@ -354,4 +354,5 @@ def test_launcher_hanging_up_early_does_not_raise(
     finally:
         server.close()
     err = capsys.readouterr().err.splitlines()
+    assert err, "losing the launcher must be said"
     assert all(line.startswith("tfprof: ") for line in err)
