@@ -45,6 +45,7 @@ FATAL_CODES = {
     grpc.StatusCode.RESOURCE_EXHAUSTED,  # a batch over the collector's size limit
 }
 _END = object()
+STREAM_METHOD = "/{}/Stream".format(pb.DESCRIPTOR.services_by_name["Collector"].full_name)
 
 
 class CollectorClient:
@@ -69,6 +70,13 @@ class CollectorClient:
             (("authorization", f"Bearer {auth_token}"),) if auth_token else ()
         )
         self.stub = pb_grpc.CollectorStub(self.channel)
+        # Stream takes AgentMessages already serialized (a batch is serialized once,
+        # when it is queued, and its bytes are what is kept, spooled and resent).
+        self.stream = self.channel.stream_stream(
+            STREAM_METHOD,
+            request_serializer=None,
+            response_deserializer=pb.Ack.FromString,
+        )
         self.last_error: str | None = None  # of the last failed clock probe
 
     def estimate_clock(self, samples: int = 5, timeout: float = 2.0) -> tuple[int, int] | None:
@@ -152,25 +160,34 @@ class StreamDelivery:
 
     # -- producer side --------------------------------------------------------------
 
-    def send(self, batch: pb.Batch, records: int) -> bool:
-        """Queue a batch (never blocks for the network). False if it had to be dropped."""
+    def send(self, message: pb.AgentMessage, records: int) -> bool:
+        """Queue ``message.batch`` (never blocks for the network). False if dropped.
+
+        The batch is built inside its AgentMessage and serialized once, here: what is
+        kept, spooled and sent is those bytes.
+        """
         with self._cond:
             if self._finishing:  # a straggler after the goodbye: counted, not sent
                 self.dropped += records
                 return False
-            batch.seq = self._next_seq
+            message.batch.seq = self._next_seq
             self._next_seq += 1
-            return self._enqueue_locked(batch.seq, batch.SerializeToString(), records)
+            return self._enqueue_locked(message.batch.seq, message.SerializeToString(), records)
 
-    def resume(self, batches: list[bytes]) -> None:
-        """Queue already-sequenced batches (read back from a spool), in memory."""
+    def resume(self, messages: list[bytes]) -> int:
+        """Queue already-sequenced batches (read back from a spool), in memory; returns
+        the records they hold."""
+        total = 0
         with self._cond:
-            for data in batches:
-                batch = pb.Batch.FromString(data)
-                self._pending.append(_Entry(batch.seq, len(batch.records.kind), data))
+            for data in messages:
+                batch = pb.AgentMessage.FromString(data).batch
+                records = len(batch.records.kind)
+                total += records
+                self._pending.append(_Entry(batch.seq, records, data))
                 self._pending_memory += len(data)
                 self._next_seq = max(self._next_seq, batch.seq + 1)
             self._cond.notify_all()
+        return total
 
     def _enqueue_locked(self, seq: int, data: bytes, records: int) -> bool:
         spilling = self._pending and self._pending[-1].data is None
@@ -206,12 +223,12 @@ class StreamDelivery:
 
     # -- the connection ---------------------------------------------------------------
 
-    def _requests(self, outbox: queue.Queue[object]) -> Iterator[pb.AgentMessage]:
+    def _requests(self, outbox: queue.Queue[object]) -> Iterator[bytes]:
         while True:
             item = outbox.get()
             if item is _END:
                 return
-            assert isinstance(item, pb.AgentMessage)
+            assert isinstance(item, bytes)
             yield item
 
     def _run(self) -> None:
@@ -239,10 +256,10 @@ class StreamDelivery:
     def _one_call(self) -> bool:
         """Run one Stream call until it ends; True when it ended cleanly."""
         outbox: queue.Queue[object] = queue.Queue()
-        outbox.put(pb.AgentMessage(hello=self.hello))
+        outbox.put(pb.AgentMessage(hello=self.hello).SerializeToString())
         # wait_for_ready: a call waits for the channel's own reconnection (a collector
         # that restarts) instead of failing at once; CONNECT_S bounds the wait.
-        call = self.client.stub.Stream(
+        call = self.client.stream(
             self._requests(outbox), metadata=self.client.metadata, wait_for_ready=True
         )
         acks = threading.Thread(target=self._read_acks, args=(call,), daemon=True)
@@ -296,10 +313,10 @@ class StreamDelivery:
                 continue
             data = self._load_locked(entry)
             self._inflight[entry.seq] = entry
-            outbox.put(pb.AgentMessage(batch=pb.Batch.FromString(data)))
+            outbox.put(data)
         if self._finishing and not self._pending and not self._goodbye_sent:
             if self._goodbye is not None:
-                outbox.put(pb.AgentMessage(goodbye=self._goodbye))
+                outbox.put(pb.AgentMessage(goodbye=self._goodbye).SerializeToString())
             outbox.put(_END)
             self._goodbye_sent = True
 

@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 
 from tfprof.agent.client import CollectorClient, StreamDelivery
 from tfprof.agent.spool import Spool, claim
-from tfprof.proto import collector_pb2 as pb
 
 log = logging.getLogger("tfprof.agent.flush")
 
@@ -49,8 +48,7 @@ def flush_spool(
                     continue
                 client = clients.get(address) or clients.setdefault(address, make_client(address))
                 delivery = StreamDelivery(client, stream.hello)
-                delivery.resume(stream.batches)
-                records = sum(len(pb.Batch.FromString(b).records.kind) for b in stream.batches)
+                records = delivery.resume(stream.batches)
                 if delivery.finish(stream.goodbye, timeout):
                     size = sum(f.stat().st_size for f in directory.iterdir() if f.is_file())
                     shutil.rmtree(directory, ignore_errors=True)

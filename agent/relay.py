@@ -90,19 +90,21 @@ class ProcessLink:
             batch.clock_offset_ns, batch.clock_rtt_ns = fresh
 
     def on_records(self, decoded: frames.DecodedRecords) -> None:
-        batch = pb.Batch(string_base=decoded.string_base, dropped=decoded.dropped)
+        message = pb.AgentMessage()
+        batch = message.batch  # built in place: the sender serializes the message once
+        batch.string_base, batch.dropped = decoded.string_base, decoded.dropped
         batch.strings.extend(decoded.strings)
         records_proto(decoded, batch.records)
         self._attach_host(batch)
         self._attach_clock(batch)
         self.dropped_queue = decoded.dropped
         self.records += decoded.count
-        self.sender.send(batch, decoded.count)
+        self.sender.send(message, decoded.count)
 
     def on_devices(self, devices: list[dict[str, Any]]) -> None:
-        batch = pb.Batch()
-        batch.devices.extend(device_proto(d) for d in devices)
-        self.sender.send(batch, 0)
+        message = pb.AgentMessage()
+        message.batch.devices.extend(device_proto(d) for d in devices)
+        self.sender.send(message, 0)
 
     def add_host_sample(self, sample: HostSample) -> bool:
         """Keep a sample for the next batch; True when they are due to go on their own
@@ -114,10 +116,10 @@ class ProcessLink:
             return sample.time_ns - self._host[0].time_ns >= HOST_FLUSH_NS
 
     def flush_host(self) -> None:
-        batch = pb.Batch()
-        if self._attach_host(batch):
-            self._attach_clock(batch)
-            self.sender.send(batch, 0)
+        message = pb.AgentMessage()
+        if self._attach_host(message.batch):
+            self._attach_clock(message.batch)
+            self.sender.send(message, 0)
 
     def _attach_host(self, batch: pb.Batch) -> bool:
         with self._lock:

@@ -4,7 +4,8 @@ Layout, one folder per traced process's stream (names come from validated job na
 and generated ids)::
 
     <spool>/<job>/<run_id>/<stream_id>/hello.pb      the stream's Hello
-                                        batches.log   u32 length + Batch, in seq order
+                                        batches.log   u32 length + AgentMessage (a batch),
+                                                      in seq order
                                         goodbye.pb    present once the job ended
                                         target        the collector address
                                         lock          flock'ed by whoever owns the folder

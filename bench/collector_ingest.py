@@ -31,7 +31,9 @@ def make_batch(rng: np.random.Generator, first: int) -> bytes:
     from tfprof.agent.frames import RecordKind
     from tfprof.proto import collector_pb2 as pb
 
-    b = pb.Batch(string_base=1)
+    message = pb.AgentMessage()
+    b = message.batch
+    b.string_base = 1
     b.strings.extend(f"kernel_{i}" for i in range(32))
     n = BATCH
     r = b.records
@@ -43,7 +45,7 @@ def make_batch(rng: np.random.Generator, first: int) -> bytes:
     r.name.extend(rng.integers(1, 33, n).tolist())
     for col in ("grid_x", "block_x", "registers"):
         getattr(r, col).extend(rng.integers(1, 256, n).tolist())
-    return b.SerializeToString()
+    return message.SerializeToString()
 
 
 def start_collector(data: Path, listen: str = "127.0.0.1:0") -> tuple[subprocess.Popen[str], str]:
@@ -84,7 +86,7 @@ def generator(address: str, streams: range, batches: int, ready: mp.Event, go: m
                          stream_id=f"s{i}", host="bench", pid=i, task=str(i))  # fmt: skip
         d = StreamDelivery(client, hello)
         for _ in range(batches):
-            d.send(pb.Batch.FromString(payload), BATCH)
+            d.send(pb.AgentMessage.FromString(payload), BATCH)
         ok = d.finish(pb.Goodbye(records_sent=batches * BATCH), timeout=600)
         done.put((i, ok, d.records_acked))
 
@@ -147,13 +149,13 @@ def recovery() -> None:
     d = StreamDelivery(client, hello)
     try:
         for _ in range(20):
-            d.send(pb.Batch.FromString(payload), BATCH)
+            d.send(pb.AgentMessage.FromString(payload), BATCH)
         while d.acked_seq < 20:
             time.sleep(0.01)
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         for _ in range(20):  # keeps coming while the collector is gone
-            d.send(pb.Batch.FromString(payload), BATCH)
+            d.send(pb.AgentMessage.FromString(payload), BATCH)
         t0 = time.perf_counter()
         proc, _ = start_collector(tmp / "data", listen=address)
         started = time.perf_counter() - t0
@@ -188,7 +190,7 @@ def spool_replay(records: int) -> None:
     d = StreamDelivery(down, hello, spool, memory_bytes=1)
     batches = max(1, records // BATCH)
     for _ in range(batches):
-        d.send(pb.Batch.FromString(payload), BATCH)
+        d.send(pb.AgentMessage.FromString(payload), BATCH)
     d.finish(pb.Goodbye(), timeout=0)
     down.close()
     size = sum(p.stat().st_size for p in spool.root.rglob("*") if p.is_file())

@@ -23,13 +23,14 @@ def stream(client: CollectorClient, index: int, results: dict[int, bool]) -> Non
                      task=str(index))  # fmt: skip
     delivery = StreamDelivery(client, hello)
     for b in range(BATCHES):
-        batch = pb.Batch()
+        message = pb.AgentMessage()
+        batch = message.batch
         batch.records.kind.extend([RecordKind.KERNEL] * RECORDS)
         first = (index * BATCHES + b) * RECORDS
         batch.records.start_ns.extend(range(first, first + RECORDS))
         batch.records.duration_ns.extend([100] * RECORDS)
         batch.records.stream.extend([index] * RECORDS)
-        delivery.send(batch, RECORDS)
+        delivery.send(message, RECORDS)
     results[index] = delivery.finish(pb.Goodbye(records_sent=BATCHES * RECORDS), timeout=120)
 
 

@@ -24,12 +24,13 @@ def hello(job: str = "train", stream_id: str = "s1") -> pb.Hello:
                     host="node-a", pid=100, task="0")  # fmt: skip
 
 
-def batch(n: int, start: int = 0) -> pb.Batch:
-    b = pb.Batch()
+def batch(n: int, start: int = 0) -> pb.AgentMessage:
+    message = pb.AgentMessage()
+    b = message.batch
     b.records.kind.extend([RecordKind.KERNEL] * n)
     b.records.start_ns.extend(range(start, start + n))
     b.records.duration_ns.extend([10] * n)
-    return b
+    return message
 
 
 class Failures:
