@@ -116,7 +116,8 @@ def _devices(trace: RecordedTrace) -> dict[int, DeviceMeta]:
     }
 
 
-def _job_name(path: str) -> str:
+def job_name(path: str) -> str:
+    """A job name from a file name: its stem, in the job-name character set."""
     name = Path(path).name
     for suffix in (".gz", ".json", ".pftrace", ".pbtxt", ".pb", ".trace"):
         name = name.removesuffix(suffix)
@@ -148,7 +149,7 @@ def jobs_from_files(
     files = load_files(paths)
     offsets = shifts(files, shift, as_steps)
     if as_steps:
-        job = _job_name(files[0].path)
+        job = job_name(files[0].path)
         streams = [
             stream_from(f, job, "file", "0", 1, s) for f, s in zip(files, offsets, strict=True)
         ]
@@ -156,7 +157,7 @@ def jobs_from_files(
     names: dict[str, int] = {}
     jobs = []
     for f, s in zip(files, offsets, strict=True):
-        name = _job_name(f.path)
+        name = job_name(f.path)
         names[name] = names.get(name, 0) + 1
         if names[name] > 1:
             name = f"{name}.{names[name]}"

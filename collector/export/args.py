@@ -7,7 +7,6 @@ time, so a slice carries the same args in every format.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -44,25 +43,6 @@ _SYNC_TYPES[-1] = "Unknown"
 
 def category_name(kind: int | None) -> str:
     return CATEGORIES.get(kind, OTHER_CATEGORY) if kind is not None else OTHER_CATEGORY
-
-
-def kind_chunks(track: SliceTrack, chunk: int) -> Iterator[tuple[int | None, np.ndarray]]:
-    """(kind, row indices into the track) in chunks of at most ``chunk``, kind by kind.
-
-    ``None`` stands for every kind this version has no args for; such records are
-    still exported, plainly, never dropped.
-    """
-    kind = track.kind
-    known = np.zeros(kind.shape[0], dtype=bool)
-    for value in CATEGORIES:
-        mask = kind == value
-        known |= mask
-        idx = np.flatnonzero(mask)
-        for a in range(0, idx.shape[0], chunk):
-            yield value, idx[a : a + chunk]
-    rest = np.flatnonzero(~known)
-    for a in range(0, rest.shape[0], chunk):
-        yield None, rest[a : a + chunk]
 
 
 def slice_args(track: SliceTrack, kind: int | None, sel: np.ndarray) -> list[tuple[str, list[Any]]]:

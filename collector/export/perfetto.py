@@ -26,13 +26,13 @@ import math
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pftrace
 
 from tfprof.collector.export.args import (
     CATEGORIES,
     OTHER_CATEGORY,
     category_name,
-    kind_chunks,
     slice_args,
 )
 from tfprof.collector.export.chrome import CHUNK_EVENTS, BinaryOutput
@@ -175,21 +175,41 @@ class PerfettoReporter:
         return iid
 
     def _slices(self, track: SliceTrack) -> Iterator[pftrace.Trace]:
+        # Slices go out in time order, whatever their kind: one slice's end and the next
+        # one's begin at the same instant on a lane must stay in that order, or the
+        # trace processor (which sorts packets by timestamp, stably) would nest them.
         uuids = [thread_uuid(t) for t in track.thread_ids]
-        for kind, sel in kind_chunks(track, self.chunk_events):
+        n = int(track.start_ns.shape[0])
+        for a in range(0, n, self.chunk_events):
+            sel = np.arange(a, min(n, a + self.chunk_events))
             trace = pftrace.Trace()
             # New string values of this chunk go on its first packet, before any use.
             interned = self._packet(trace).interned_data
-            args = [
-                self._arg(name, values, interned) for name, values in slice_args(track, kind, sel)
-            ]
-            category = self._category_iid[category_name(kind)]
+            kinds = track.kind[sel]
+            known = np.isin(kinds, list(CATEGORIES))
+            # Per row: its kind's category and args, and its place among that kind's rows.
+            group = np.zeros(sel.shape[0], dtype=np.int64)
+            place = np.zeros(sel.shape[0], dtype=np.int64)
+            groups: list[tuple[int, list[tuple[int, str, list[Any]]]]] = []
+            for kind in [*np.unique(kinds[known]).tolist(), None]:
+                mask = ~known if kind is None else kinds == kind
+                rows = np.flatnonzero(mask)
+                if rows.shape[0] == 0:
+                    continue
+                group[rows] = len(groups)
+                place[rows] = np.arange(rows.shape[0])
+                args = [
+                    self._arg(name, values, interned)
+                    for name, values in slice_args(track, kind, sel[rows])
+                ]
+                groups.append((self._category_iid[category_name(kind)], args))
             starts = track.start_ns[sel].tolist()
             ends = track.end_ns[sel].tolist()
             names = (track.name_id[sel] + 1).tolist()
             lanes = track.lane[sel].tolist()
-            rows = zip(starts, ends, names, lanes, strict=True)
-            for i, (start, end, name, lane) in enumerate(rows):
+            rows_out = zip(starts, ends, names, lanes, group.tolist(), place.tolist(), strict=True)
+            for start, end, name, lane, g, i in rows_out:
+                category, args = groups[g]
                 uuid = uuids[lane]
                 begin = self._packet(trace)
                 begin.timestamp = start

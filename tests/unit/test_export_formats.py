@@ -266,3 +266,22 @@ def test_large_chrome_json_warns(
     with caplog.at_level(logging.WARNING, logger="tfprof.collector.export"):
         write_timeline(sample_timeline(), tmp_path / "t.pftrace")
     assert caplog.text == ""
+
+
+def test_perfetto_keeps_touching_slices_of_different_kinds_in_time_order() -> None:
+    # A memset ends exactly when the next kernel begins on the same stream: the end must
+    # come first, or a timestamp sort would nest the kernel inside the memset.
+    from tests.unit.test_merge import kernel, memset, stream
+
+    timeline = build_timeline(
+        [JobData("j", "r", [stream([kernel(100, 50), memset(0, 100), kernel(150, 10)])])]
+    )
+    events = [
+        (p.timestamp, p.track_event.type)
+        for p in perfetto_packets(timeline)
+        if p.HasField("track_event") and p.track_event.type in (1, 2)  # begin, end
+    ]
+    times = [t for t, _ in events]
+    assert times == sorted(times)
+    begin, end = 1, 2
+    assert [k for _, k in events] == [begin, end, begin, end, begin, end]
