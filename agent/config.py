@@ -47,6 +47,12 @@ OPTIONS: dict[str, Option] = {
         "TFPROF_EXIT_TIMEOUT", "10", "seconds a process may spend at exit delivering records"
     ),
     "cupti_buffer_bytes": Option("TFPROF_CUPTI_BUFFER_BYTES", str(8 << 20), "CUPTI buffer size"),
+    "cupti_flush_ms": Option(
+        "TFPROF_CUPTI_FLUSH_MS",
+        "1000",
+        "ms between CUPTI's periodic flushes, so records stream while the job runs; 0 = "
+        "only when a buffer fills and at exit",
+    ),
     "log_level": Option("TFPROF_LOG_LEVEL", "WARNING", "log level of the tfprof loggers"),
     "spool_dir": Option(
         "TFPROF_SPOOL_DIR", "", "where undelivered batches wait (default: ~/.cache/tfprof/spool)"
@@ -92,6 +98,7 @@ class AgentConfig(NamedTuple):
     queue_bytes: int
     exit_timeout_s: float
     cupti_buffer_bytes: int
+    cupti_flush_ms: int
     log_level: str
     spool_dir: str
     spool_bytes: int
@@ -175,6 +182,7 @@ def load(environ: Mapping[str, str] | None = None) -> AgentConfig:
         cupti_buffer_bytes=int(
             _number(OPTIONS["cupti_buffer_bytes"].env, raw("cupti_buffer_bytes"), int, 1 << 16)
         ),
+        cupti_flush_ms=int(_number(OPTIONS["cupti_flush_ms"].env, raw("cupti_flush_ms"), int, 0)),
         log_level=raw("log_level").upper() or "WARNING",
         spool_dir=raw("spool_dir")
         or os.path.join(

@@ -29,7 +29,15 @@ from tfprof.agent.errors import UsageError
 
 log = logging.getLogger("tfprof.agent.launcher")
 
-FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+# USR1/USR2 too: batch schedulers (SLURM's --signal) warn jobs of preemption with them.
+FORWARDED_SIGNALS = (
+    signal.SIGINT,
+    signal.SIGTERM,
+    signal.SIGHUP,
+    signal.SIGQUIT,
+    signal.SIGUSR1,
+    signal.SIGUSR2,
+)
 BOOTSTRAP_DIR = str(Path(__file__).resolve().parent / "bootstrap")
 SI_KERNEL = 0x80  # si_code of signals the kernel sends, e.g. the tty's Ctrl-C
 

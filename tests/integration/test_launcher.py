@@ -293,3 +293,26 @@ def test_a_process_that_execs_itself_keeps_both_streams(tmp_path: Path, traces: 
     assert len({s.pid for s in job.streams}) == 1
     # The image that exec'ed never said goodbye: incomplete, not a made-up clean end.
     assert sorted(s.finished for s in job.streams) == [False, True]
+
+
+def test_sigusr1_reaches_the_job(tmp_path: Path) -> None:
+    # Batch schedulers warn of preemption with SIGUSR1; it must reach the job.
+    script = textwrap.dedent(
+        """
+        import signal, sys, time
+        signal.signal(signal.SIGUSR1, lambda *_: (print("preempted", flush=True), sys.exit(9)))
+        print("ready", flush=True)
+        time.sleep(60)
+        """
+    )
+    proc = subprocess.Popen(
+        agent_cmd("run", "--source", "none", "-o", str(tmp_path / "x.json"), "--",
+                  sys.executable, "-c", script),
+        env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.stdout is not None
+    assert proc.stdout.readline() == "ready\n"
+    proc.send_signal(signal.SIGUSR1)
+    out, _ = proc.communicate(timeout=60)
+    assert "preempted" in out
+    assert proc.returncode == 9
