@@ -18,22 +18,15 @@ from typing import Any
 
 import pytest
 
+from tests.traces import shared_traces
+
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "train_mnist_like.py"
 
 
-def shared_traces() -> Path:
-    env = os.environ.get("TFPROF_SHARED_DATA")
-    base = Path(env) if env else REPO.parent / "shared" / "data"
-    return base / "traces"
-
-
 @pytest.fixture(scope="session")
 def traces() -> Path:
-    path = shared_traces()
-    if not path.is_dir():
-        pytest.skip(f"real GPU traces not found at {path} (set TFPROF_SHARED_DATA)")
-    return path
+    return shared_traces()
 
 
 def agent_cmd(*args: str) -> list[str]:

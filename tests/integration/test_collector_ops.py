@@ -127,17 +127,24 @@ def test_bad_config_exits_2_with_one_line(tmp_path: Path) -> None:
     ]
 
 
-def test_tls_and_token_end_to_end(tmp_path: Path) -> None:
+def self_signed_cert(tmp_path: Path) -> tuple[Path, Path]:
+    """A certificate for 127.0.0.1 and its key, made with the openssl CLI (or skip)."""
     openssl = shutil.which("openssl")
     if openssl is None:
         pytest.skip("openssl CLI not found: cannot make a test certificate")
-    cert, key, token = tmp_path / "cert.pem", tmp_path / "key.pem", tmp_path / "token"
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
     subprocess.run(
         [openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
          "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1",
          "-keyout", str(key), "-out", str(cert)],
         check=True, capture_output=True, timeout=60,
     )  # fmt: skip
+    return cert, key
+
+
+def test_tls_and_token_end_to_end(tmp_path: Path) -> None:
+    cert, key = self_signed_cert(tmp_path)
+    token = tmp_path / "token"
     token.write_text("s3cret\n")
     data = tmp_path / "data"
     serve = start_serve(data, "--tls-cert", str(cert), "--tls-key", str(key),
@@ -161,16 +168,8 @@ def test_tls_and_token_end_to_end(tmp_path: Path) -> None:
 
 
 def test_the_agent_speaks_tls_with_its_token(tmp_path: Path) -> None:
-    openssl = shutil.which("openssl")
-    if openssl is None:
-        pytest.skip("openssl CLI not found: cannot make a test certificate")
-    cert, key, token = tmp_path / "cert.pem", tmp_path / "key.pem", tmp_path / "token"
-    subprocess.run(
-        [openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-         "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1",
-         "-keyout", str(key), "-out", str(cert)],
-        check=True, capture_output=True, timeout=60,
-    )  # fmt: skip
+    cert, key = self_signed_cert(tmp_path)
+    token = tmp_path / "token"
     token.write_text("s3cret\n")
     data, spool = tmp_path / "data", tmp_path / "spool"
     serve = start_serve(data, "--tls-cert", str(cert), "--tls-key", str(key),

@@ -8,13 +8,13 @@ import json
 
 import pytest
 
+from tests.traces import shared_traces
 from tfprof.collector.advice import RULE_NAMES, advise
 from tfprof.collector.advice.render import JsonReporter, TextReporter
 from tfprof.collector.analysis import AnalysisError, prepare
 from tfprof.collector.analysis.tracefile import job_from_trace
 
 from .analysis_data import T0, US, copy, job, kernel, stream, sync
-from .conftest_traces import shared_traces
 
 
 def findings(rule: str, *jobs):  # type: ignore[no-untyped-def]

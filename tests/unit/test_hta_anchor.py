@@ -22,13 +22,12 @@ from typing import Any
 
 import pytest
 
+from tests.traces import shared_traces
 from tfprof.collector.analysis import prepare
 from tfprof.collector.analysis.kernels import kernel_rows
 from tfprof.collector.analysis.memcpy import memcpy_rows
 from tfprof.collector.analysis.streams import stream_rows
 from tfprof.collector.analysis.tracefile import job_from_trace
-
-from .conftest_traces import shared_traces
 
 hta_trace_analysis = pytest.importorskip("hta.trace_analysis")
 

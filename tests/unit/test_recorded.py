@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
 from collections import Counter, defaultdict
 from decimal import Decimal
 from pathlib import Path
@@ -12,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from tests.traces import TRACES, needs_traces
 from tfprof.agent.sources.recorded import (
     FORMAT_KINETO,
     FORMAT_TF_TIMELINE,
@@ -21,23 +21,6 @@ from tfprof.agent.sources.recorded import (
     load_trace,
 )
 
-
-def _traces_dir() -> Path | None:
-    candidates = [Path(__file__).resolve().parents[3] / "shared/data/traces"]
-    env = os.environ.get("TFPROF_SHARED_DATA")
-    if env:
-        candidates += [Path(env) / "traces", Path(env)]
-    for candidate in candidates:
-        if (candidate / "tf-timeline-ikhlestov").is_dir():
-            return candidate
-    return None
-
-
-TRACES = _traces_dir()
-needs_traces = pytest.mark.skipif(
-    TRACES is None,
-    reason="shared trace fixtures not found (../shared/data/traces or $TFPROF_SHARED_DATA)",
-)
 TF_FILES = [
     "GPU_timeline_01.json",
     "GPU_timeline_02_step_0.json",

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
 import re
 import socket
 import threading
@@ -15,30 +14,13 @@ from typing import Any
 
 import pytest
 
+from tests.traces import TRACES, needs_traces
 from tfprof.agent import frames
 from tfprof.agent.frames import COLUMNS, DeviceInfo, RecordTable
 from tfprof.agent.sources import replay
 from tfprof.agent.sources.base import SourceUnavailable
 from tfprof.agent.sources.recorded import RecordedTrace, load_trace
 from tfprof.agent.sources.replay import LOOP_GAP_NS, ReplaySource
-
-
-def _traces_dir() -> Path | None:
-    candidates = [Path(__file__).resolve().parents[3] / "shared/data/traces"]
-    env = os.environ.get("TFPROF_SHARED_DATA")
-    if env:
-        candidates += [Path(env) / "traces", Path(env)]
-    for candidate in candidates:
-        if (candidate / "tf-timeline-ikhlestov").is_dir():
-            return candidate
-    return None
-
-
-TRACES = _traces_dir()
-needs_traces = pytest.mark.skipif(
-    TRACES is None,
-    reason="shared trace fixtures not found (../shared/data/traces or $TFPROF_SHARED_DATA)",
-)
 
 
 def _trace_file(rel: str) -> str:

@@ -8,11 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.traces import shared_traces
 from tfprof.collector.cli import main
 from tfprof.collector.store import Store
 from tfprof.proto import collector_pb2 as pb
-
-from .conftest_traces import shared_traces
 
 T0 = 1_700_000_000_000_000_000
 
