@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import queue
-import shutil
 import subprocess
 import sys
 import time
@@ -18,6 +17,7 @@ import pytest
 
 from tests.integration.collector_proc import start_serve
 from tests.integration.conftest import agent_cmd, clean_env, collector_cmd
+from tests.unit.test_collector_auth import make_cert
 from tfprof.collector.store import Store
 from tfprof.proto import collector_pb2 as pb
 from tfprof.proto import collector_pb2_grpc as pb_grpc
@@ -127,23 +127,8 @@ def test_bad_config_exits_2_with_one_line(tmp_path: Path) -> None:
     ]
 
 
-def self_signed_cert(tmp_path: Path) -> tuple[Path, Path]:
-    """A certificate for 127.0.0.1 and its key, made with the openssl CLI (or skip)."""
-    openssl = shutil.which("openssl")
-    if openssl is None:
-        pytest.skip("openssl CLI not found: cannot make a test certificate")
-    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(
-        [openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-         "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1",
-         "-keyout", str(key), "-out", str(cert)],
-        check=True, capture_output=True, timeout=60,
-    )  # fmt: skip
-    return cert, key
-
-
 def test_tls_and_token_end_to_end(tmp_path: Path) -> None:
-    cert, key = self_signed_cert(tmp_path)
+    cert, key = make_cert(tmp_path)
     token = tmp_path / "token"
     token.write_text("s3cret\n")
     data = tmp_path / "data"
@@ -168,7 +153,7 @@ def test_tls_and_token_end_to_end(tmp_path: Path) -> None:
 
 
 def test_the_agent_speaks_tls_with_its_token(tmp_path: Path) -> None:
-    cert, key = self_signed_cert(tmp_path)
+    cert, key = make_cert(tmp_path)
     token = tmp_path / "token"
     token.write_text("s3cret\n")
     data, spool = tmp_path / "data", tmp_path / "spool"
