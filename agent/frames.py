@@ -89,8 +89,9 @@ class DeviceInfo(TypedDict, total=False):
 class RecordTable:
     """A columnar batch of GPU activity records, one int64 array per column.
 
-    Sources either append record by record (``add_kernel`` and friends) or build whole
-    columns at once (``from_columns``, e.g. numpy arrays decoded from CUPTI buffers).
+    Sources either append record by record (``add_kernel`` and friends) or hand whole
+    columns, in ``COLUMNS`` order, to the constructor (numpy arrays decoded from CUPTI
+    buffers, replay chunks); ``from_columns`` takes them by name and zero-fills the rest.
     """
 
     __slots__ = ("columns",)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,3 +19,20 @@ def collector(tmp_path: Path) -> Iterator[object]:
         yield server
     finally:
         server.stop(grace=1.0)
+
+
+@pytest.fixture
+def channel(collector: Any) -> Iterator[Any]:
+    """A gRPC channel to ``collector``."""
+    import grpc
+
+    with grpc.insecure_channel(collector.address) as ch:
+        yield ch
+
+
+@pytest.fixture
+def stub(channel: Any) -> Any:
+    """The generated Collector stub on ``channel``."""
+    from tfprof.proto import collector_pb2_grpc as pb_grpc
+
+    return pb_grpc.CollectorStub(channel)

@@ -54,6 +54,18 @@ def traced_pids(trace_path: Path) -> set[int]:
     return {t["pid"] for job in trace["otherData"]["jobs"] for t in job["tasks"]}
 
 
+def start_ready_job(tmp_path: Path, script: str) -> subprocess.Popen[str]:
+    """A traced Python job (``-c script``) that has printed its first line, ``ready``."""
+    proc = subprocess.Popen(
+        agent_cmd("run", "--source", "none", "-o", str(tmp_path / "x.json"), "--",
+                  sys.executable, "-c", script),
+        env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.stdout is not None
+    assert proc.stdout.readline() == "ready\n"
+    return proc
+
+
 def test_output_and_exit_code_pass_through(tmp_path: Path) -> None:
     script = "import sys; print('to stdout'); print('to stderr', file=sys.stderr); sys.exit(5)"
     out = tmp_path / "t.json"
@@ -150,13 +162,7 @@ def test_sigterm_is_forwarded_and_exit_status_kept(tmp_path: Path) -> None:
         time.sleep(60)
         """
     )
-    proc = subprocess.Popen(
-        agent_cmd("run", "--source", "none", "-o", str(tmp_path / "x.json"), "--",
-                  sys.executable, "-c", script),
-        env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
-    )  # fmt: skip
-    assert proc.stdout is not None
-    assert proc.stdout.readline() == "ready\n"
+    proc = start_ready_job(tmp_path, script)
     proc.send_signal(signal.SIGTERM)
     out, _ = proc.communicate(timeout=60)
     assert "child got SIGTERM" in out
@@ -220,13 +226,7 @@ def test_ctrl_c_on_a_terminal_reaches_the_job_once(tmp_path: Path) -> None:
 
 
 def test_sigint_sent_to_the_launcher_alone_is_forwarded(tmp_path: Path) -> None:
-    proc = subprocess.Popen(
-        agent_cmd("run", "--source", "none", "-o", str(tmp_path / "x.json"), "--",
-                  sys.executable, "-c", SIGINT_SCRIPT),
-        env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
-    )  # fmt: skip
-    assert proc.stdout is not None
-    assert proc.stdout.readline() == "ready\n"
+    proc = start_ready_job(tmp_path, SIGINT_SCRIPT)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)
     assert "interrupted" in out and "clean exit" in out, err
@@ -305,13 +305,7 @@ def test_sigusr1_reaches_the_job(tmp_path: Path) -> None:
         time.sleep(60)
         """
     )
-    proc = subprocess.Popen(
-        agent_cmd("run", "--source", "none", "-o", str(tmp_path / "x.json"), "--",
-                  sys.executable, "-c", script),
-        env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
-    )  # fmt: skip
-    assert proc.stdout is not None
-    assert proc.stdout.readline() == "ready\n"
+    proc = start_ready_job(tmp_path, script)
     proc.send_signal(signal.SIGUSR1)
     out, _ = proc.communicate(timeout=60)
     assert "preempted" in out

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import threading
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
@@ -228,17 +227,6 @@ def test_reflection_lists_the_collector_service(channel: grpc.Channel) -> None:
     request = reflection_pb2.ServerReflectionRequest(file_containing_symbol="tfprof.v1.Collector")
     (reply,) = list(stub.ServerReflectionInfo(iter([request]), timeout=RPC_TIMEOUT))
     assert reply.file_descriptor_response.file_descriptor_proto
-
-
-@pytest.fixture
-def channel(collector: CollectorServer) -> Iterator[grpc.Channel]:
-    with grpc.insecure_channel(collector.address) as ch:
-        yield ch
-
-
-@pytest.fixture
-def stub(channel: grpc.Channel) -> pb_grpc.CollectorStub:
-    return pb_grpc.CollectorStub(channel)
 
 
 def test_a_hostile_string_base_or_clock_in_a_batch_is_refused() -> None:

@@ -51,17 +51,6 @@ def goodbye(records: int) -> pb.AgentMessage:
     return pb.AgentMessage(goodbye=pb.Goodbye(records_sent=records))
 
 
-@pytest.fixture
-def channel(collector: CollectorServer) -> Iterator[grpc.Channel]:
-    with grpc.insecure_channel(collector.address) as ch:
-        yield ch
-
-
-@pytest.fixture
-def stub(channel: grpc.Channel) -> pb_grpc.CollectorStub:
-    return pb_grpc.CollectorStub(channel)
-
-
 def run_stream(stub: pb_grpc.CollectorStub, messages: list[pb.AgentMessage]) -> list[int]:
     return [ack.seq for ack in stub.Stream(iter(messages), timeout=RPC_TIMEOUT)]
 
