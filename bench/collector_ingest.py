@@ -28,7 +28,7 @@ BATCH = 8192
 
 
 def make_batch(rng: np.random.Generator, first: int) -> bytes:
-    from tfprof.agent.frames import RecordKind
+    from tfprof.core.records import RecordKind
     from tfprof.proto import collector_pb2 as pb
 
     message = pb.AgentMessage()

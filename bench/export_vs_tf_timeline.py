@@ -22,10 +22,10 @@ import time
 
 import numpy as np
 
-from tfprof.agent.frames import RecordKind
 from tfprof.collector.export import write_timeline
 from tfprof.collector.merge import build_timeline
 from tfprof.collector.model import RECORD_COLUMNS, DeviceMeta, JobData, StreamData
+from tfprof.core.records import RecordKind
 
 STREAMS = (7, 13, 14, 15)
 GPUS = 2

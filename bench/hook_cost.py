@@ -32,8 +32,9 @@ from typing import Any
 
 from cupti import cupti
 
-from tfprof.agent.frames import DeviceInfo, RecordTable, StringTable
+from tfprof.agent.frames import StringTable
 from tfprof.agent.sources.cupti import CuptiSource
+from tfprof.core.records import DeviceInfo, RecordTable
 
 RUNS = 7
 KERNEL_NAMES = [f"_ZN7cutlass6KernelINS_4gemm6kernel{i}EEEvNT_6ParamsE" for i in range(64)]

@@ -6,8 +6,8 @@ import threading
 from pathlib import Path
 
 from tfprof.agent.client import CollectorClient, StreamDelivery
-from tfprof.agent.frames import RecordKind
 from tfprof.collector.store import Store
+from tfprof.core.records import RecordKind
 from tfprof.proto import collector_pb2 as pb
 
 from .conftest import Collector

@@ -11,7 +11,6 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tfprof.agent.frames import RecordKind
 from tfprof.collector.export import (
     ChromeReporter,
     UnknownFormatError,
@@ -21,6 +20,7 @@ from tfprof.collector.export import (
 )
 from tfprof.collector.merge import GroupBy, Timeline, build_timeline
 from tfprof.collector.model import HOST_COLUMNS, RECORD_COLUMNS, DeviceMeta, JobData, StreamData
+from tfprof.core.records import RecordKind
 
 T0 = 1_700_000_000_000_000_000
 

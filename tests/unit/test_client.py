@@ -10,9 +10,9 @@ import pytest
 
 from tfprof.agent.client import CollectorClient, StreamDelivery
 from tfprof.agent.flush import flush_spool
-from tfprof.agent.frames import RecordKind
 from tfprof.agent.spool import Spool
 from tfprof.collector.server import CollectorServer
+from tfprof.core.records import RecordKind
 from tfprof.proto import collector_pb2 as pb
 
 pytestmark = pytest.mark.timeout(60)

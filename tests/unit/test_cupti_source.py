@@ -15,10 +15,11 @@ from typing import Any
 import pytest
 from cupti import cupti
 
-from tfprof.agent.frames import COLUMNS, DeviceInfo, RecordKind, RecordTable, StringTable
+from tfprof.agent.frames import StringTable
 from tfprof.agent.sources.base import SourceUnavailable
 from tfprof.agent.sources.cupti import NOT_INSTALLED, CuptiSource, format_uuid
 from tfprof.agent.sources.cupti_errors import driver_cuda_version
+from tfprof.core.records import COLUMNS, DeviceInfo, RecordKind, RecordTable
 
 AK = cupti.ActivityKind
 HAVE_DRIVER = driver_cuda_version() is not None
@@ -666,7 +667,7 @@ def test_sync_record_takes_type_stream_and_the_device_of_its_context(cls: type) 
 
 
 def test_context_wide_sync_keeps_cuptis_invalid_stream_value() -> None:
-    from tfprof.agent.frames import SYNC_NO_STREAM
+    from tfprof.core.records import SYNC_NO_STREAM
 
     sink = RecordingSink()
     rec = fill_sync(

@@ -10,15 +10,10 @@ import threading
 import numpy as np
 import pytest
 
-from tfprof.agent import frames
 from tfprof.agent.frames import (
-    COLUMNS,
     HEADER,
-    NUM_COLUMNS,
     RECORDS_HEADER,
     FrameType,
-    RecordKind,
-    RecordTable,
     StringTable,
     decode_records,
     encode_frame,
@@ -26,6 +21,8 @@ from tfprof.agent.frames import (
     encode_records_frame,
     iter_frames,
 )
+from tfprof.core import records
+from tfprof.core.records import COLUMNS, NUM_COLUMNS, RecordKind, RecordTable
 
 
 def row(table: RecordTable, i: int) -> dict[str, int]:
@@ -262,4 +259,4 @@ def test_record_kind_values_match_the_proto() -> None:
 
     for kind in RecordKind:
         assert pb.RecordKind.Value(kind.name) == kind.value
-    assert tuple(f.name for f in pb.Records.DESCRIPTOR.fields) == frames.COLUMNS
+    assert tuple(f.name for f in pb.Records.DESCRIPTOR.fields) == records.COLUMNS

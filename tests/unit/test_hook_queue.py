@@ -15,10 +15,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tfprof.agent import __version__, config, frames, hook
-from tfprof.agent.frames import FrameType, RecordTable, decode_records, iter_frames
+from tfprof.agent import config, frames, hook
+from tfprof.agent.frames import FrameType, decode_records, iter_frames
 from tfprof.agent.hook import FrameQueue, Hook
 from tfprof.agent.sources.base import Sink, SourceUnavailable
+from tfprof.core import records
+from tfprof.core.records import RecordTable
+from tfprof.core.version import __version__
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -160,8 +163,8 @@ def test_submit_counts_drops_and_resends_the_dropped_frames_names(
     # The names of the dropped frames travel with the next frame that got through.
     assert (fourth.string_base, fourth.strings) == (2, ["second", "third", "fourth"])
     assert fourth.dropped == 2
-    names = np.frombuffer(fourth.column_data, dtype="<i8").reshape(frames.NUM_COLUMNS, -1)[
-        frames.COLUMN_INDEX["name"]
+    names = np.frombuffer(fourth.column_data, dtype="<i8").reshape(records.NUM_COLUMNS, -1)[
+        records.COLUMN_INDEX["name"]
     ]
     assert names.tolist() == [4]
     assert (hk.records_sent, hk.dropped_queue) == (2, 2)

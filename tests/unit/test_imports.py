@@ -10,7 +10,6 @@ import pytest
 
 from tests.unit.test_chrome_export import T0, sample_timeline
 from tests.unit.test_recorded import KINETO_FILES, TF_FILES, TRACES, needs_traces
-from tfprof.agent.sources.recorded import load_trace
 from tfprof.collector.cli import main
 from tfprof.collector.errors import InvalidArgument, NotFound
 from tfprof.collector.export import write_timeline
@@ -19,6 +18,7 @@ from tfprof.collector.merge import Timeline, build_timeline
 from tfprof.collector.store import Store
 from tfprof.collector.timespec import parse_duration, parse_window
 from tfprof.collector.traces import read_trace
+from tfprof.core.formats.recorded import load_trace
 
 pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
 
@@ -75,7 +75,7 @@ def test_stepstats_round_trip_keeps_names_durations_streams(tmp_path: Path) -> N
 def test_kernel_names_with_colons_survive_stepstats(tmp_path: Path) -> None:
     pytest.importorskip("tensorboard.compat.proto.config_pb2")
     from tests.unit.test_chrome_export import JobData, StreamData, records
-    from tfprof.agent.frames import RecordKind
+    from tfprof.core.records import RecordKind
 
     name = "void at::native::kernel<float>(int)"
     rows = [{"kind": RecordKind.KERNEL, "start_ns": T0, "duration_ns": 5, "stream": 3, "name": 1}]

@@ -8,7 +8,6 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tfprof.agent.frames import RecordKind
 from tfprof.collector.lanes import assign_lanes
 from tfprof.collector.merge import MergeError, SliceTrack, Timeline, build_timeline
 from tfprof.collector.model import (
@@ -19,6 +18,7 @@ from tfprof.collector.model import (
     JobData,
     StreamData,
 )
+from tfprof.core.records import RecordKind
 
 STRINGS = ["", "gemm_kernel", "relu_kernel"]
 

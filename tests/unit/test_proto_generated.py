@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+PROTO = ROOT / "proto" / "src" / "tfprof" / "proto"
 GENERATED = ("collector_pb2.py", "collector_pb2.pyi", "collector_pb2_grpc.py",
              "collector_pb2_grpc.pyi")  # fmt: skip
 
@@ -28,8 +29,6 @@ def test_generated_stubs_match_the_proto(tmp_path: Path) -> None:
                    check=True, timeout=100)  # fmt: skip
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(GENERATED)
     stale = [
-        name
-        for name in GENERATED
-        if (tmp_path / name).read_bytes() != (ROOT / "proto" / name).read_bytes()
+        name for name in GENERATED if (tmp_path / name).read_bytes() != (PROTO / name).read_bytes()
     ]
-    assert not stale, f"regenerate with scripts/gen_proto.sh: {stale} differ from proto/"
+    assert not stale, f"regenerate with scripts/gen_proto.sh: {stale} differ from {PROTO}"

@@ -16,11 +16,11 @@ import pytest
 
 from tests.traces import TRACES, needs_traces
 from tfprof.agent import frames
-from tfprof.agent.frames import COLUMNS, DeviceInfo, RecordTable
 from tfprof.agent.sources import replay
 from tfprof.agent.sources.base import SourceUnavailable
-from tfprof.agent.sources.recorded import RecordedTrace, load_trace
 from tfprof.agent.sources.replay import LOOP_GAP_NS, ReplaySource
+from tfprof.core.formats.recorded import RecordedTrace, load_trace
+from tfprof.core.records import COLUMNS, DeviceInfo, RecordTable
 
 
 def _trace_file(rel: str) -> str:

@@ -10,8 +10,8 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from tfprof.agent.frames import COLUMNS, RecordKind
 from tfprof.collector.server import SERVICE_NAME, CollectorServer
+from tfprof.core.records import COLUMNS, RecordKind
 from tfprof.proto import collector_pb2 as pb
 from tfprof.proto import collector_pb2_grpc as pb_grpc
 

@@ -7,10 +7,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tfprof.agent.frames import COLUMNS, RecordKind
 from tfprof.collector.errors import InvalidArgument, NotFound
 from tfprof.collector.model import HOST_COLUMNS
 from tfprof.collector.store import Store, StreamWriter, check_name, load_stream
+from tfprof.core.records import COLUMNS, RecordKind
 from tfprof.proto import collector_pb2 as pb
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from tfprof.agent.frames import RecordKind
 from tfprof.collector.model import RECORD_COLUMNS, DeviceMeta, DropCounts, JobData, StreamData
 from tfprof.collector.summary import short_summary
+from tfprof.core.records import RecordKind
 
 K, C, S = RecordKind.KERNEL, RecordKind.MEMCPY, RecordKind.MEMSET
 

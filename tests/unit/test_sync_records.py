@@ -6,11 +6,11 @@ from pathlib import Path
 
 import numpy as np
 
-from tfprof.agent.frames import SYNC_NO_STREAM, RecordKind
-from tfprof.agent.sources.recorded import load_trace
 from tfprof.collector.export import write_timeline
 from tfprof.collector.merge import build_timeline
 from tfprof.collector.model import RECORD_COLUMNS, DeviceMeta, JobData, StreamData
+from tfprof.core.formats.recorded import load_trace
+from tfprof.core.records import SYNC_NO_STREAM, RecordKind
 
 
 def _job() -> JobData:

@@ -1,0 +1,1 @@
+"""The tfprof agent: launcher, bootstrap, in-process hook, tracer sources and relay."""

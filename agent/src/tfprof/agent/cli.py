@@ -1,0 +1,183 @@
+"""``tfprof-agent``: run a command under the tracer.
+
+Flags are sugar over ``TFPROF_*`` environment variables (see ``config.OPTIONS``): each
+flag sets its variable, and the launcher and the job read the same configuration.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+from collections.abc import Sequence
+
+from tfprof.agent import config
+from tfprof.agent.errors import AgentError
+from tfprof.core.version import __version__
+
+# Options that have a flag; flag --replay-speed sets OPTIONS["replay_speed"], and so on.
+FLAGGED_OPTIONS = (
+    "collector",
+    "job",
+    "output",
+    "source",
+    "replay_speed",
+    "replay_repeat",
+    "host_metrics_interval",
+    "exit_timeout",
+    "tls_ca",
+    "spool_dir",
+)
+
+
+def _help(key: str) -> str:
+    opt = config.OPTIONS[key]
+    default = f" (default: {opt.default})" if opt.default else ""
+    return f"{opt.doc}{default} [env {opt.env}]"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tfprof-agent",
+        description="Profile the GPU activity of an unmodified job: kernels, copies and "
+        "memsets of every Python process, streamed to a tfprof collector.",
+    )
+    parser.add_argument("--version", action="version", version=f"tfprof-agent {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    run = sub.add_parser(
+        "run",
+        help="run CMD with every Python process of it traced",
+        description="Run CMD unmodified (no code change, no LD_PRELOAD) with every Python "
+        "process it starts traced. The exit status, output and signals of CMD pass "
+        "through unchanged. Without --collector, an embedded collector writes the trace "
+        "to --output when the job ends.",
+        epilog="example: tfprof-agent run --job mnist -- python train.py --epochs 1",
+    )
+    run.add_argument("--collector", metavar="HOST:PORT", help=_help("collector"))
+    run.add_argument("--job", metavar="NAME", help=_help("job"))
+    run.add_argument("-o", "--output", metavar="PATH", help=_help("output"))
+    run.add_argument("--source", metavar="SOURCE", help=_help("source"))
+    run.add_argument("--replay-speed", metavar="X", help=_help("replay_speed"))
+    run.add_argument("--replay-repeat", metavar="N", help=_help("replay_repeat"))
+    run.add_argument("--host-metrics-interval", metavar="MS", help=_help("host_metrics_interval"))
+    run.add_argument("--exit-timeout", metavar="SECONDS", help=_help("exit_timeout"))
+    run.add_argument("--tls-ca", metavar="PEM", help=_help("tls_ca"))
+    run.add_argument("--spool-dir", metavar="DIR", help=_help("spool_dir"))
+    run.add_argument("cmd", nargs=argparse.REMAINDER, metavar="CMD [ARGS...]")
+
+    flush = sub.add_parser(
+        "flush-spool",
+        help="deliver records that earlier runs left in the spool",
+        description="Deliver what earlier runs could not hand to their collector (it was "
+        "down or too slow when the job ended). Every stream goes to the collector it was "
+        "meant for, or to --collector. The collector stores each record once, however "
+        "often a batch is delivered. Exit status 0 when nothing is left.",
+    )
+    flush.add_argument(
+        "--collector", metavar="HOST:PORT", help="deliver here instead of the recorded address"
+    )
+    flush.add_argument("--tls-ca", metavar="PEM", help=_help("tls_ca"))
+    flush.add_argument("--spool-dir", metavar="DIR", help=_help("spool_dir"))
+    flush.add_argument(
+        "--timeout",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="how long each stream may take (default: 60)",
+    )
+    return parser
+
+
+def flush_spool_command(args: argparse.Namespace) -> int:
+    from tfprof.agent.client import CollectorClient
+    from tfprof.agent.flush import flush_spool
+    from tfprof.agent.spool import Spool
+
+    cfg = config.load()
+    target = config.validate_collector(args.collector or "") or None
+    spool = Spool(cfg.spool_dir, cfg.spool_bytes)
+    result = flush_spool(
+        spool,
+        lambda address: CollectorClient(address, cfg.tls_ca, cfg.auth_token),
+        target=target,
+        timeout=args.timeout,
+    )
+    print(
+        f"tfprof-agent: delivered {result.delivered_records:,} records in "
+        f"{result.delivered_streams} stream(s) from {spool.root}",
+        file=sys.stderr,
+    )
+    for left in result.left:
+        print(f"tfprof-agent: not delivered: {left}", file=sys.stderr)
+    return 1 if result.left else 0
+
+
+def _apply_flags(args: argparse.Namespace) -> None:
+    for key in FLAGGED_OPTIONS:
+        value = getattr(args, key, None)
+        if value is not None:
+            os.environ[config.OPTIONS[key].env] = str(value)
+
+
+def _setup_logging(level: str) -> None:
+    logger = logging.getLogger("tfprof")
+    if not logger.handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("tfprof: %(levelname)s %(name)s: %(message)s"))
+        logger.addHandler(handler)
+    logger.setLevel(getattr(logging, level, logging.WARNING))
+    logger.propagate = False
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command == "flush-spool":
+        try:
+            _apply_flags(args)
+            _setup_logging(config.load().log_level)
+            return flush_spool_command(args)
+        except config.ConfigError as exc:
+            sys.stderr.write(f"tfprof-agent: {exc}\n")
+            return 2
+    if args.command != "run":
+        parser.print_help(sys.stderr)
+        return 2
+    command = list(args.cmd)
+    if command and command[0] == "--":
+        command = command[1:]
+    if not command:
+        parser.error("run: missing CMD")
+    from tfprof.agent import launcher
+
+    try:
+        _apply_flags(args)
+        cfg = config.load()
+        _setup_logging(cfg.log_level)
+        launcher.block_signals()
+        return launcher.run(cfg, command)
+    except config.ConfigError as exc:
+        sys.stderr.write(f"tfprof-agent: {exc}\n")
+        return 2
+    except AgentError as exc:
+        sys.stderr.write(f"tfprof-agent: {exc}\n")
+        return exc.exit_code
+
+
+def entry() -> None:
+    code = main()
+    if code < 0:
+        # The job died of a signal: die of the same one, so our parent sees it unchanged.
+        sig = -code
+        if sig not in (signal.SIGKILL, signal.SIGSTOP):  # those cannot be caught anyway
+            signal.signal(sig, signal.SIG_DFL)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {sig})
+        os.kill(os.getpid(), sig)
+        code = 128 + sig
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    entry()

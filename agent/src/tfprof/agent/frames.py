@@ -1,0 +1,157 @@
+"""Frames: what the in-process hook sends to the launcher over its Unix socket.
+
+This module is imported inside every traced process, so it uses the standard library
+only. A frame is a 5-byte header (type, payload length) and a payload. Record frames are
+columnar: one little-endian int64 array per column, in the order of ``COLUMNS``, which
+mirrors the ``Records`` message of the tfprof.v1 wire. The launcher turns them into
+protobuf batches; nothing in the user's process touches protobuf or gRPC.
+"""
+
+from __future__ import annotations
+
+import array
+import json
+import struct
+import sys
+import threading
+from collections.abc import Iterable
+from enum import IntEnum
+from typing import Any
+
+from tfprof.core.records import NUM_COLUMNS, RecordTable
+
+
+class FrameType(IntEnum):
+    HELLO = 1  # JSON: process identity, clock snapshot
+    RECORDS = 2  # binary: new strings + columnar records
+    DEVICES = 3  # JSON list of DeviceInfo
+    GOODBYE = 4  # JSON: final counts
+
+
+HEADER = struct.Struct("<BI")
+# dropped-so-far, string_base, length of the JSON string list, record count
+RECORDS_HEADER = struct.Struct("<QIII")
+MAX_FRAME_BYTES = 1 << 30
+
+_LITTLE = sys.byteorder == "little"
+
+
+class StringTable:
+    """Interns names per process; new names travel with the next records frame.
+
+    Thread-safe: CUPTI's buffer callback and other threads may intern concurrently.
+    """
+
+    def __init__(self) -> None:
+        self._ids: dict[str, int] = {"": 0}
+        self._sent = 1  # strings[0:_sent] are already in an enqueued frame
+        self._strings: list[str] = [""]
+        self._lock = threading.Lock()
+
+    def intern(self, name: str) -> int:
+        found = self._ids.get(name)
+        if found is not None:
+            return found
+        with self._lock:
+            found = self._ids.get(name)
+            if found is None:
+                found = len(self._strings)
+                self._strings.append(name)
+                self._ids[name] = found
+            return found
+
+    def take_pending(self) -> tuple[int, list[str]]:
+        with self._lock:
+            base = self._sent
+            pending = self._strings[base:]
+            self._sent = len(self._strings)
+            return base, pending
+
+    def restore_pending(self, base: int) -> None:
+        """Undo ``take_pending`` when the frame carrying the strings was dropped."""
+        with self._lock:
+            self._sent = min(self._sent, base)
+
+
+def _column_bytes(col: Any, length: int) -> bytes | memoryview:
+    view = memoryview(col)
+    if view.itemsize != 8 or view.format not in ("q", "<q", "l", "<l", "=q", "=l"):
+        raise TypeError(f"record columns must be int64, got format {view.format!r}")
+    if len(view) != length:
+        raise ValueError("ragged record columns")
+    if not _LITTLE:  # pragma: no cover - big-endian hosts
+        swapped = array.array("q", view.tobytes())
+        swapped.byteswap()
+        return swapped.tobytes()
+    return view.cast("B")
+
+
+def encode_frame(kind: FrameType, payload: bytes | bytearray | memoryview) -> bytes:
+    return HEADER.pack(kind, len(payload)) + bytes(payload)
+
+
+def encode_json_frame(kind: FrameType, obj: Any) -> bytes:
+    return encode_frame(kind, json.dumps(obj, separators=(",", ":")).encode())
+
+
+def encode_records_frame(
+    table: RecordTable, string_base: int, strings: list[str], dropped: int
+) -> bytes:
+    n = len(table)
+    blob = json.dumps(strings, separators=(",", ":")).encode() if strings else b""
+    length = RECORDS_HEADER.size + len(blob) + 8 * NUM_COLUMNS * n
+    parts: list[bytes | memoryview] = [
+        HEADER.pack(FrameType.RECORDS, length),  # one join: the frame is copied once
+        RECORDS_HEADER.pack(dropped, string_base, len(blob), n),
+        blob,
+    ]
+    parts.extend(_column_bytes(col, n) for col in table.columns)
+    return b"".join(parts)
+
+
+class DecodedRecords:
+    """A records frame as received by the launcher; columns stay raw bytes."""
+
+    __slots__ = ("column_data", "count", "dropped", "string_base", "strings")
+
+    def __init__(
+        self,
+        dropped: int,
+        string_base: int,
+        strings: list[str],
+        count: int,
+        column_data: memoryview,
+    ) -> None:
+        self.dropped = dropped
+        self.string_base = string_base
+        self.strings = strings
+        self.count = count
+        self.column_data = column_data  # NUM_COLUMNS * count little-endian int64
+
+
+def decode_records(payload: bytes | memoryview) -> DecodedRecords:
+    view = memoryview(payload)
+    if len(view) < RECORDS_HEADER.size:
+        raise ValueError("truncated records frame")
+    dropped, base, blob_len, count = RECORDS_HEADER.unpack_from(view)
+    offset = RECORDS_HEADER.size
+    strings: list[str] = json.loads(bytes(view[offset : offset + blob_len])) if blob_len else []
+    offset += blob_len
+    expected = offset + 8 * NUM_COLUMNS * count
+    if len(view) != expected:
+        raise ValueError(f"records frame is {len(view)} bytes, expected {expected}")
+    return DecodedRecords(dropped, base, strings, count, view[offset:])
+
+
+def iter_frames(chunks: Iterable[bytes]) -> Iterable[tuple[FrameType, memoryview]]:
+    """Reassemble frames from a byte stream (used by tests and simple readers)."""
+    buf = bytearray()
+    for chunk in chunks:
+        buf += chunk
+        while len(buf) >= HEADER.size:
+            kind, length = HEADER.unpack_from(buf)
+            if len(buf) < HEADER.size + length:
+                break
+            payload = bytes(buf[HEADER.size : HEADER.size + length])
+            del buf[: HEADER.size + length]
+            yield FrameType(kind), memoryview(payload)

@@ -1,0 +1,350 @@
+"""The in-process hook: runs inside every traced Python process.
+
+Started by the bootstrap ``sitecustomize`` before user code. It arms one tracer source,
+queues the source's record frames (bounded; when full it drops and counts instead of
+blocking) and sends them from a daemon thread over the launcher's Unix socket. It never
+raises into user code: every failure becomes one ``tfprof:`` line on stderr and the
+process carries on untraced. Standard library only, until a source needs more.
+"""
+
+from __future__ import annotations
+
+import atexit
+import collections
+import os
+import socket
+import sys
+import threading
+import time
+from typing import Any
+
+from tfprof.agent import clock, config, frames
+from tfprof.agent.frames import FrameType
+from tfprof.agent.sources.base import Source, SourceUnavailable
+from tfprof.core.records import DeviceInfo, RecordTable
+from tfprof.core.version import __version__
+
+# A broken connection to the launcher must raise EPIPE in our thread, never SIGPIPE:
+# a job that restored SIGPIPE's default action would be killed by it.
+NO_SIGPIPE = getattr(socket, "MSG_NOSIGNAL", 0)
+
+_hook: Hook | None = None
+_warned: set[str] = set()
+_warn_lock = threading.Lock()
+
+
+def warn(message: str) -> None:
+    """One line on stderr, once per message per process."""
+    with _warn_lock:
+        if message in _warned:
+            return
+        _warned.add(message)
+    try:
+        sys.stderr.write(f"tfprof: {message}\n")
+        sys.stderr.flush()
+    except Exception:
+        pass
+
+
+class FrameQueue:
+    """Bounded by bytes; ``put`` never blocks unless asked to."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self._frames: collections.deque[bytes] = collections.deque()
+        self._bytes = 0
+        self._max = max_bytes
+        self._cond = threading.Condition()
+        self.closed = False
+
+    def put(self, frame: bytes, wait: bool = False, force: bool = False) -> bool:
+        with self._cond:
+            while not force and self._bytes + len(frame) > self._max and self._frames:
+                if not wait or self.closed:
+                    return False
+                self._cond.wait(0.1)
+            if self.closed and not force:
+                return False
+            self._frames.append(frame)
+            self._bytes += len(frame)
+            self._cond.notify_all()
+            return True
+
+    def get(self, timeout: float) -> bytes | None:
+        with self._cond:
+            if not self._frames and not self.closed:
+                self._cond.wait(timeout)
+            if not self._frames:
+                return None
+            frame = self._frames.popleft()
+            self._bytes -= len(frame)
+            self._cond.notify_all()
+            return frame
+
+    def close(self) -> None:
+        with self._cond:
+            self.closed = True
+            self._cond.notify_all()
+
+    def __len__(self) -> int:
+        return len(self._frames)
+
+
+def _argv() -> list[str]:
+    # sys.argv is not set yet while sitecustomize runs; the kernel's copy always is.
+    try:
+        with open("/proc/self/cmdline", "rb") as f:
+            parts = f.read().split(b"\0")
+        return [p.decode(errors="replace") for p in parts if p]
+    except OSError:
+        return list(getattr(sys, "argv", []))
+
+
+class Hook:
+    """Per-process state: the queue, the string table, the sender and the source."""
+
+    def __init__(self, cfg: config.AgentConfig, source: Source | None) -> None:
+        self.cfg = cfg
+        self.pid = os.getpid()
+        self.queue = FrameQueue(cfg.queue_bytes)
+        self.strings = frames.StringTable()
+        self.source = source
+        self.records_sent = 0
+        self.dropped_queue = 0
+        self.dropped_tracer = 0
+        self._count_lock = threading.Lock()
+        self._submit_lock = threading.Lock()
+        self._sock: socket.socket | None = None
+        self._sender: threading.Thread | None = None
+        self._stopped = False
+        self._delivered = threading.Event()
+
+    # -- Sink, for the source -------------------------------------------------------
+
+    def intern(self, name: str) -> int:
+        return self.strings.intern(name)
+
+    def submit(self, table: RecordTable, wait: bool = False) -> bool:
+        n = len(table)
+        if n == 0:
+            return True
+        # One submit at a time: new names must reach the queue in the order the frames
+        # that use them do (CUPTI's thread and an exit-time flush can both submit).
+        with self._submit_lock:
+            base, pending = self.strings.take_pending()
+            frame = frames.encode_records_frame(table, base, pending, self.dropped_queue)
+            if self.queue.put(frame, wait=wait):
+                with self._count_lock:
+                    self.records_sent += n
+                return True
+            # The names travel with the next frame that does get through.
+            self.strings.restore_pending(base)
+        with self._count_lock:
+            self.dropped_queue += n
+        if not wait and not self.queue.closed:  # closed: the failure was already reported
+            warn("record queue full: dropping GPU records (counted in the trace metadata)")
+        return False
+
+    def add_devices(self, devices: list[DeviceInfo]) -> None:
+        self.queue.put(frames.encode_json_frame(FrameType.DEVICES, devices), force=True)
+
+    def add_tracer_dropped(self, count: int) -> None:
+        with self._count_lock:
+            self.dropped_tracer += count
+
+    def warn(self, message: str) -> None:
+        warn(message)
+
+    # -- lifecycle ------------------------------------------------------------------
+
+    def start(self) -> None:
+        if self.source is not None:
+            try:
+                self.source.start(self)
+            except SourceUnavailable as exc:
+                warn(f"{exc} - GPU activity of this process is not traced")
+                self.source = None
+            except Exception as exc:  # a bug of ours must not stop the job
+                warn(f"tracer source failed to start ({type(exc).__name__}: {exc})")
+                self.source = None
+        self._sender = threading.Thread(target=self._send_loop, name="tfprof-sender", daemon=True)
+        self._sender.start()
+
+    def _hello(self) -> dict[str, Any]:
+        tracer_ns = None
+        if self.source is not None:
+            try:
+                tracer_ns = self.source.tracer_clock_ns()
+            except Exception:
+                tracer_ns = None
+        realtime = clock.now_ns()
+        return {
+            "pid": self.pid,
+            "ppid": os.getppid(),
+            "argv": _argv(),
+            "task": config.task_from_env(os.environ, self.pid),
+            "source": self.source.name if self.source is not None else "none",
+            "agent_version": __version__,
+            "clock": {
+                "realtime_ns": realtime,
+                "monotonic_ns": time.monotonic_ns(),
+                "tracer_ns": tracer_ns or 0,
+            },
+        }
+
+    def _connect(self) -> socket.socket | None:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.connect(self.cfg.socket)
+        except OSError as exc:
+            sock.close()
+            warn(f"cannot reach the tfprof launcher at {self.cfg.socket} ({exc}); not traced")
+            return None
+        return sock
+
+    def _send_loop(self) -> None:
+        sock = self._connect()
+        if sock is None:
+            self._fail()
+            return
+        self._sock = sock
+        try:
+            sock.sendall(frames.encode_json_frame(FrameType.HELLO, self._hello()), NO_SIGPIPE)
+            while True:
+                frame = self.queue.get(timeout=0.5)
+                if frame is None:
+                    if self.queue.closed:
+                        break
+                    continue
+                sock.sendall(frame, NO_SIGPIPE)
+        except OSError as exc:
+            warn(f"lost the connection to the tfprof launcher ({exc}); records are dropped")
+            self._fail()
+        finally:
+            try:
+                sock.close()
+            except OSError:
+                pass
+            self._delivered.set()
+
+    def _fail(self) -> None:
+        self.queue.close()
+        while self.queue.get(timeout=0) is not None:
+            pass
+        self._delivered.set()
+
+    def shutdown(self) -> None:
+        """At exit: flush the source, say goodbye, deliver within the exit timeout."""
+        if self._stopped:
+            return
+        self._stopped = True
+        deadline = time.monotonic() + self.cfg.exit_timeout_s
+        if self.source is not None:
+            # The source may use most of the budget, not all: delivery needs some too.
+            reserve = min(2.0, self.cfg.exit_timeout_s / 2)
+            try:
+                self.source.stop(deadline - reserve)
+            except Exception as exc:
+                warn(f"tracer source failed to stop cleanly ({type(exc).__name__}: {exc})")
+        goodbye = {
+            "records_sent": self.records_sent,
+            "dropped_queue": self.dropped_queue,
+            "dropped_tracer": self.dropped_tracer,
+        }
+        self.queue.put(frames.encode_json_frame(FrameType.GOODBYE, goodbye), force=True)
+        self.queue.close()
+        if not self._delivered.wait(max(0.0, deadline - time.monotonic())):
+            left = len(self.queue)
+            warn(f"gave up delivering {left} frames of GPU records at exit (TFPROF_EXIT_TIMEOUT)")
+
+    def after_fork_child(self) -> Hook:
+        """A forked child keeps nothing of the parent's sender; it starts its own.
+
+        CUDA does not survive fork and a replay runs once per job, so the child traces
+        no GPU activity of its own but still says hello (for host metrics and identity).
+        """
+        if self._sock is not None:
+            try:
+                self._sock.close()
+            except OSError:
+                pass
+        child = Hook(self.cfg, source=None)
+        child.start()
+        return child
+
+
+def _pick_source(cfg: config.AgentConfig) -> Source | None:
+    if cfg.source in ("none", "auto"):
+        # The launcher resolves "auto" before starting the job; keep the job safe anyway.
+        return None
+    if cfg.source == "cupti":
+        from tfprof.agent.sources.cupti import CuptiSource
+
+        return CuptiSource(buffer_bytes=cfg.cupti_buffer_bytes, flush_period_ms=cfg.cupti_flush_ms)
+    path = cfg.replay_path
+    if path is not None:
+        # Replay runs once per job: the first traced process to claim it.
+        claim = os.path.join(cfg.run_dir or os.path.dirname(cfg.socket), "replay.claimed")
+        try:
+            fd = os.open(claim, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+        except FileExistsError:
+            return None
+        os.write(fd, str(os.getpid()).encode())
+        os.close(fd)
+        from tfprof.agent.sources.replay import ReplaySource
+
+        return ReplaySource(path, speed=cfg.replay_speed, repeat=cfg.replay_repeat)
+    return None
+
+
+def _after_fork_child() -> None:
+    global _hook, _warn_lock
+    _warn_lock = threading.Lock()  # another thread may have held it at fork time
+    try:
+        if _hook is not None:
+            _hook = _hook.after_fork_child()
+            _register_multiprocessing_finalizer()
+    except Exception as exc:
+        warn(f"could not trace a forked child ({type(exc).__name__}: {exc})")
+
+
+def _register_multiprocessing_finalizer() -> None:
+    # multiprocessing's fork workers leave through os._exit(), which skips atexit, and
+    # clear multiprocessing's own finalizers on start; threading's exit hooks still run
+    # (BaseProcess._bootstrap calls threading._shutdown), so deliver from there.
+    register = getattr(threading, "_register_atexit", None)
+    if register is not None:
+        try:
+            register(_shutdown)
+        except RuntimeError:  # interpreter already shutting down
+            pass
+
+
+def _shutdown() -> None:
+    try:
+        if _hook is not None and _hook.pid == os.getpid():
+            _hook.shutdown()
+    except Exception as exc:
+        warn(f"failed at exit ({type(exc).__name__}: {exc})")
+
+
+def start() -> None:
+    """Entry point for the bootstrap; safe to call twice, never raises."""
+    global _hook
+    if _hook is not None:
+        return
+    try:
+        cfg = config.load()
+    except config.ConfigError as exc:
+        warn(f"{exc}; this process is not traced")
+        return
+    if not cfg.socket:
+        return  # not started by tfprof-agent run
+    try:
+        source = _pick_source(cfg)
+    except Exception as exc:
+        warn(f"cannot set up the tracer source ({type(exc).__name__}: {exc})")
+        source = None
+    _hook = Hook(cfg, source)
+    _hook.start()
+    atexit.register(_shutdown)
+    os.register_at_fork(after_in_child=_after_fork_child)

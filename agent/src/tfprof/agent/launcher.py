@@ -1,0 +1,379 @@
+"""``tfprof-agent run``: start the job with the bootstrap on its path and relay its records.
+
+The launcher is the job's parent. It forwards signals, returns the job's exit status
+unchanged, samples host metrics of every traced process, streams everything to a
+collector and, when none is named, runs one embedded and writes the trace at the end.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import logging
+import os
+import re
+import shutil
+import signal
+import socket
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tfprof.agent.config import AgentConfig, validate_job_name
+from tfprof.agent.errors import UsageError
+from tfprof.core.version import __version__
+
+if TYPE_CHECKING:
+    from tfprof.collector.embedded import EmbeddedCollector
+
+log = logging.getLogger("tfprof.agent.launcher")
+
+# USR1/USR2 too: batch schedulers (SLURM's --signal) warn jobs of preemption with them.
+FORWARDED_SIGNALS = (
+    signal.SIGINT,
+    signal.SIGTERM,
+    signal.SIGHUP,
+    signal.SIGQUIT,
+    signal.SIGUSR1,
+    signal.SIGUSR2,
+)
+BOOTSTRAP_DIR = str(Path(__file__).resolve().parent / "bootstrap")
+SI_KERNEL = 0x80  # si_code of signals the kernel sends, e.g. the tty's Ctrl-C
+
+
+def notice(message: str) -> None:
+    sys.stderr.write(f"tfprof: {message}\n")
+    sys.stderr.flush()
+
+
+def block_signals() -> None:
+    """Block forwarded signals in this thread (and so in every thread started later).
+
+    A dedicated thread takes them with sigwaitinfo, which tells who sent each one: a
+    Ctrl-C from the terminal already reached the job (same process group) and is not
+    sent twice; a ``kill`` aimed at the launcher is forwarded.
+    """
+    signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED_SIGNALS)
+
+
+def cuda_driver_present() -> bool:
+    try:
+        ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return False
+    return True
+
+
+def default_job_name(command: Sequence[str]) -> str:
+    words = [w for w in command if not w.startswith("-")]
+    base = os.path.basename(words[0]) if words else "job"
+    if re.match(r"python[0-9.]*$", base) and len(words) > 1:
+        base = os.path.basename(words[1])
+    base = re.sub(r"\.py$", "", base)
+    base = re.sub(r"[^A-Za-z0-9._-]+", "-", base).strip("-._") or "job"
+    return validate_job_name(f"{base[:40]}-{time.strftime('%Y%m%d-%H%M%S')}")
+
+
+def python_started_without_site(command: Sequence[str]) -> bool:
+    if not command or not re.match(r"python[0-9.]*$", os.path.basename(command[0])):
+        return False
+    for arg in command[1:]:
+        if arg == "--" or not arg.startswith("-") or arg in ("-c", "-m"):
+            return False
+        if not arg.startswith("--") and "S" in arg[1:]:
+            return True
+    return False
+
+
+def resolve_source(cfg: AgentConfig) -> str:
+    if cfg.source != "auto":
+        if cfg.replay_path is not None and not os.path.isfile(cfg.replay_path):
+            raise UsageError(f"replay trace not found: {cfg.replay_path}")
+        return cfg.source
+    if cuda_driver_present():
+        return "cupti"
+    notice("no CUDA driver found: GPU tracing is off, host metrics only (--source none)")
+    return "none"
+
+
+class _SignalForwarder:
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        # Set once the job is reaped: its pid may be reused, so nothing is sent after.
+        self.reaped = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="tfprof-signals", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            info = signal.sigwaitinfo(FORWARDED_SIGNALS)
+            from_tty = info.si_code == SI_KERNEL and info.si_signo in (
+                signal.SIGINT,
+                signal.SIGQUIT,
+            )
+            if self.reaped.is_set():
+                continue  # the job is gone; the launcher finishes within its timeouts
+            try:
+                if from_tty and os.getpgid(self.pid) == os.getpgrp():
+                    continue  # the terminal delivered it to the job already
+                os.kill(self.pid, info.si_signo)
+            except ProcessLookupError:
+                continue
+
+
+class Run:
+    """One ``tfprof-agent run``: everything the launcher owns while the job runs."""
+
+    def __init__(self, cfg: AgentConfig, command: Sequence[str]) -> None:
+        self.cfg = cfg
+        self.command = list(command)
+        self.job = cfg.job or default_job_name(command)
+        self.run_id = os.urandom(6).hex()
+        self.source = resolve_source(cfg)
+        self.host = socket.gethostname()
+        self.run_dir = tempfile.mkdtemp(prefix="tfprof-")
+        self.output = cfg.output or f"tfprof-{self.job}.trace.json.gz"
+        self.embedded: EmbeddedCollector | None = None
+        self.clock: tuple[int, int] = (0, 0)
+        self._warned_collector = False
+        self._links_by_pid: dict[int, Any] = {}
+        self._stopping = threading.Event()
+        self.spool: Any = None
+
+    # -- collector side -------------------------------------------------------------
+
+    def _collector_failure(self, why: str) -> None:
+        if not self._warned_collector:
+            self._warned_collector = True
+            if self.spool is not None:
+                notice(
+                    f"cannot deliver records to {self.cfg.collector} ({why}); they wait in "
+                    f"{self.spool.root} until it answers"
+                )
+            else:
+                notice(f"cannot deliver records to the embedded collector ({why})")
+
+    def _connect(self) -> None:
+        from tfprof.agent.client import CollectorClient
+
+        if self.cfg.collector:
+            from tfprof.agent.spool import Spool
+
+            try:
+                client = CollectorClient(self.cfg.collector, self.cfg.tls_ca, self.cfg.auth_token)
+            except OSError as exc:
+                raise UsageError(f"--tls-ca {self.cfg.tls_ca}: {exc.strerror}") from None
+            self.client = client
+            self.spool = Spool(self.cfg.spool_dir, self.cfg.spool_bytes)
+            clock = client.estimate_clock()
+            if clock is None:
+                self._collector_failure(client.last_error or "unreachable")
+            else:
+                self.clock = clock
+                # What earlier runs on this host left in the spool goes out now.
+                threading.Thread(
+                    target=self._flush_old_spool, name="tfprof-flush", daemon=True
+                ).start()
+            if self.cfg.clock_interval_s > 0:
+                threading.Thread(target=self._track_clock, name="tfprof-clock", daemon=True).start()
+            return
+        self.embedded = _embedded_collector(os.path.join(self.run_dir, "store"))
+        self.client = CollectorClient(self.embedded.start())
+
+    def _flush_old_spool(self) -> None:
+        from tfprof.agent.client import CollectorClient
+        from tfprof.agent.flush import flush_spool
+
+        cfg = self.cfg
+        result = flush_spool(
+            self.spool,
+            lambda target: CollectorClient(target, cfg.tls_ca, cfg.auth_token),
+            target=cfg.collector,
+            only_target=True,
+        )
+        if result.delivered_streams:
+            notice(
+                f"delivered {result.delivered_records:,} spooled records of earlier runs "
+                f"({result.delivered_streams} streams)"
+            )
+
+    def _track_clock(self) -> None:
+        # Clocks drift: re-estimate the offset and send it with the next batches.
+        while not self._stopping.wait(self.cfg.clock_interval_s):
+            estimate = self.client.estimate_clock()
+            if estimate is None:
+                continue
+            self.clock = estimate
+            relay = getattr(self, "relay", None)
+            for link in list(relay.links if relay is not None else ()):
+                link.update_clock(*estimate)
+
+    def _on_hello(self, info: dict[str, Any]) -> Any:
+        from tfprof.agent.relay import ProcessLink, new_stream_id
+        from tfprof.core.version import PROTOCOL_VERSION
+        from tfprof.proto import collector_pb2 as pb
+
+        clock = info.get("clock", {})
+        hello = pb.Hello(
+            protocol_version=PROTOCOL_VERSION,
+            job=self.job,
+            run_id=self.run_id,
+            host=self.host,
+            pid=int(info.get("pid", 0)),
+            ppid=int(info.get("ppid", 0)),
+            task=str(info.get("task", "")),
+            argv=[str(a) for a in info.get("argv", [])],
+            agent_version=str(info.get("agent_version", __version__)),
+            source=str(info.get("source", "")),
+            clock=pb.ClockSnapshot(
+                realtime_ns=int(clock.get("realtime_ns", 0)),
+                monotonic_ns=int(clock.get("monotonic_ns", 0)),
+                tracer_ns=int(clock.get("tracer_ns", 0)),
+            ),
+            clock_offset_ns=self.clock[0],
+            clock_rtt_ns=self.clock[1],
+            stream_id=new_stream_id(),
+        )
+        link = ProcessLink(self.client, hello, self._collector_failure, self.spool)
+        # A pid can say hello twice (a process that re-execs itself): host samples go to
+        # its latest stream; every stream is finished from the relay's list.
+        self._links_by_pid[hello.pid] = link
+        self.sampler.add(hello.pid)
+        return link
+
+    def _deliver_host(self, pid: int, sample: Any) -> None:
+        link = self._links_by_pid.get(pid)
+        if link is not None and link.add_host_sample(sample):
+            link.flush_host()
+
+    # -- the job --------------------------------------------------------------------
+
+    def child_env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        path = env.get("PYTHONPATH", "")
+        env["PYTHONPATH"] = BOOTSTRAP_DIR + (os.pathsep + path if path else "")
+        env["TFPROF_JOB"] = self.job
+        env["TFPROF_SOURCE"] = self.source
+        env["TFPROF_RUN_ID"] = self.run_id
+        env["TFPROF_RUN_DIR"] = self.run_dir
+        env["TFPROF_SOCKET"] = os.path.join(self.run_dir, "agent.sock")
+        return env
+
+    def _spawn(self, env: dict[str, str]) -> int:
+        try:
+            return os.posix_spawnp(
+                self.command[0],
+                self.command,
+                env,
+                setsigmask=(),
+                setsigdef=(*FORWARDED_SIGNALS, signal.SIGPIPE),
+            )
+        except FileNotFoundError:
+            raise UsageError(f"command not found: {self.command[0]}", exit_code=127) from None
+        except PermissionError:
+            raise UsageError(f"permission denied: {self.command[0]}", exit_code=126) from None
+
+    def execute(self) -> int:
+        from tfprof.agent.host_metrics import HostSampler
+        from tfprof.agent.relay import RelayServer
+
+        if python_started_without_site(self.command):
+            notice("python -S skips sitecustomize: that process cannot be traced")
+        env = self.child_env()
+        try:
+            self._connect()
+            self.sampler = HostSampler(self.cfg.host_metrics_interval_ms, self._deliver_host)
+            self.relay = RelayServer(env["TFPROF_SOCKET"], self._on_hello)
+            self.relay.start()
+            self.sampler.start()
+            pid = self._spawn(env)
+        except BaseException:
+            self._abort()
+            raise
+        forwarder = _SignalForwarder(pid)
+        forwarder.start()
+        _, status = os.waitpid(pid, 0)
+        forwarder.reaped.set()
+        code = os.waitstatus_to_exitcode(status)
+        try:
+            self._finish(code)
+        except Exception as exc:  # the job's status matters more than our trace
+            notice(f"failed to finish the trace ({type(exc).__name__}: {exc})")
+        finally:
+            shutil.rmtree(self.run_dir, ignore_errors=True)
+        return code
+
+    def _abort(self) -> None:
+        """The job could not start: leave nothing behind."""
+        self._stopping.set()
+        for part in ("sampler", "relay"):
+            thing = getattr(self, part, None)
+            if thing is not None:
+                with contextlib.suppress(Exception):
+                    thing.stop() if part == "sampler" else thing.close()
+        if getattr(self, "client", None) is not None:
+            self.client.close()
+        if self.embedded is not None:
+            self.embedded.stop(grace=0)
+        shutil.rmtree(self.run_dir, ignore_errors=True)
+
+    def _finish(self, code: int) -> None:
+        # Processes deliver what they hold at exit within TFPROF_EXIT_TIMEOUT; a
+        # grandchild the job left running is not waited for beyond that.
+        if not self.relay.wait_closed(self.cfg.exit_timeout_s + 2.0):
+            notice("some traced processes are still running; their records so far are kept")
+        self.sampler.stop()
+        self.relay.close()
+        self._stopping.set()
+        links = list(self.relay.links)
+        results: dict[int, bool] = {}
+
+        def finish(link: Any) -> None:
+            results[id(link)] = link.finish(timeout=self.cfg.delivery_timeout_s, exit_code=code)
+
+        finishers = [threading.Thread(target=finish, args=(link,)) for link in links]
+        for t in finishers:
+            t.start()
+        for t in finishers:
+            t.join()
+        left = [link for link in links if not results.get(id(link), False)]
+        records = sum(link.sender.undelivered_records for link in left)
+        if records and self.spool is not None:
+            notice(
+                f"{records:,} records of {len(left)} process(es) not delivered to "
+                f"{self.cfg.collector} yet; they wait in {self.spool.root}: "
+                "`tfprof-agent flush-spool` delivers them"
+            )
+        self.client.close()
+        if self.embedded is not None:
+            self.embedded.stop(grace=5.0)
+            self._write_trace()
+
+    def _write_trace(self) -> None:
+        assert self.embedded is not None
+        sys.stderr.write(self.embedded.write_trace(self.output))
+        notice(f"trace written to {os.path.abspath(self.output)} (open in ui.perfetto.dev)")
+
+
+def _embedded_collector(data_dir: str) -> EmbeddedCollector:
+    try:
+        from tfprof.collector.embedded import EmbeddedCollector
+    except ImportError as exc:
+        raise UsageError(
+            f"no collector is installed here ({exc.name or exc}): name one with "
+            "--collector HOST:PORT, or install tfprof-collector for the embedded one"
+        ) from exc
+    return EmbeddedCollector(data_dir)
+
+
+def run(cfg: AgentConfig, command: Sequence[str]) -> int:
+    if not command:
+        raise UsageError("no command to run: tfprof-agent run [options] [--] CMD [ARGS...]")
+    job_run = Run(cfg, command)
+    return job_run.execute()

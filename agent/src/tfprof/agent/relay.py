@@ -1,0 +1,255 @@
+"""The launcher's relay: hook frames in over a Unix socket, protobuf batches out.
+
+Each traced process connects once; its frames become one gRPC stream to the collector
+(``ProcessLink``). Host samples of that process join the same stream.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import threading
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from tfprof.agent import frames
+from tfprof.agent.client import CollectorClient, StreamDelivery
+from tfprof.agent.frames import FrameType
+from tfprof.agent.host_metrics import HostSample
+from tfprof.agent.spool import Spool
+from tfprof.core import records
+from tfprof.proto import collector_pb2 as pb
+
+log = logging.getLogger("tfprof.agent.relay")
+
+# Host samples ride on records batches; without records they go on their own this often
+# (a batch per sample would cost the collector a write and an fsync each).
+HOST_FLUSH_NS = 2 * 10**9
+
+
+def device_proto(d: dict[str, Any]) -> pb.Device:
+    return pb.Device(
+        ordinal=int(d.get("ordinal", 0)),
+        uuid=str(d.get("uuid", "")),
+        name=str(d.get("name", "")),
+        pci_bus_id=str(d.get("pci_bus_id", "")),
+        compute_capability_major=int(d.get("compute_capability_major", 0)),
+        compute_capability_minor=int(d.get("compute_capability_minor", 0)),
+        sm_count=int(d.get("sm_count", 0)),
+        memory_bytes=int(d.get("memory_bytes", 0)),
+    )
+
+
+def records_proto(decoded: frames.DecodedRecords, out: pb.Records) -> None:
+    table = np.frombuffer(decoded.column_data, dtype="<i8").reshape(
+        records.NUM_COLUMNS, decoded.count
+    )
+    for name, column in zip(records.COLUMNS, table, strict=True):
+        # An all-zero column travels empty (see Records in collector.proto): kernels
+        # carry no copy fields and copies no launch fields, and filling protobuf
+        # columns is the launcher's main cost.
+        if column.any():
+            getattr(out, name).extend(column.tolist())
+
+
+class ProcessLink:
+    """One traced process: its identity, its collector stream, its counters."""
+
+    def __init__(
+        self,
+        client: CollectorClient,
+        hello: pb.Hello,
+        on_failure: Callable[[str], None],
+        spool: Spool | None = None,
+    ) -> None:
+        self.pid = hello.pid
+        self.hello = hello
+        self.sender = StreamDelivery(client, hello, spool, on_failure)
+        self._clock: tuple[int, int] | None = None
+        self.records = 0
+        self.dropped_queue = 0
+        self.goodbye: dict[str, Any] | None = None
+        self.closed = threading.Event()
+        self._lock = threading.Lock()
+        self._host: list[HostSample] = []
+
+    def update_clock(self, offset_ns: int, rtt_ns: int) -> None:
+        """A fresh clock estimate; it travels with the next batch."""
+        with self._lock:
+            self._clock = (offset_ns, rtt_ns)
+
+    def _attach_clock(self, batch: pb.Batch) -> None:
+        with self._lock:
+            fresh, self._clock = self._clock, None
+        if fresh is not None:
+            batch.clock_updated = True
+            batch.clock_offset_ns, batch.clock_rtt_ns = fresh
+
+    def on_records(self, decoded: frames.DecodedRecords) -> None:
+        message = pb.AgentMessage()
+        batch = message.batch  # built in place: the sender serializes the message once
+        batch.string_base, batch.dropped = decoded.string_base, decoded.dropped
+        batch.strings.extend(decoded.strings)
+        records_proto(decoded, batch.records)
+        self._attach_host(batch)
+        self._attach_clock(batch)
+        self.dropped_queue = decoded.dropped
+        self.records += decoded.count
+        self.sender.send(message, decoded.count)
+
+    def on_devices(self, devices: list[dict[str, Any]]) -> None:
+        message = pb.AgentMessage()
+        message.batch.devices.extend(device_proto(d) for d in devices)
+        self.sender.send(message, 0)
+
+    def add_host_sample(self, sample: HostSample) -> bool:
+        """Keep a sample for the next batch; True when they are due to go on their own
+        (no records batch took them for HOST_FLUSH_NS)."""
+        if self.closed.is_set():
+            return False
+        with self._lock:
+            self._host.append(sample)
+            return sample.time_ns - self._host[0].time_ns >= HOST_FLUSH_NS
+
+    def flush_host(self) -> None:
+        message = pb.AgentMessage()
+        if self._attach_host(message.batch):
+            self._attach_clock(message.batch)
+            self.sender.send(message, 0)
+
+    def _attach_host(self, batch: pb.Batch) -> bool:
+        with self._lock:
+            samples, self._host = self._host, []
+        if not samples:
+            return False
+        h = batch.host
+        h.time_ns.extend(s.time_ns for s in samples)
+        h.cpu_percent.extend(s.cpu_percent for s in samples)
+        h.rss_bytes.extend(s.rss_bytes for s in samples)
+        h.threads.extend(s.threads for s in samples)
+        h.read_bytes.extend(s.read_bytes for s in samples)
+        h.write_bytes.extend(s.write_bytes for s in samples)
+        return True
+
+    def finish(self, timeout: float, exit_code: int = 0) -> bool:
+        """Say goodbye; False when the stream was left in the spool (or lost)."""
+        self.flush_host()
+        counts = self.goodbye or {}
+        goodbye = pb.Goodbye(
+            records_sent=int(counts.get("records_sent", self.records)),
+            dropped_queue=int(counts.get("dropped_queue", self.dropped_queue)),
+            dropped_tracer=int(counts.get("dropped_tracer", 0)),
+            exit_code=exit_code,
+        )
+        if self.goodbye is None:
+            # The process never said goodbye (killed, exec'ed, out of exit time): what it
+            # still held is unknown, so the stream stays incomplete rather than claim
+            # a clean end.
+            return self.sender.finish(None, timeout)
+        return self.sender.finish(goodbye, timeout)
+
+
+HelloHandler = Callable[[dict[str, Any]], ProcessLink | None]
+
+
+class RelayServer:
+    """Accepts hook connections; one reader thread per traced process."""
+
+    def __init__(self, path: str, on_hello: HelloHandler) -> None:
+        self.path = path
+        self._on_hello = on_hello
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.bind(path)
+        os.chmod(path, 0o600)
+        self.sock.listen(128)
+        self.links: list[ProcessLink] = []
+        self._readers: list[threading.Thread] = []
+        self._lock = threading.Lock()
+        self._accepting = True
+        self._acceptor = threading.Thread(target=self._accept, name="tfprof-relay", daemon=True)
+
+    def start(self) -> None:
+        self._acceptor.start()
+
+    def _accept(self) -> None:
+        while self._accepting:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            reader = threading.Thread(
+                target=self._serve, args=(conn,), name="tfprof-relay-conn", daemon=True
+            )
+            with self._lock:
+                self._readers.append(reader)
+            reader.start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        link: ProcessLink | None = None
+        stream = conn.makefile("rb", buffering=1 << 20)
+        try:
+            while True:
+                header = stream.read(frames.HEADER.size)
+                if len(header) < frames.HEADER.size:
+                    break
+                kind, length = frames.HEADER.unpack(header)
+                if length > frames.MAX_FRAME_BYTES:
+                    log.warning("oversized frame (%d bytes) from a traced process", length)
+                    break
+                payload = stream.read(length)
+                if len(payload) < length:
+                    break
+                if kind == FrameType.HELLO:
+                    link = self._on_hello(json.loads(payload))
+                    if link is None:
+                        break
+                    with self._lock:
+                        self.links.append(link)
+                elif link is None:
+                    log.warning("frame before hello from a traced process; closing it")
+                    break
+                elif kind == FrameType.RECORDS:
+                    link.on_records(frames.decode_records(payload))
+                elif kind == FrameType.DEVICES:
+                    link.on_devices(json.loads(payload))
+                elif kind == FrameType.GOODBYE:
+                    link.goodbye = json.loads(payload)
+        except (OSError, ValueError) as exc:
+            log.warning("relay error for pid %s: %s", link.pid if link else "?", exc)
+        finally:
+            stream.close()
+            conn.close()
+            if link is not None:
+                link.closed.set()
+
+    def wait_closed(self, timeout: float) -> bool:
+        """Wait until every connected process has hung up (they do so at exit)."""
+        import time
+
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            readers = list(self._readers)
+        for reader in readers:
+            reader.join(max(0.0, deadline - time.monotonic()))
+        return not any(r.is_alive() for r in readers)
+
+    def close(self) -> None:
+        self._accepting = False
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.sock.close()
+        try:
+            os.unlink(self.path)
+        except OSError:
+            pass
+
+
+def new_stream_id() -> str:
+    return uuid.uuid4().hex

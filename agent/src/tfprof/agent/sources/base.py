@@ -1,0 +1,58 @@
+"""The interface every tracer source implements, and what the hook offers them.
+
+A source runs inside the user's process. It turns GPU activity into ``RecordTable``
+batches and hands them to the hook through a ``Sink``; it never blocks the training
+thread for long and never raises into user code: failures are reported once through
+``Sink.warn`` and the source goes quiet.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from tfprof.core.records import DeviceInfo, RecordTable
+
+
+class SourceUnavailable(Exception):
+    """The source cannot run in this process; the message is the one line users see."""
+
+
+class Sink(Protocol):
+    def intern(self, name: str) -> int:
+        """Index of ``name`` in the process's string table (0 is the empty name)."""
+        ...
+
+    def submit(self, table: RecordTable, wait: bool = False) -> bool:
+        """Queue a batch for sending. False (and counted as dropped) when the queue is full.
+
+        ``wait=True`` blocks until there is room (or the hook shuts down) instead of
+        dropping; only sources running on their own thread (replay) may use it, never
+        a callback that can stall the training thread (CUPTI).
+        """
+        ...
+
+    def add_devices(self, devices: list[DeviceInfo]) -> None: ...
+
+    def add_tracer_dropped(self, count: int) -> None:
+        """Records the tracer itself lost (CUPTI's dropped-record count)."""
+        ...
+
+    def warn(self, message: str) -> None:
+        """One line for the user, prefixed with ``tfprof:``; printed once per message."""
+        ...
+
+
+class Source(Protocol):
+    name: str
+
+    def start(self, sink: Sink) -> None:
+        """Arm the source. Raise ``SourceUnavailable`` with one clear line if it cannot."""
+        ...
+
+    def tracer_clock_ns(self) -> int | None:
+        """The source's own clock now, if its timestamps are not host realtime."""
+        ...
+
+    def stop(self, deadline: float) -> None:
+        """Deliver everything held to the sink by ``time.monotonic() >= deadline``."""
+        ...

@@ -1,0 +1,117 @@
+"""What every rule shares: the finding it reports and the context it reads.
+
+A rule is a module with ``NAME`` and ``check(ctx) -> list[Finding]``, a pure function of
+the record set. ``Context`` computes the costly pieces (busy intervals per GPU, per job
+on a GPU, kernel intervals) once for all rules.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+
+from tfprof.collector.analysis.records import (
+    GPU_KINDS,
+    Merged,
+    RecordSet,
+    gpu_busy,
+    merge_intervals,
+)
+from tfprof.core.records import RecordKind
+
+
+@dataclass(frozen=True)
+class Finding:
+    rule: str
+    title: str
+    # Time at stake (us), the ranking key: what the rule estimates could be won back.
+    impact_us: float
+    evidence: dict[str, Any]
+    suggestion: str
+    start_ns: int  # the time window the evidence comes from (collector clock)
+    end_ns: int
+    jobs: tuple[str, ...] = ()
+    streams: tuple[str, ...] = field(default_factory=tuple)  # timeline track names
+
+
+class Context:
+    def __init__(self, rs: RecordSet) -> None:
+        self.rs = rs
+
+    @cached_property
+    def on_gpu(self) -> np.ndarray:
+        return self.rs.mask(*GPU_KINDS)
+
+    @cached_property
+    def gpu_busy(self) -> Merged:
+        return gpu_busy(self.rs)
+
+    @cached_property
+    def kernels_by_gpu(self) -> Merged:
+        rs = self.rs
+        k = rs.kind == RecordKind.KERNEL
+        return merge_intervals(rs.gpu[k], rs.start[k], rs.end[k], len(rs.gpus))
+
+    @cached_property
+    def job_gpu_busy(self) -> np.ndarray:
+        """(jobs, gpus) busy ns: the union of each job's records on each GPU."""
+        rs, m = self.rs, self.on_gpu
+        n_jobs, n_gpus = len(rs.jobs), len(rs.gpus)
+        if not n_jobs or not n_gpus:
+            return np.zeros((n_jobs, n_gpus), dtype=np.int64)
+        key = rs.job[m].astype(np.int64) * n_gpus + rs.gpu[m]
+        merged = merge_intervals(key, rs.start[m], rs.end[m], n_jobs * n_gpus)
+        return merged.busy.reshape(n_jobs, n_gpus)
+
+    @cached_property
+    def job_gpu_span(self) -> tuple[np.ndarray, np.ndarray]:
+        """(jobs, gpus) first start and last end of each job's GPU work (lo > hi: none)."""
+        rs, m = self.rs, self.on_gpu
+        n_jobs, n_gpus = len(rs.jobs), max(len(rs.gpus), 1)
+        lo = np.full(n_jobs * n_gpus, np.iinfo(np.int64).max, dtype=np.int64)
+        hi = np.full(n_jobs * n_gpus, np.iinfo(np.int64).min, dtype=np.int64)
+        key = rs.job[m].astype(np.int64) * n_gpus + rs.gpu[m]
+        np.minimum.at(lo, key, rs.start[m])
+        np.maximum.at(hi, key, rs.end[m])
+        return lo.reshape(n_jobs, n_gpus), hi.reshape(n_jobs, n_gpus)
+
+    @cached_property
+    def job_span(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per job: first start and last end of any record (GPU work and host waits)."""
+        rs = self.rs
+        n = len(rs.jobs)
+        lo = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
+        hi = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
+        np.minimum.at(lo, rs.job, rs.start)
+        np.maximum.at(hi, rs.job, rs.end)
+        return lo, hi
+
+    def track(self, process: int, device: int, stream: int) -> str:
+        ref = self.rs.processes[process]
+        job = self.rs.jobs[ref.job].label
+        label = "none" if stream == 0xFFFFFFFF else str(stream)
+        return f"/job:{job}/task:{ref.task}/gpu:{device}/stream:{label}"
+
+    def tracks_of(self, rows: np.ndarray, limit: int = 8) -> tuple[str, ...]:
+        """Timeline tracks of the given record rows (at most ``limit``, busiest first)."""
+        rs = self.rs
+        if rows.shape[0] == 0:
+            return ()
+        key = (rs.process[rows].astype(np.int64) << 40) | (rs.device[rows] << 32) | rs.stream[rows]
+        keys, counts = np.unique(key, return_counts=True)
+        order = np.argsort(-counts, kind="stable")[:limit]
+        return tuple(
+            self.track(int(k >> 40), int((k >> 32) & 0xFF), int(k & 0xFFFFFFFF))
+            for k in keys[order].tolist()
+        )
+
+
+def us(ns: float | int | np.integer[Any] | np.floating[Any]) -> float:
+    return round(float(ns) / 1000.0, 3)
+
+
+def share(part: float, whole: float) -> float:
+    return round(100.0 * part / whole, 1) if whole else 0.0

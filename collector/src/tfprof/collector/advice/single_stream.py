@@ -1,0 +1,70 @@
+"""Everything on one stream: a process whose kernels and copies on a GPU all go to one
+CUDA stream, so no copy can ever overlap a kernel."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tfprof.collector.advice.base import Context, Finding, us
+from tfprof.collector.analysis.records import group_keys
+from tfprof.core.records import RecordKind
+
+NAME = "single-stream"
+MIN_KERNELS = 10
+MIN_COPIES = 1
+
+
+def check(ctx: Context) -> list[Finding]:
+    rs = ctx.rs
+    rows = np.flatnonzero(ctx.on_gpu)
+    if rows.shape[0] == 0:
+        return []
+    inverse, keys = group_keys(rs.process[rows], rs.device[rows])
+    n = keys.shape[0]
+    stream = rs.stream[rows]
+    lo = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
+    hi = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
+    np.minimum.at(lo, inverse, stream)
+    np.maximum.at(hi, inverse, stream)
+    kind = rs.kind[rows]
+    kernels = np.bincount(inverse[kind == RecordKind.KERNEL], minlength=n)
+    copies = np.bincount(inverse[kind == RecordKind.MEMCPY], minlength=n)
+    copy_ns = np.bincount(
+        inverse[kind == RecordKind.MEMCPY],
+        weights=rs.duration[rows][kind == RecordKind.MEMCPY],
+        minlength=n,
+    )
+    findings = []
+    for i in np.flatnonzero((lo == hi) & (kernels >= MIN_KERNELS) & (copies >= MIN_COPIES)):
+        process, device = (int(v) for v in keys[i])
+        mine = rows[inverse == i]
+        ref = rs.processes[process]
+        job = rs.jobs[ref.job].label
+        track = ctx.track(process, device, int(lo[i]))
+        findings.append(
+            Finding(
+                rule=NAME,
+                title=f"{track}: all {int(kernels[i]):,} kernels and {int(copies[i]):,} "
+                "copies of the process on this GPU share one stream",
+                impact_us=us(copy_ns[i]),
+                evidence={
+                    "stream": int(lo[i]),
+                    "kernels": int(kernels[i]),
+                    "copies": int(copies[i]),
+                    "copy_us": us(copy_ns[i]),
+                    "pid": ref.pid,
+                    "task": ref.task,
+                },
+                suggestion=(
+                    "Issue copies on a separate stream (cudaMemcpyAsync on a copy stream "
+                    "with events, torch.cuda.Stream, TF's multi-stream input prefetch) "
+                    "so transfers overlap compute; on the legacy default stream every "
+                    "operation serialises."
+                ),
+                start_ns=int(rs.start[mine].min()),
+                end_ns=int(rs.end[mine].max()),
+                jobs=(job,),
+                streams=(track,),
+            )
+        )
+    return findings

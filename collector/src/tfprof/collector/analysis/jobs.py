@@ -1,0 +1,76 @@
+"""The ``jobs`` view: per job run, its processes and GPUs, GPU time by activity, records
+and what was lost on the way (dropped records)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from tfprof.collector.analysis.records import RecordSet, us
+from tfprof.core.records import RecordKind
+
+NAME_FIELD = "job"
+TIME_FIELD = "kernel_us"
+DEFAULT_ORDER = "kernel_us"
+
+
+@dataclass(frozen=True)
+class JobRow:
+    job: str
+    run_id: str
+    processes: int
+    gpus: int  # physical GPUs (by UUID) with records in the window
+    kernels: int
+    kernel_us: float  # summed kernel durations
+    copies: int
+    copy_us: float
+    copy_bytes: int
+    memsets: int
+    memset_us: float
+    syncs: int
+    sync_us: float
+    records: int  # in the window
+    dropped: int  # lost before the collector, over the whole run
+
+
+def job_rows(rs: RecordSet) -> list[JobRow]:
+    n = len(rs.jobs)
+    dur = rs.duration
+
+    def per_job(kind: int, weights: np.ndarray | None = None) -> list[float]:
+        m = rs.kind == kind
+        w = None if weights is None else weights[m]
+        return np.bincount(rs.job[m], weights=w, minlength=n).tolist()
+
+    kinds = (RecordKind.KERNEL, RecordKind.MEMCPY, RecordKind.MEMSET, RecordKind.SYNC)
+    count = {k: per_job(k) for k in kinds}
+    time = {k: per_job(k, dur) for k in kinds}
+    copy_bytes = per_job(RecordKind.MEMCPY, rs.bytes)
+    gpus_used = np.zeros((n, max(len(rs.gpus), 1)), dtype=bool)
+    if len(rs):
+        gpus_used[rs.job, rs.gpu] = True
+    records = np.bincount(rs.job, minlength=n)
+    rows = []
+    for j, ref in enumerate(rs.jobs):
+        rows.append(
+            JobRow(
+                job=ref.label,
+                run_id=ref.run_id,
+                processes=ref.processes,
+                gpus=int(gpus_used[j].sum()),
+                kernels=int(count[RecordKind.KERNEL][j]),
+                kernel_us=us(time[RecordKind.KERNEL][j]),
+                copies=int(count[RecordKind.MEMCPY][j]),
+                copy_us=us(time[RecordKind.MEMCPY][j]),
+                copy_bytes=round(copy_bytes[j]),
+                memsets=int(count[RecordKind.MEMSET][j]),
+                memset_us=us(time[RecordKind.MEMSET][j]),
+                syncs=int(count[RecordKind.SYNC][j]),
+                sync_us=us(time[RecordKind.SYNC][j]),
+                records=int(records[j]),
+                dropped=ref.dropped,
+            )
+        )
+    rows.sort(key=lambda r: (-r.kernel_us, r.job))
+    return rows

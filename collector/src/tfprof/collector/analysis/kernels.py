@@ -1,0 +1,71 @@
+"""The ``kernels`` view: per kernel name (optionally per job and name), how often it ran,
+for how long, and its share of the GPUs' busy time."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from tfprof.collector.analysis.records import RecordSet, gpu_busy, group_keys, pct, us
+from tfprof.core.records import RecordKind
+
+NAME_FIELD = "name"
+TIME_FIELD = "total_us"
+DEFAULT_ORDER = "total_us"
+UNNAMED = "unnamed kernel"
+
+
+@dataclass(frozen=True)
+class KernelRow:
+    name: str
+    job: str  # "" unless per job
+    count: int
+    total_us: float
+    avg_us: float
+    min_us: float
+    max_us: float
+    # total_us over the summed busy time (union of kernels, copies, memsets) of every
+    # GPU in the window; kernels running concurrently can make the column add up past 100.
+    gpu_busy_pct: float
+    # total_us over the summed duration of every kernel listed: adds up to 100.
+    kernel_time_pct: float
+
+
+def kernel_rows(rs: RecordSet, per_job: bool = False) -> list[KernelRow]:
+    k = rs.mask(RecordKind.KERNEL)
+    names = rs.name[k]
+    dur = rs.duration[k]
+    if per_job:
+        inverse, keys = group_keys(rs.job[k], names)
+    else:
+        inverse, keys = group_keys(names)
+    groups = keys.shape[0]
+    count = np.bincount(inverse, minlength=groups)
+    total = np.bincount(inverse, weights=dur, minlength=groups)
+    low = np.full(groups, np.iinfo(np.int64).max, dtype=np.int64)
+    high = np.zeros(groups, dtype=np.int64)
+    np.minimum.at(low, inverse, dur)
+    np.maximum.at(high, inverse, dur)
+    busy = int(gpu_busy(rs).busy.sum())
+    kernel_total = float(total.sum())
+    rows = []
+    for i in range(groups):
+        job = rs.jobs[int(keys[i, 0])].label if per_job else ""
+        name = rs.names[int(keys[i, -1])] or UNNAMED
+        n = int(count[i])
+        rows.append(
+            KernelRow(
+                name=name,
+                job=job,
+                count=n,
+                total_us=us(total[i]),
+                avg_us=us(total[i] / n),
+                min_us=us(low[i]),
+                max_us=us(high[i]),
+                gpu_busy_pct=pct(total[i], busy),
+                kernel_time_pct=pct(total[i], kernel_total),
+            )
+        )
+    rows.sort(key=lambda r: (-r.total_us, r.job, r.name))
+    return rows

@@ -1,0 +1,76 @@
+"""The ``memcpy`` view: per copy kind (HtoD, DtoH, DtoD, PtoP ...) and memory kinds
+(pageable, pinned, device ...): volume, time, achieved bandwidth, and how much of the
+copy time ran while a kernel was running on the same GPU (overlapped with compute)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from tfprof.collector.analysis.records import (
+    RecordSet,
+    covered,
+    group_keys,
+    merge_intervals,
+    pct,
+    us,
+)
+from tfprof.collector.model import COPY_KIND_NAMES, MEMORY_KIND_NAMES
+from tfprof.core.records import RecordKind
+
+NAME_FIELD = "copy"
+TIME_FIELD = "total_us"
+DEFAULT_ORDER = "total_us"
+
+
+@dataclass(frozen=True)
+class MemcpyRow:
+    copy: str  # "HtoD pageable->device"
+    kind: str
+    src: str
+    dst: str
+    count: int
+    bytes: int
+    total_us: float
+    gbps: float  # bytes over total copy time (GB/s, 1e9 bytes per second)
+    overlapped_pct: float  # of total_us, with a kernel running on the same GPU
+
+
+def copy_overlap_ns(rs: RecordSet, copies: np.ndarray) -> np.ndarray:
+    """For each copy (row indices), the time a kernel ran on the same GPU meanwhile."""
+    k = rs.mask(RecordKind.KERNEL)
+    kernels = merge_intervals(rs.gpu[k], rs.start[k], rs.end[k], len(rs.gpus))
+    return covered(kernels, rs.gpu[copies], rs.start[copies], rs.end[copies])
+
+
+def memcpy_rows(rs: RecordSet) -> list[MemcpyRow]:
+    copies = np.flatnonzero(rs.mask(RecordKind.MEMCPY))
+    inverse, keys = group_keys(rs.copy_kind[copies], rs.src_kind[copies], rs.dst_kind[copies])
+    groups = keys.shape[0]
+    dur = rs.duration[copies]
+    overlap = copy_overlap_ns(rs, copies)
+    count = np.bincount(inverse, minlength=groups)
+    nbytes = np.bincount(inverse, weights=rs.bytes[copies], minlength=groups)
+    total = np.bincount(inverse, weights=dur, minlength=groups)
+    over = np.bincount(inverse, weights=overlap, minlength=groups)
+    rows = []
+    for i in range(groups):
+        kind = COPY_KIND_NAMES.get(int(keys[i, 0]), "Unknown")
+        src = MEMORY_KIND_NAMES.get(int(keys[i, 1]), "unknown")
+        dst = MEMORY_KIND_NAMES.get(int(keys[i, 2]), "unknown")
+        rows.append(
+            MemcpyRow(
+                copy=f"{kind} {src}->{dst}",
+                kind=kind,
+                src=src,
+                dst=dst,
+                count=int(count[i]),
+                bytes=round(float(nbytes[i])),
+                total_us=us(total[i]),
+                gbps=round(float(nbytes[i]) / float(total[i]), 3) if total[i] else 0.0,
+                overlapped_pct=pct(over[i], total[i]),
+            )
+        )
+    rows.sort(key=lambda r: (-r.total_us, r.copy))
+    return rows

@@ -1,0 +1,75 @@
+"""The ``streams`` view: per (job, task, device, stream), how long the stream was busy
+(the union of its records' intervals, so overlapping work counts once) and what ran."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from tfprof.collector.analysis.records import RecordSet, group_keys, merge_intervals, pct, us
+from tfprof.core.records import SYNC_NO_STREAM, RecordKind
+
+NAME_FIELD = "track"
+TIME_FIELD = "busy_us"
+DEFAULT_ORDER = "busy_us"
+
+
+@dataclass(frozen=True)
+class StreamRow:
+    track: str  # /job:J/task:T/gpu:N/stream:M, as on the timeline
+    job: str
+    task: str
+    pid: int
+    device: int  # CUDA ordinal inside the process
+    gpu_uuid: str
+    stream: int  # 4294967295: context-wide synchronisations
+    busy_us: float  # union of kernel, copy and memset intervals
+    busy_pct: float  # of the analysis window
+    kernels: int
+    copies: int
+    memsets: int
+    syncs: int
+    sync_us: float  # summed duration of host waits on this stream
+
+
+def stream_rows(rs: RecordSet) -> list[StreamRow]:
+    inverse, keys = group_keys(rs.process, rs.device, rs.stream)
+    groups = keys.shape[0]
+    counts = {
+        kind: np.bincount(inverse[rs.kind == kind], minlength=groups)
+        for kind in (RecordKind.KERNEL, RecordKind.MEMCPY, RecordKind.MEMSET, RecordKind.SYNC)
+    }
+    on_gpu = rs.kind != RecordKind.SYNC
+    merged = merge_intervals(inverse[on_gpu], rs.start[on_gpu], rs.end[on_gpu], groups)
+    sync = rs.kind == RecordKind.SYNC
+    sync_ns = np.bincount(inverse[sync], weights=rs.duration[sync], minlength=groups)
+    # the GPU of each group: any record of it says (one ordinal is one GPU per process)
+    first_row = np.zeros(groups, dtype=np.int64)
+    first_row[inverse[::-1]] = np.arange(inverse.shape[0] - 1, -1, -1)
+    rows = []
+    for i in range(groups):
+        process, device, stream = (int(v) for v in keys[i])
+        ref = rs.processes[process]
+        job = rs.jobs[ref.job].label
+        label = "none" if stream == SYNC_NO_STREAM else str(stream)
+        rows.append(
+            StreamRow(
+                track=f"/job:{job}/task:{ref.task}/gpu:{device}/stream:{label}",
+                job=job,
+                task=ref.task,
+                pid=ref.pid,
+                device=device,
+                gpu_uuid=rs.gpus[int(rs.gpu[first_row[i]])].uuid,
+                stream=stream,
+                busy_us=us(merged.busy[i]),
+                busy_pct=pct(merged.busy[i], rs.window_ns),
+                kernels=int(counts[RecordKind.KERNEL][i]),
+                copies=int(counts[RecordKind.MEMCPY][i]),
+                memsets=int(counts[RecordKind.MEMSET][i]),
+                syncs=int(counts[RecordKind.SYNC][i]),
+                sync_us=us(sync_ns[i]),
+            )
+        )
+    rows.sort(key=lambda r: (-r.busy_us, r.track))
+    return rows

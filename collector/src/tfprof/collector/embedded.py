@@ -1,0 +1,43 @@
+"""The collector as ``tfprof-agent run`` embeds it: the agent's only door into the collector.
+
+The launcher imports this module and nothing else of the collector, only when no remote
+collector is named, so an agent installed without the collector (a training image) still
+runs with ``--collector``.
+"""
+
+from __future__ import annotations
+
+import os
+
+from tfprof.collector.export import write_timeline
+from tfprof.collector.merge import build_timeline
+from tfprof.collector.server import CollectorServer
+from tfprof.collector.store import Store
+from tfprof.collector.summary import short_summary
+
+
+class EmbeddedCollector:
+    """A real gRPC collector on 127.0.0.1 for one job, writing one trace file at the end."""
+
+    def __init__(self, data_dir: str) -> None:
+        self._data_dir = data_dir
+        self._server = CollectorServer("127.0.0.1:0", data_dir)
+
+    def start(self) -> str:
+        """Start serving; the address the job's relay streams to."""
+        self._server.start()
+        return self._server.address
+
+    @property
+    def address(self) -> str:
+        return self._server.address
+
+    def stop(self, grace: float) -> None:
+        """Stop accepting, drain open streams for up to ``grace`` seconds, flush the store."""
+        self._server.stop(grace=grace)
+
+    def write_trace(self, output: str | os.PathLike[str]) -> str:
+        """Merge every stored job into one timeline at ``output``; the end-of-run summary."""
+        jobs = Store(self._data_dir).load_jobs()
+        write_timeline(build_timeline(jobs), os.fspath(output))
+        return short_summary(jobs)

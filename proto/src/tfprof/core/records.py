@@ -1,0 +1,245 @@
+"""The record vocabulary both sides share: record kinds, the column layout, devices.
+
+Imported inside every traced process (the hook builds ``RecordTable`` batches), so
+standard library only. ``COLUMNS`` mirrors the ``Records`` message of the tfprof.v1 wire
+(proto/src/tfprof/proto/collector.proto); the collector stores and merges the same columns.
+"""
+
+from __future__ import annotations
+
+import array
+from collections.abc import Sequence
+from enum import IntEnum
+from typing import Any, TypedDict
+
+
+class RecordKind(IntEnum):
+    """Same values as ``tfprof.v1.RecordKind``."""
+
+    KERNEL = 1
+    MEMCPY = 2
+    MEMSET = 3
+    SYNC = 4  # CUPTI SYNCHRONIZATION: a host wait; ``sync_type`` says which kind
+
+
+# CUPTI_SYNCHRONIZATION_INVALID_VALUE: the stream of a context-wide synchronisation.
+SYNC_NO_STREAM = 0xFFFFFFFF
+
+
+COLUMNS: tuple[str, ...] = (
+    "kind",
+    "start_ns",
+    "duration_ns",
+    "device",
+    "context",
+    "stream",
+    "correlation",
+    "name",
+    "grid_x",
+    "grid_y",
+    "grid_z",
+    "block_x",
+    "block_y",
+    "block_z",
+    "registers",
+    "static_smem",
+    "dynamic_smem",
+    "bytes",
+    "copy_kind",
+    "src_kind",
+    "dst_kind",
+    "dst_device",
+    "sync_type",
+)
+COLUMN_INDEX = {name: i for i, name in enumerate(COLUMNS)}
+NUM_COLUMNS = len(COLUMNS)
+
+
+class DeviceInfo(TypedDict, total=False):
+    ordinal: int
+    uuid: str
+    name: str
+    pci_bus_id: str
+    compute_capability_major: int
+    compute_capability_minor: int
+    sm_count: int
+    memory_bytes: int
+
+
+class RecordTable:
+    """A columnar batch of GPU activity records, one int64 array per column.
+
+    Sources either append record by record (``add_kernel`` and friends) or hand whole
+    columns, in ``COLUMNS`` order, to the constructor (numpy arrays decoded from CUPTI
+    buffers, replay chunks); ``from_columns`` takes them by name and zero-fills the rest.
+    """
+
+    __slots__ = ("columns",)
+
+    def __init__(self, columns: Sequence[Any] | None = None) -> None:
+        if columns is None:
+            self.columns: list[Any] = [array.array("q") for _ in COLUMNS]
+        else:
+            if len(columns) != NUM_COLUMNS:
+                raise ValueError(f"expected {NUM_COLUMNS} columns, got {len(columns)}")
+            self.columns = list(columns)
+
+    @classmethod
+    def from_columns(cls, columns: dict[str, Any], length: int) -> RecordTable:
+        """Columns by name (int64 buffers); missing columns are zero."""
+        unknown = set(columns) - set(COLUMNS)
+        if unknown:
+            raise ValueError(f"unknown columns: {sorted(unknown)}")
+        zeros = array.array("q", bytes(8 * length))
+        cols = [columns.get(name, zeros) for name in COLUMNS]
+        for name, col in zip(COLUMNS, cols, strict=True):
+            if len(col) != length:
+                raise ValueError(f"column {name} has {len(col)} values, expected {length}")
+        return cls(cols)
+
+    def __len__(self) -> int:
+        return len(self.columns[0])
+
+    def append(self, values: Sequence[int]) -> None:
+        for col, value in zip(self.columns, values, strict=True):
+            col.append(value)
+
+    def add_kernel(
+        self,
+        *,
+        start_ns: int,
+        end_ns: int,
+        device: int,
+        stream: int,
+        name: int,
+        context: int = 0,
+        correlation: int = 0,
+        grid: tuple[int, int, int] = (0, 0, 0),
+        block: tuple[int, int, int] = (0, 0, 0),
+        registers: int = 0,
+        static_smem: int = 0,
+        dynamic_smem: int = 0,
+    ) -> None:
+        self.append(
+            (
+                RecordKind.KERNEL,
+                start_ns,
+                end_ns - start_ns,
+                device,
+                context,
+                stream,
+                correlation,
+                name,
+                *grid,
+                *block,
+                registers,
+                static_smem,
+                dynamic_smem,
+                0,
+                0,
+                0,
+                0,
+                0,
+                0,
+            )
+        )
+
+    def add_memcpy(
+        self,
+        *,
+        start_ns: int,
+        end_ns: int,
+        device: int,
+        stream: int,
+        nbytes: int,
+        copy_kind: int,
+        src_kind: int = 0,
+        dst_kind: int = 0,
+        context: int = 0,
+        correlation: int = 0,
+        dst_device: int = 0,
+        name: int = 0,
+    ) -> None:
+        self.append(
+            (
+                RecordKind.MEMCPY,
+                start_ns,
+                end_ns - start_ns,
+                device,
+                context,
+                stream,
+                correlation,
+                name,
+                0, 0, 0, 0, 0, 0, 0, 0, 0,
+                nbytes,
+                copy_kind,
+                src_kind,
+                dst_kind,
+                dst_device,
+                0,
+            )
+        )  # fmt: skip
+
+    def add_memset(
+        self,
+        *,
+        start_ns: int,
+        end_ns: int,
+        device: int,
+        stream: int,
+        nbytes: int,
+        memory_kind: int = 0,
+        context: int = 0,
+        correlation: int = 0,
+        name: int = 0,
+    ) -> None:
+        self.append(
+            (
+                RecordKind.MEMSET,
+                start_ns,
+                end_ns - start_ns,
+                device,
+                context,
+                stream,
+                correlation,
+                name,
+                0, 0, 0, 0, 0, 0, 0, 0, 0,
+                nbytes,
+                0,
+                memory_kind,
+                0,
+                0,
+                0,
+            )
+        )  # fmt: skip
+
+    def add_sync(
+        self,
+        *,
+        start_ns: int,
+        end_ns: int,
+        device: int,
+        stream: int,
+        sync_type: int,
+        context: int = 0,
+        correlation: int = 0,
+        name: int = 0,
+    ) -> None:
+        """A host wait; ``stream`` is ``SYNC_NO_STREAM`` for a context-wide one."""
+        self.append(
+            (
+                RecordKind.SYNC,
+                start_ns,
+                end_ns - start_ns,
+                device,
+                context,
+                stream,
+                correlation,
+                name,
+                0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                sync_type,
+            )
+        )  # fmt: skip
+
+    def column(self, name: str) -> Any:
+        return self.columns[COLUMN_INDEX[name]]

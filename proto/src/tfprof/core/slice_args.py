@@ -1,0 +1,152 @@
+"""The one table of slice arguments: what each record kind shows as a slice's args, everywhere.
+
+Every exporter (Chrome JSON, Perfetto, XPlane, StepStats) writes these names and every
+reader of our own exports parses them back through the same entries, so an argument is
+named once. Exporters format a whole column at a time (``ArgType`` says how); readers
+parse one value at a time with ``parse_value``.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tfprof.core.cupti_labels import COPY_KINDS, MEMORY_KINDS, PEER_COPY, SYNC_TYPES, Labels
+from tfprof.core.records import RecordKind
+
+
+class ArgType(enum.Enum):
+    INT = "int"  # one column, written as an integer
+    LABEL = "label"  # one enum column, written as its label (``labels``)
+    DIM3 = "dim3"  # three columns, written as "(x, y, z)"
+    RATE = "rate"  # bytes / duration_ns = GB/s, rounded to 3 places; null when no duration
+    PEER_DEVICE = "peer_device"  # the destination device, written only on peer-to-peer copies
+
+
+@dataclass(frozen=True)
+class SliceArg:
+    name: str  # the arg's name in every format
+    columns: tuple[str, ...]  # record columns it is made of (RATE: bytes only)
+    type: ArgType = ArgType.INT
+    labels: Labels | None = None
+    aliases: tuple[str, ...] = ()  # other spellings readers accept (Kineto's, older exports')
+
+
+CATEGORIES: Mapping[int, str] = {
+    RecordKind.KERNEL: "kernel",
+    RecordKind.MEMCPY: "memcpy",
+    RecordKind.MEMSET: "memset",
+    RecordKind.SYNC: "sync",
+}
+OTHER_CATEGORY = "activity"
+CATEGORY_KINDS: Mapping[str, int] = {label: kind for kind, label in CATEGORIES.items()}
+
+COMMON: tuple[SliceArg, ...] = (
+    SliceArg("correlation", ("correlation",)),
+    SliceArg("device", ("device",)),
+    SliceArg("stream", ("stream",)),
+    SliceArg("context", ("context",)),
+)
+
+BY_KIND: Mapping[int | None, tuple[SliceArg, ...]] = {
+    RecordKind.KERNEL: (
+        SliceArg("grid", ("grid_x", "grid_y", "grid_z"), ArgType.DIM3),
+        SliceArg("block", ("block_x", "block_y", "block_z"), ArgType.DIM3),
+        SliceArg("registers per thread", ("registers",)),
+        SliceArg("static shared memory", ("static_smem",), aliases=("shared memory",)),
+        SliceArg("dynamic shared memory", ("dynamic_smem",)),
+        *COMMON,
+    ),
+    RecordKind.MEMCPY: (
+        SliceArg("bytes", ("bytes",)),
+        SliceArg("kind", ("copy_kind",), ArgType.LABEL, COPY_KINDS),
+        SliceArg("src kind", ("src_kind",), ArgType.LABEL, MEMORY_KINDS),
+        SliceArg("dst kind", ("dst_kind",), ArgType.LABEL, MEMORY_KINDS),
+        SliceArg("GB/s", ("bytes",), ArgType.RATE),
+        *COMMON,
+        SliceArg("dst device", ("dst_device",), ArgType.PEER_DEVICE),
+    ),
+    RecordKind.MEMSET: (
+        SliceArg("bytes", ("bytes",)),
+        SliceArg("memory kind", ("src_kind",), ArgType.LABEL, MEMORY_KINDS),
+        *COMMON,
+    ),
+    RecordKind.SYNC: (
+        SliceArg("sync type", ("sync_type",), ArgType.LABEL, SYNC_TYPES),
+        *COMMON,
+    ),
+    None: (SliceArg("kind", ("kind",)), *COMMON),
+}
+
+
+def args_of(kind: int | None) -> tuple[SliceArg, ...]:
+    """The args a slice of ``kind`` carries (a kind we do not know gets the generic ones)."""
+    return BY_KIND.get(kind, BY_KIND[None])
+
+
+def category_of(kind: int | None) -> str:
+    return CATEGORIES.get(kind, OTHER_CATEGORY) if kind is not None else OTHER_CATEGORY
+
+
+def format_dim3(x: int, y: int, z: int) -> str:
+    return f"({x}, {y}, {z})"
+
+
+_DIGITS = re.compile(r"-?\d+")
+
+
+def parse_value(arg: SliceArg, value: Any) -> tuple[int, ...]:
+    """The column values of one written arg (``()`` when absent or unreadable).
+
+    Accepts what our writers write and what other tools write for the same field:
+    numbers as numbers or strings, labels or their numeric values, dims as "(x, y, z)"
+    or a list.
+    """
+    if value is None:
+        return ()
+    if arg.type is ArgType.RATE:
+        return ()  # derived from bytes and duration; nothing to store
+    if arg.type is ArgType.DIM3:
+        parts: Sequence[Any] = (
+            value if isinstance(value, list | tuple) else _DIGITS.findall(str(value))
+        )
+        try:
+            dims = tuple(int(p) for p in parts)
+        except (TypeError, ValueError):
+            return ()
+        return dims if len(dims) == 3 else ()
+    if arg.type is ArgType.LABEL and isinstance(value, str) and not _DIGITS.fullmatch(value):
+        assert arg.labels is not None
+        return (arg.labels.parse(value),)
+    try:
+        return (int(value),)
+    except (TypeError, ValueError):
+        return ()
+
+
+def find(args: Mapping[str, Any], arg: SliceArg) -> Any:
+    """The value of ``arg`` in a slice's args by its name or an alias; None when absent."""
+    for name in (arg.name, *arg.aliases):
+        if name in args:
+            return args[name]
+    return None
+
+
+__all__ = [
+    "BY_KIND",
+    "CATEGORIES",
+    "CATEGORY_KINDS",
+    "COMMON",
+    "OTHER_CATEGORY",
+    "PEER_COPY",
+    "ArgType",
+    "SliceArg",
+    "args_of",
+    "category_of",
+    "find",
+    "format_dim3",
+    "parse_value",
+]

@@ -1,0 +1,192 @@
+"""The layers hold: read every first-party module's imports (top level and inside functions).
+
+- the collector never imports the agent;
+- the agent imports the collector only through its embedded facade, ``tfprof.collector.embedded``;
+- ``tfprof.core`` imports neither side nor the generated wire code, and only the standard
+  library at module level (the hook imports it inside every user process);
+- what the in-process hook loads at module level is standard library and first party only;
+- no agent module imports the collector's third-party dependencies at module level.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SOURCE_ROOTS = [ROOT / "proto" / "src", ROOT / "agent" / "src", ROOT / "collector" / "src"]
+EMBEDDED_FACADE = "tfprof.collector.embedded"
+# The collector's third-party dependencies, none of which a training image needs.
+COLLECTOR_ONLY = {"numpy", "orjson", "perfetto", "prometheus_client", "rich", "duckdb", "pyarrow"}
+# Imported by the bootstrap in every traced process, before user code.
+HOOK_ENTRY = "tfprof.agent.hook"
+
+
+@dataclass(frozen=True)
+class Import:
+    module: str  # importing module
+    target: str  # imported module (absolute)
+    top_level: bool  # executed at import time (not inside a function)
+    line: int
+
+
+def module_name(path: Path, root: Path) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def imports_of(source: str, module: str, is_package: bool) -> list[Import]:
+    tree = ast.parse(source)
+    found: list[Import] = []
+
+    def visit(node: ast.AST, top: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            inner = top and not isinstance(
+                child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda
+            )
+            if isinstance(child, ast.Import):
+                found.extend(Import(module, a.name, top, child.lineno) for a in child.names)
+            elif isinstance(child, ast.ImportFrom):
+                base = child.module or ""
+                if child.level:
+                    package = module.split(".") if is_package else module.split(".")[:-1]
+                    package = package[: len(package) - (child.level - 1)]
+                    base = ".".join([*package, base] if base else package)
+                found.append(Import(module, base, top, child.lineno))
+                # `from tfprof.agent import hook` imports tfprof.agent.hook
+                found.extend(
+                    Import(module, f"{base}.{a.name}", top, child.lineno) for a in child.names
+                )
+            elif isinstance(child, ast.If) and _is_type_checking(child):
+                continue  # typing-only imports never run
+            visit(child, inner)
+
+    visit(tree, True)
+    return found
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def first_party_modules() -> dict[str, Path]:
+    modules: dict[str, Path] = {}
+    for root in SOURCE_ROOTS:
+        for path in root.rglob("*.py"):
+            if path.name.endswith(("_pb2.py", "_pb2_grpc.py")):
+                continue
+            modules[module_name(path, root)] = path
+    return modules
+
+
+def all_imports(modules: dict[str, Path]) -> list[Import]:
+    result: list[Import] = []
+    for name, path in modules.items():
+        result.extend(imports_of(path.read_text(), name, path.name == "__init__.py"))
+    return result
+
+
+def top(name: str) -> str:
+    return name.split(".")[0]
+
+
+def violations(imports: list[Import], modules: set[str]) -> list[str]:
+    bad: list[str] = []
+    for imp in imports:
+        src, dst = imp.module, imp.target
+        where = f"{src}:{imp.line} imports {dst}"
+        if src.startswith("tfprof.collector") and dst.startswith("tfprof.agent"):
+            bad.append(f"{where}: the collector never imports the agent")
+        if (
+            src.startswith("tfprof.agent")
+            and dst.startswith("tfprof.collector")
+            and dst not in ("tfprof.collector", EMBEDDED_FACADE)
+        ):
+            bad.append(f"{where}: the agent reaches the collector only via {EMBEDDED_FACADE}")
+        if src.startswith("tfprof.core"):
+            if dst.startswith(("tfprof.agent", "tfprof.collector", "tfprof.proto")):
+                bad.append(f"{where}: the core imports neither side nor the wire code")
+            elif imp.top_level and top(dst) not in sys.stdlib_module_names and top(dst) != "tfprof":
+                bad.append(f"{where}: the core is standard library only at module level")
+        if src.startswith("tfprof.agent") and imp.top_level and top(dst) in COLLECTOR_ONLY:
+            bad.append(f"{where}: the agent must not need the collector's dependencies")
+    bad.extend(hook_violations(imports, modules))
+    return bad
+
+
+def hook_violations(imports: list[Import], modules: set[str]) -> list[str]:
+    """Module-level imports reachable from the hook are stdlib or first party."""
+    by_module: dict[str, list[Import]] = {}
+    for imp in imports:
+        if imp.top_level:
+            by_module.setdefault(imp.module, []).append(imp)
+    bad: list[str] = []
+    seen: set[str] = set()
+    todo = [HOOK_ENTRY]
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        # importing a.b.c runs a/__init__ and a/b/__init__ too
+        parents = [".".join(name.split(".")[:i]) for i in range(1, name.count(".") + 1)]
+        todo.extend(p for p in parents if p in modules)
+        for imp in by_module.get(name, []):
+            if imp.target in modules:
+                todo.append(imp.target)
+            elif top(imp.target) == "tfprof":
+                continue  # a name imported from a first-party package, not a module
+            elif top(imp.target) not in sys.stdlib_module_names:
+                bad.append(
+                    f"{name}:{imp.line} imports {imp.target} at module level: the hook's "
+                    "imports are standard library only"
+                )
+    return bad
+
+
+def test_layers_hold() -> None:
+    modules = first_party_modules()
+    assert HOOK_ENTRY in modules and len(modules) > 50  # the scan found the tree
+    bad = violations(all_imports(modules), set(modules))
+    assert not bad, "\n".join(bad)
+
+
+@pytest.mark.parametrize(
+    ("module", "source", "rule"),
+    [
+        ("tfprof.collector.x", "from tfprof.agent import frames", "never imports the agent"),
+        ("tfprof.agent.x", "def f():\n    from tfprof.collector.store import Store",
+         "only via"),
+        ("tfprof.core.x", "import numpy", "standard library only"),
+        ("tfprof.core.x", "from tfprof.proto import collector_pb2", "nor the wire code"),
+        ("tfprof.agent.x", "import orjson", "collector's dependencies"),
+        ("tfprof.agent.hook", "import grpc", "hook's imports"),
+    ],
+)  # fmt: skip
+def test_the_check_catches_each_kind_of_break(module: str, source: str, rule: str) -> None:
+    modules = first_party_modules()
+    modules_set = set(modules) | {module}
+    imports = [i for i in all_imports(modules) if i.module != module] + imports_of(
+        source, module, False
+    )
+    assert any(rule in line for line in violations(imports, modules_set))
+
+
+def test_typing_only_and_function_level_imports_are_told_apart() -> None:
+    src = (
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n    import numpy\n"
+        "def f():\n    import orjson\n"
+    )
+    imports = imports_of(src, "tfprof.agent.x", False)
+    assert not any(i.target == "numpy" for i in imports)
+    assert [i.top_level for i in imports if i.target == "orjson"] == [False]
