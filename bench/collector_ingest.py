@@ -20,6 +20,8 @@ import sys
 import tempfile
 import threading
 import time
+from multiprocessing.queues import Queue
+from multiprocessing.synchronize import Event
 from pathlib import Path
 
 import numpy as np
@@ -28,7 +30,6 @@ BATCH = 8192
 
 
 def make_batch(rng: np.random.Generator, first: int) -> bytes:
-    from tfprof.core.records import RecordKind
     from tfprof.proto import collector_pb2 as pb
 
     message = pb.AgentMessage()
@@ -37,7 +38,7 @@ def make_batch(rng: np.random.Generator, first: int) -> bytes:
     b.strings.extend(f"kernel_{i}" for i in range(32))
     n = BATCH
     r = b.records
-    r.kind.extend([RecordKind.KERNEL] * n)
+    r.kind.extend([pb.KERNEL] * n)
     r.start_ns.extend((1_800_000_000_000_000_000 + first * 1000 + np.arange(n) * 1000).tolist())
     r.duration_ns.extend(rng.integers(1_000, 50_000, n).tolist())
     r.stream.extend(rng.integers(7, 11, n).tolist())
@@ -70,8 +71,8 @@ def peak_rss(pid: int) -> int:
     return 0
 
 
-def generator(address: str, streams: range, batches: int, ready: mp.Event, go: mp.Event,
-              done: mp.Queue) -> None:  # fmt: skip
+def generator(address: str, streams: range, batches: int, ready: Event, go: Event,
+              done: Queue[tuple[int, bool, int]]) -> None:  # fmt: skip
     from tfprof.agent.client import CollectorClient, StreamDelivery
     from tfprof.proto import collector_pb2 as pb
 

@@ -1,8 +1,9 @@
-"""Where the real GPU traces of ../shared/data/traces live, for every test that uses them.
+"""Where the real GPU traces live, for every test that uses them.
 
-``TFPROF_SHARED_DATA`` may name the data folder (or its ``traces`` folder); otherwise the
-``shared`` folder beside the repository is used, as on CI. Tests that need the traces
-skip, saying why, where they are missing.
+The repository ships the small ones (tests/data/traces, with their licences), so a clone
+with nothing beside it runs every test that replays them. ``TFPROF_SHARED_DATA`` may name
+another data folder (or its ``traces`` folder); the ``shared`` folder beside the
+repository (as on CI) is used when the shipped copy is missing.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ REPO = Path(__file__).resolve().parents[1]
 def _find() -> Path | None:
     env = os.environ.get("TFPROF_SHARED_DATA")
     candidates = [Path(env) / "traces", Path(env)] if env else []
+    candidates.append(REPO / "tests" / "data" / "traces")
     candidates.append(REPO.parent / "shared" / "data" / "traces")
     for candidate in candidates:
         if (candidate / "tf-timeline-ikhlestov").is_dir():
