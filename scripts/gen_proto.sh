@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Regenerates proto/src/tfprof/proto/*_pb2*.py(i) from collector.proto beside them. The generator versions are
-# pinned (pyproject's dev extra); tests/unit/test_proto_generated.py fails when the
+# pinned (pyproject's test extra); tests/unit/test_proto_generated.py fails when the
 # checked-in output differs from what this script makes.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
