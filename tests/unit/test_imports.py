@@ -17,8 +17,7 @@ from tfprof.collector.importer import import_files, jobs_from_files
 from tfprof.collector.merge import Timeline, build_timeline
 from tfprof.collector.store import Store
 from tfprof.collector.timespec import parse_duration, parse_window
-from tfprof.collector.traces import read_trace
-from tfprof.core.formats.recorded import load_trace
+from tfprof.core.formats import load_trace, read_trace
 
 pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from tests.traces import TRACES, needs_traces
-from tfprof.core.formats.recorded import (
+from tfprof.core.formats import (
     FORMAT_KINETO,
     FORMAT_TF_TIMELINE,
     FORMAT_TFPROF,

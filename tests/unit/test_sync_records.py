@@ -9,7 +9,7 @@ import numpy as np
 from tfprof.collector.export import write_timeline
 from tfprof.collector.merge import build_timeline
 from tfprof.collector.model import RECORD_COLUMNS, DeviceMeta, JobData, StreamData
-from tfprof.core.formats.recorded import load_trace
+from tfprof.core.formats import load_trace
 from tfprof.core.records import SYNC_NO_STREAM, RecordKind
 
 
