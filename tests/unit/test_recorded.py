@@ -43,7 +43,8 @@ def _raw(path: Path) -> dict[str, Any]:
     data = path.read_bytes()
     if path.suffix == ".gz":
         data = gzip.decompress(data)
-    return json.loads(data)
+    doc: dict[str, Any] = json.loads(data)
+    return doc
 
 
 def _records(trace: RecordedTrace) -> Counter[tuple[int, int, str, int, int, int]]:
