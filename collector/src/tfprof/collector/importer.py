@@ -1,6 +1,6 @@
 """Bring recorded trace files into the collector: as stored jobs, or straight into a merge.
 
-A file is read into columnar records by ``tfprof.core.formats.read_trace`` (every format
+A file is read into columnar records by ``collector.traces.read_trace`` (every format
 tfprof imports), keeps its own clock (the absolute start the file recorded), and is
 placed in time by a ``--shift``:
 
