@@ -29,7 +29,7 @@ LOOP_GAP_NS = 1_000_000
 
 def build_jobs(trace_path: Path, records: int, processes: int):  # type: ignore[no-untyped-def]
     from tfprof.collector.model import RECORD_COLUMNS, DeviceMeta, JobData, StreamData
-    from tfprof.core.formats.recorded import load_trace
+    from tfprof.core.formats import load_trace
 
     trace = load_trace(trace_path)
     base = {c: np.frombuffer(trace.columns[c], dtype=np.int64) for c in RECORD_COLUMNS}

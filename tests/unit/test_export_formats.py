@@ -168,7 +168,7 @@ def test_perfetto_is_written_in_bounded_chunks() -> None:
 
 
 def test_xplane_planes_lines_events_and_stats(tmp_path: Path) -> None:
-    from tfprof.collector.tfprotos import xplane
+    from tfprof.core.formats.tfprotos import xplane
 
     pb = xplane()
     target = write_timeline(sample_timeline(), tmp_path / "logdir", "xplane")

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.traces import TRACES, needs_traces
 from tests.unit.test_chrome_export import T0, sample_timeline
-from tests.unit.test_recorded import KINETO_FILES, TF_FILES, TRACES, needs_traces
+from tests.unit.test_recorded import KINETO_FILES, TF_FILES
 from tfprof.collector.cli import main
 from tfprof.collector.errors import InvalidArgument, NotFound
 from tfprof.collector.export import write_timeline
@@ -17,8 +18,7 @@ from tfprof.collector.importer import import_files, jobs_from_files
 from tfprof.collector.merge import Timeline, build_timeline
 from tfprof.collector.store import Store
 from tfprof.collector.timespec import parse_duration, parse_window
-from tfprof.collector.traces import read_trace
-from tfprof.core.formats.recorded import load_trace
+from tfprof.core.formats import load_trace, read_trace
 
 pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
 
@@ -53,7 +53,9 @@ def test_export_import_export_keeps_every_event(tmp_path: Path, suffix: str) -> 
     again = write_timeline(second, tmp_path / "b.pftrace")
     third = build_timeline(jobs_from_files([again], as_steps=True, shift="none"))
     assert events(third) == want
-    cols = {c: [] for c in ("grid_x", "registers", "bytes", "copy_kind", "src_kind", "correlation")}
+    cols: dict[str, list[int]] = {
+        c: [] for c in ("grid_x", "registers", "bytes", "copy_kind", "src_kind", "correlation")
+    }
     for track in third.slices:
         for c in cols:
             cols[c] += track.column(c).tolist()
@@ -74,7 +76,8 @@ def test_stepstats_round_trip_keeps_names_durations_streams(tmp_path: Path) -> N
 
 def test_kernel_names_with_colons_survive_stepstats(tmp_path: Path) -> None:
     pytest.importorskip("tensorboard.compat.proto.config_pb2")
-    from tests.unit.test_chrome_export import JobData, StreamData, records
+    from tests.unit.test_chrome_export import records
+    from tfprof.collector.model import JobData, StreamData
     from tfprof.core.records import RecordKind
 
     name = "void at::native::kernel<float>(int)"

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from tests.traces import TRACES, needs_traces
-from tfprof.core.formats.recorded import (
+from tfprof.core.formats import (
     FORMAT_KINETO,
     FORMAT_TF_TIMELINE,
     FORMAT_TFPROF,
@@ -43,7 +43,8 @@ def _raw(path: Path) -> dict[str, Any]:
     data = path.read_bytes()
     if path.suffix == ".gz":
         data = gzip.decompress(data)
-    return json.loads(data)
+    doc: dict[str, Any] = json.loads(data)
+    return doc
 
 
 def _records(trace: RecordedTrace) -> Counter[tuple[int, int, str, int, int, int]]:

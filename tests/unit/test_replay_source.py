@@ -19,7 +19,7 @@ from tfprof.agent import frames
 from tfprof.agent.sources import replay
 from tfprof.agent.sources.base import SourceUnavailable
 from tfprof.agent.sources.replay import LOOP_GAP_NS, ReplaySource
-from tfprof.core.formats.recorded import RecordedTrace, load_trace
+from tfprof.core.formats import RecordedTrace, load_trace
 from tfprof.core.records import COLUMNS, DeviceInfo, RecordTable
 
 

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+import pytest
 
 from tfprof.collector.export import write_timeline
 from tfprof.collector.merge import build_timeline
 from tfprof.collector.model import RECORD_COLUMNS, DeviceMeta, JobData, StreamData
-from tfprof.core.formats.recorded import load_trace
+from tfprof.core.formats import load_trace
 from tfprof.core.records import SYNC_NO_STREAM, RecordKind
+from tfprof.core.tracks import TrackKey
 
 
 def _job() -> JobData:
@@ -20,9 +24,9 @@ def _job() -> JobData:
         (RecordKind.SYNC, 1500, 100, SYNC_NO_STREAM, 4, 0),  # context-wide
     ]
     cols = {c: np.zeros(len(rows), dtype=np.int64) for c in RECORD_COLUMNS}
-    for i, (kind, start, dur, stream, sync_type, name) in enumerate(rows):
+    for i, (kind, start, dur, stream_id, sync_type, name) in enumerate(rows):
         cols["kind"][i], cols["start_ns"][i], cols["duration_ns"][i] = kind, start, dur
-        cols["stream"][i], cols["sync_type"][i], cols["name"][i] = stream, sync_type, name
+        cols["stream"][i], cols["sync_type"][i], cols["name"][i] = stream_id, sync_type, name
         cols["correlation"][i] = 10 + i
     stream = StreamData(
         job="j", run_id="r", host="h", pid=1, task="0", strings=["", "gemm"], records=cols,
@@ -36,12 +40,12 @@ def test_sync_records_sit_on_their_stream_with_cat_sync_and_round_trip(tmp_path:
     tracks = {t.name: t for t in timeline.slices}
     on7 = tracks["/job:j/task:0/gpu:0/stream:7"]
     assert sorted(timeline.names[i] for i in on7.name_id) == ["StreamSynchronize", "gemm"]
-    assert f"/job:j/task:0/gpu:0/stream:{SYNC_NO_STREAM}" in tracks
+    # the context-wide track, however this version spells its stream
+    context_wide = TrackKey.for_stream("j", "0", 0, SYNC_NO_STREAM)
+    assert [name for name in tracks if TrackKey.parse(name) == context_wide]
 
     out = tmp_path / "t.json"
     write_timeline(timeline, str(out), None)
-    import json
-
     events = [e for e in json.loads(out.read_text())["traceEvents"] if e.get("ph") == "X"]
     syncs = [e for e in events if e["cat"] == "sync"]
     assert [e["args"]["sync type"] for e in syncs] == ["StreamSynchronize", "ContextSynchronize"]
@@ -52,3 +56,22 @@ def test_sync_records_sit_on_their_stream_with_cat_sync_and_round_trip(tmp_path:
     sync_types = [t for k, t in zip(kind, back.column("sync_type"), strict=True) if k == 4]
     assert sync_types == [3, 4]
     assert back.per_stream_counts()[(0, SYNC_NO_STREAM)]["sync"] == 1
+
+
+@pytest.mark.parametrize("label", ["none", str(SYNC_NO_STREAM)])
+def test_context_wide_track_reads_back_in_either_spelling(tmp_path: Path, label: str) -> None:
+    track = f"/job:j/task:0/gpu:1/stream:{label}"
+    events: list[dict[str, Any]] = [
+        {"ph": "M", "name": "process_name", "pid": 3, "args": {"name": track}},
+        {"ph": "X", "cat": "sync", "name": "ContextSynchronize", "pid": 3, "tid": 0, "ts": 2,
+         "dur": 1, "args": {"sync type": "ContextSynchronize", "context": 1}},
+    ]  # fmt: skip
+    out = tmp_path / "ctx.json"
+    out.write_text(
+        json.dumps({"otherData": {"tool": {"name": "tfprof-agent"}}, "traceEvents": events})
+    )
+    back = load_trace(out)
+    assert back.per_stream_counts() == {
+        (1, SYNC_NO_STREAM): {"kernel": 0, "memcpy": 0, "memset": 0, "sync": 1}
+    }
+    assert (back.column("sync_type")[0], back.column("context")[0]) == (4, 1)

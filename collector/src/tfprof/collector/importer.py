@@ -35,8 +35,7 @@ from tfprof.collector.errors import InvalidArgument, NotFound
 from tfprof.collector.model import RECORD_COLUMNS, DeviceMeta, JobData, StreamData
 from tfprof.collector.store import Store, check_name
 from tfprof.collector.timespec import parse_duration
-from tfprof.collector.traces import read_trace
-from tfprof.core.formats.recorded import RecordedTrace, TraceFormatError
+from tfprof.core.formats import RecordedTrace, TraceFormatError, read_trace
 from tfprof.core.version import PROTOCOL_VERSION, __version__
 from tfprof.proto import collector_pb2 as pb
 

@@ -18,3 +18,11 @@ class InputError(TfprofError):
     """Bad input the user can fix: a file, a name, an option value (exit status 2)."""
 
     exit_code = 2
+
+
+class TraceFormatError(InputError):
+    """A file is not a trace tfprof can read; the message is one line naming the file."""
+
+
+class FormatUnavailable(InputError):
+    """A format needs a package that is not installed; the message says what to pip install."""

@@ -12,6 +12,7 @@ import enum
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from tfprof.core.cupti_labels import COPY_KINDS, MEMORY_KINDS, PEER_COPY, SYNC_TYPES, Labels
@@ -32,7 +33,8 @@ class SliceArg:
     columns: tuple[str, ...]  # record columns it is made of (RATE: bytes only)
     type: ArgType = ArgType.INT
     labels: Labels | None = None
-    aliases: tuple[str, ...] = ()  # other spellings readers accept (Kineto's, older exports')
+    # Other spellings readers accept: Kineto's, and the column names hand-written traces use.
+    aliases: tuple[str, ...] = ()
 
 
 CATEGORIES: Mapping[int, str] = {
@@ -55,27 +57,29 @@ BY_KIND: Mapping[int | None, tuple[SliceArg, ...]] = {
     RecordKind.KERNEL: (
         SliceArg("grid", ("grid_x", "grid_y", "grid_z"), ArgType.DIM3),
         SliceArg("block", ("block_x", "block_y", "block_z"), ArgType.DIM3),
-        SliceArg("registers per thread", ("registers",)),
-        SliceArg("static shared memory", ("static_smem",), aliases=("shared memory",)),
-        SliceArg("dynamic shared memory", ("dynamic_smem",)),
+        SliceArg("registers per thread", ("registers",), aliases=("registers",)),
+        SliceArg(
+            "static shared memory", ("static_smem",), aliases=("shared memory", "static_smem")
+        ),
+        SliceArg("dynamic shared memory", ("dynamic_smem",), aliases=("dynamic_smem",)),
         *COMMON,
     ),
     RecordKind.MEMCPY: (
         SliceArg("bytes", ("bytes",)),
-        SliceArg("kind", ("copy_kind",), ArgType.LABEL, COPY_KINDS),
-        SliceArg("src kind", ("src_kind",), ArgType.LABEL, MEMORY_KINDS),
-        SliceArg("dst kind", ("dst_kind",), ArgType.LABEL, MEMORY_KINDS),
+        SliceArg("kind", ("copy_kind",), ArgType.LABEL, COPY_KINDS, ("copy_kind",)),
+        SliceArg("src kind", ("src_kind",), ArgType.LABEL, MEMORY_KINDS, ("src_kind",)),
+        SliceArg("dst kind", ("dst_kind",), ArgType.LABEL, MEMORY_KINDS, ("dst_kind",)),
         SliceArg("GB/s", ("bytes",), ArgType.RATE),
         *COMMON,
-        SliceArg("dst device", ("dst_device",), ArgType.PEER_DEVICE),
+        SliceArg("dst device", ("dst_device",), ArgType.PEER_DEVICE, aliases=("dst_device",)),
     ),
     RecordKind.MEMSET: (
         SliceArg("bytes", ("bytes",)),
-        SliceArg("memory kind", ("src_kind",), ArgType.LABEL, MEMORY_KINDS),
+        SliceArg("memory kind", ("src_kind",), ArgType.LABEL, MEMORY_KINDS, ("src_kind",)),
         *COMMON,
     ),
     RecordKind.SYNC: (
-        SliceArg("sync type", ("sync_type",), ArgType.LABEL, SYNC_TYPES),
+        SliceArg("sync type", ("sync_type",), ArgType.LABEL, SYNC_TYPES, ("sync_type",)),
         *COMMON,
     ),
     None: (SliceArg("kind", ("kind",)), *COMMON),
@@ -102,29 +106,36 @@ def parse_value(arg: SliceArg, value: Any) -> tuple[int, ...]:
     """The column values of one written arg (``()`` when absent or unreadable).
 
     Accepts what our writers write and what other tools write for the same field:
-    numbers as numbers or strings, labels or their numeric values, dims as "(x, y, z)"
-    or a list.
+    numbers as numbers, ``Decimal`` or strings, labels or their numeric values, dims as
+    "(x, y, z)" or a list. A negative peer device is the writers' "not a peer copy".
     """
-    if value is None:
-        return ()
-    if arg.type is ArgType.RATE:
-        return ()  # derived from bytes and duration; nothing to store
+    if value is None or arg.type is ArgType.RATE:
+        return ()  # RATE is derived from bytes and duration; nothing to store
     if arg.type is ArgType.DIM3:
         parts: Sequence[Any] = (
             value if isinstance(value, list | tuple) else _DIGITS.findall(str(value))
         )
-        try:
-            dims = tuple(int(p) for p in parts)
-        except (TypeError, ValueError):
-            return ()
-        return dims if len(dims) == 3 else ()
-    if arg.type is ArgType.LABEL and isinstance(value, str) and not _DIGITS.fullmatch(value):
+        dims = tuple(n for n in map(_integer, parts) if n is not None)
+        return dims if len(parts) == len(dims) == 3 else ()
+    if arg.type is ArgType.LABEL and isinstance(value, str) and _integer(value) is None:
         assert arg.labels is not None
         return (arg.labels.parse(value),)
-    try:
-        return (int(value),)
-    except (TypeError, ValueError):
+    number = _integer(value)
+    if number is None or (arg.type is ArgType.PEER_DEVICE and number < 0):
         return ()
+    return (number,)
+
+
+def _integer(value: Any) -> int | None:
+    """An integer from a JSON number, ``Decimal`` or numeric string; None for anything else."""
+    if isinstance(value, bool):
+        return None  # a JSON true/false is no count
+    if isinstance(value, int):
+        return value
+    try:
+        return int(Decimal(str(value).strip()))
+    except (InvalidOperation, ValueError, OverflowError):  # junk, NaN, infinity
+        return None
 
 
 def find(args: Mapping[str, Any], arg: SliceArg) -> Any:

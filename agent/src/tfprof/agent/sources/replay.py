@@ -28,7 +28,7 @@ from typing import Any
 
 from tfprof.agent import clock
 from tfprof.agent.sources.base import Sink, SourceUnavailable
-from tfprof.core.formats.recorded import RecordedTrace, TraceFormatError, load_trace
+from tfprof.core.formats import RecordedTrace, TraceFormatError, load_trace
 from tfprof.core.records import COLUMNS, DeviceInfo, RecordTable
 
 CHUNK_RECORDS = 8192

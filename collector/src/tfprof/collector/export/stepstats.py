@@ -29,9 +29,8 @@ from google.protobuf import text_format
 
 from tfprof.collector.export.chrome import BinaryOutput
 from tfprof.collector.merge import SliceTrack, Timeline
-from tfprof.collector.tfprotos import step_stats
-
-COLON_STANDIN = "\u2236"
+from tfprof.core.formats.stepstats import COLON_STANDIN
+from tfprof.core.formats.tfprotos import step_stats
 
 
 def escape(name: str) -> str:

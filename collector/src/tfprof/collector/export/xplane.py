@@ -39,7 +39,7 @@ import numpy as np
 
 from tfprof.collector.export.chrome import _MEMORY_KINDS, BinaryOutput, _labels
 from tfprof.collector.merge import SliceTrack, Timeline
-from tfprof.collector.tfprotos import xplane
+from tfprof.core.formats.tfprotos import xplane
 from tfprof.core.records import RecordKind
 
 GPU_PLANE_PREFIX = "/device:GPU:"

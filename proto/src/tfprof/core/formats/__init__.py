@@ -1,1 +1,30 @@
-"""Readers of recorded trace files (TF timeline, Kineto, tfprof's own exports) into records."""
+"""Readers of recorded trace files into columnar records, shared by ``replay:`` and imports.
+
+One module per format: ``tf_timeline``, ``kineto``, ``tfprof_chrome`` (our Chrome export),
+``perfetto`` and ``stepstats`` (our binary exports and TensorFlow's RunMetadata); ``trace``
+holds what they share and ``load`` reads files. Standard library only at module level:
+``replay:`` runs these readers inside user processes, and the packages the binary formats
+need are imported only when such a file is read.
+"""
+
+from tfprof.core.errors import FormatUnavailable, TraceFormatError
+from tfprof.core.formats.events import load_events
+from tfprof.core.formats.load import load_trace, read_trace
+from tfprof.core.formats.trace import (
+    FORMAT_KINETO,
+    FORMAT_TF_TIMELINE,
+    FORMAT_TFPROF,
+    RecordedTrace,
+)
+
+__all__ = [
+    "FORMAT_KINETO",
+    "FORMAT_TFPROF",
+    "FORMAT_TF_TIMELINE",
+    "FormatUnavailable",
+    "RecordedTrace",
+    "TraceFormatError",
+    "load_events",
+    "load_trace",
+    "read_trace",
+]

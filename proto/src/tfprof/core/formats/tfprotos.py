@@ -1,5 +1,8 @@
 """TensorFlow-ecosystem protobuf classes, from the packages that ship them.
 
+The StepStats reader here and the collector's StepStats / XPlane writers use them. They
+are imported when first asked for, never at module level (``tfprof.core`` is standard
+library only); a missing package is a ``FormatUnavailable`` naming what to install.
 Nothing here is vendored or hand-encoded:
 
 - StepStats / RunMetadata come from ``tensorboard.compat.proto`` (TensorBoard ships
@@ -21,11 +24,7 @@ from functools import cache
 from pathlib import Path
 from types import ModuleType
 
-from tfprof.collector.errors import CollectorError
-
-
-class FormatUnavailable(CollectorError):
-    """A format's protobuf classes are not installed; the message says what to install."""
+from tfprof.core.errors import FormatUnavailable
 
 
 @cache
@@ -39,9 +38,8 @@ def step_stats() -> tuple[ModuleType, ModuleType]:
         except ImportError:
             continue
         return config, stats
-    raise FormatUnavailable(
-        "StepStats needs TensorBoard's protos: pip install 'tfprof-agent[tensorflow-formats]'"
-        " (or tensorboard)"
+    raise FormatUnavailable(  # tensorboard is the collector's tensorflow-formats extra
+        "StepStats needs TensorBoard's protos: pip install tensorboard"
     )
 
 

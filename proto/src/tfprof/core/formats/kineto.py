@@ -1,0 +1,129 @@
+"""PyTorch Kineto traces into records.
+
+GPU events have ``cat`` ``kernel`` / ``gpu_memcpy`` / ``gpu_memset``, and ``cuda_sync``
+(SYNC records, when it names a device); CPU-side cats are ignored. Device, stream,
+context and correlation come from ``args`` (falling back to pid/tid); kernels take
+grid, block, "registers per thread" and "shared memory" (Kineto prints static + dynamic
+as one total; it goes to ``static_smem`` so the sum stays right), through the slice-arg
+table our own exports share. Copies parse kind and memory kinds from
+"Memcpy HtoD (Pageable -> Device)"; memsets take the memory kind from
+"Memset (Device)" into ``src_kind`` (as ``RecordTable.add_memset`` does). ``bytes`` is
+``args.bytes``, else bandwidth × duration. Device names come from ``deviceProperties``.
+"""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from tfprof.core.cupti_labels import COPY_KINDS, MEMORY_KINDS, SYNC_TYPES
+from tfprof.core.formats.trace import Event, TraceBuilder, arg_columns, event_args, non_negative
+from tfprof.core.records import SYNC_NO_STREAM, DeviceInfo, RecordKind
+from tfprof.core.slice_args import args_of
+
+_CATEGORIES = {
+    "kernel": RecordKind.KERNEL,
+    "gpu_memcpy": RecordKind.MEMCPY,
+    "gpu_memset": RecordKind.MEMSET,
+    # Kineto before PyTorch 1.10 capitalised these.
+    "memcpy": RecordKind.MEMCPY,
+    "memset": RecordKind.MEMSET,
+}
+_SYNC_CATEGORY = "cuda_sync"
+_MEMCPY = re.compile(r"Memcpy\s+(\w+)\s*\(([^)]*?)\s*->\s*([^)]*?)\)", re.IGNORECASE)
+_MEMSET = re.compile(r"Memset\s*\(([^)]*)\)", re.IGNORECASE)
+
+
+def _category(e: Event) -> str:
+    return str(e.get("cat", "")).lower()
+
+
+def is_kineto(events: list[Event]) -> bool:
+    return any(_category(e) in _CATEGORIES for e in events)
+
+
+def read_kineto(meta: dict[str, Any], events: list[Event], out: TraceBuilder) -> None:
+    for e in events:
+        if _category(e) == _SYNC_CATEGORY:
+            _add_sync(e, out)
+            continue
+        kind = _CATEGORIES.get(_category(e))
+        if kind is None or e.get("ph") != "X":
+            continue
+        args = event_args(e)
+        name = str(e.get("name", ""))
+        values = arg_columns(args, args_of(kind))
+        values.update(
+            device=non_negative(args.get("device"), non_negative(e.get("pid"))),
+            stream=non_negative(args.get("stream"), non_negative(e.get("tid"))),
+            name=out.name(name),
+        )
+        if kind != RecordKind.KERNEL:
+            values["bytes"] = _bytes(args, out.ns(e, "dur"))
+        if kind == RecordKind.MEMCPY and (m := _MEMCPY.search(name)):
+            values["copy_kind"] = COPY_KINDS.parse(m.group(1))
+            values["src_kind"] = MEMORY_KINDS.parse(m.group(2))
+            values["dst_kind"] = MEMORY_KINDS.parse(m.group(3))
+        elif kind == RecordKind.MEMSET and (m := _MEMSET.search(name)):
+            values["src_kind"] = MEMORY_KINDS.parse(m.group(1))
+        out.add(kind, e, **values)
+
+    properties = meta.get("deviceProperties")
+    for prop in properties if isinstance(properties, list) else []:
+        if isinstance(prop, dict):
+            info = out.devices.get(non_negative(prop.get("id"), -1))
+            if info is not None:  # else listed but idle in this trace
+                _describe(info, prop)
+
+
+def _describe(info: DeviceInfo, prop: dict[str, Any]) -> None:
+    """Fill ``info`` from one of Kineto's ``deviceProperties``."""
+    if isinstance(prop.get("name"), str):
+        info["name"] = prop["name"]
+    if "computeMajor" in prop:
+        info["compute_capability_major"] = non_negative(prop["computeMajor"])
+    if "computeMinor" in prop:
+        info["compute_capability_minor"] = non_negative(prop["computeMinor"])
+    if "numSms" in prop:
+        info["sm_count"] = non_negative(prop["numSms"])
+    if "totalGlobalMem" in prop:
+        info["memory_bytes"] = non_negative(prop["totalGlobalMem"])
+
+
+def _add_sync(e: Event, out: TraceBuilder) -> None:
+    """A ``cuda_sync`` event (Kineto's CUPTI SYNCHRONIZATION record) as a SYNC record.
+
+    Only with a device in args: older Kineto wrote syncs without one. ``stream`` -1 (an
+    event or context synchronisation) becomes CUPTI's invalid value, ``SYNC_NO_STREAM``.
+    """
+    args = event_args(e)
+    if e.get("ph") != "X" or non_negative(args.get("device"), -1) < 0:
+        return
+    raw_stream = args.get("stream")
+    stream = (
+        SYNC_NO_STREAM if raw_stream in (None, -1) else non_negative(raw_stream, SYNC_NO_STREAM)
+    )
+    label = str(args.get("cuda_sync_kind") or e.get("name") or "")
+    out.add(
+        RecordKind.SYNC,
+        e,
+        device=non_negative(args.get("device")),
+        stream=stream,
+        context=non_negative(args.get("context")),
+        correlation=non_negative(args.get("correlation")),
+        name=out.name(str(e.get("name", ""))),
+        sync_type=SYNC_TYPES.parse(label),
+    )
+
+
+def _bytes(args: dict[str, Any], dur_ns: int) -> int:
+    if "bytes" in args:
+        return non_negative(args["bytes"])
+    try:
+        gbps = Decimal(str(args.get("memory bandwidth (GB/s)")))
+    except InvalidOperation:
+        return 0
+    if not gbps.is_finite() or gbps < 0:
+        return 0
+    return int((gbps * dur_ns).to_integral_value())  # 1 GB/s moves 1 byte per ns

@@ -1,0 +1,192 @@
+"""What every trace reader shares: the imported trace, the record builder, field parsing.
+
+Times: ``ts``/``dur`` are (possibly fractional) µs. JSON floats are parsed as
+``Decimal`` so ns survive exactly at epoch magnitudes (a float64 of 1.7e15 µs only
+resolves 0.25 µs), then rounded half-even to integer ns. Starts are made relative to
+the earliest GPU event (which starts at 0) and records are sorted by start.
+"""
+
+from __future__ import annotations
+
+import array
+from collections.abc import Iterable, Mapping
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from tfprof.core.errors import TraceFormatError
+from tfprof.core.records import COLUMN_INDEX, COLUMNS, DeviceInfo, RecordKind, RecordTable
+from tfprof.core.slice_args import CATEGORIES, SliceArg, find, parse_value
+
+FORMAT_TF_TIMELINE = "tf-timeline"
+FORMAT_KINETO = "kineto"
+FORMAT_TFPROF = "tfprof"
+
+# One Chrome trace event as parsed from JSON (or built by a binary format's reader).
+Event = dict[str, Any]
+
+_THOUSAND = Decimal(1000)
+
+
+class RecordedTrace:
+    """GPU records of one trace file, columnar, sorted by start, first start at 0."""
+
+    # A plain class, not a dataclass: dataclasses costs ~10 ms of import in the job.
+    __slots__ = ("columns", "devices", "format", "names", "origin_ns", "path")
+
+    def __init__(
+        self,
+        path: str,
+        format: str,
+        names: list[str],
+        devices: list[DeviceInfo],
+        columns: dict[str, array.array[int]],
+        origin_ns: int = 0,
+    ) -> None:
+        self.path = path
+        self.format = format  # FORMAT_TF_TIMELINE, FORMAT_KINETO or FORMAT_TFPROF
+        self.names = names  # the trace's own string table; names[0] == "" (no name)
+        self.devices = devices  # one per device ordinal that has records (no uuid)
+        self.columns = columns  # every name in COLUMNS, int64, one value per record
+        # The file's own time of start 0, in ns: the earliest GPU event as written
+        # (epoch ns for TF and tfprof files, whatever clock Kineto used), so that imports
+        # can keep each file's clock.
+        self.origin_ns = origin_ns
+
+    def __repr__(self) -> str:
+        return f"RecordedTrace({self.path!r}, {self.format!r}, {len(self)} records)"
+
+    def __len__(self) -> int:
+        return len(self.columns["kind"])
+
+    def column(self, name: str) -> array.array[int]:
+        return self.columns[name]
+
+    @property
+    def span_ns(self) -> int:
+        """From the first start (0) to the latest end."""
+        starts, durs = self.columns["start_ns"], self.columns["duration_ns"]
+        return max((s + d for s, d in zip(starts, durs, strict=True)), default=0)
+
+    def per_stream_counts(self) -> dict[tuple[int, int], dict[str, int]]:
+        counts: dict[tuple[int, int], dict[str, int]] = {}
+        cols = self.columns
+        for kind, device, stream in zip(cols["kind"], cols["device"], cols["stream"], strict=True):
+            per = counts.setdefault((device, stream), {"kernel": 0, "memcpy": 0, "memset": 0})
+            label = CATEGORIES[kind]
+            per[label] = per.get(label, 0) + 1  # "sync" only where there are syncs
+        return counts
+
+    def table(self, start: int = 0, stop: int | None = None) -> RecordTable:
+        """Records [start:stop] as a RecordTable (names still index ``self.names``)."""
+        return RecordTable([self.columns[name][start:stop] for name in COLUMNS])
+
+
+class TraceBuilder:
+    """Collects records as rows in COLUMNS order, then sorts and columnises them."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.rows: list[list[int]] = []
+        self.names: dict[str, int] = {"": 0}
+        self.devices: dict[int, DeviceInfo] = {}
+
+    def name(self, name: str) -> int:
+        return self.names.setdefault(name, len(self.names))
+
+    def add(self, kind: RecordKind, event: Event, **values: int) -> None:
+        """One record of ``event``'s time; ``values``: columns by name, ``device`` required."""
+        start = self.ns(event, "ts", required=True)
+        row = [0] * len(COLUMNS)
+        row[COLUMN_INDEX["kind"]] = int(kind)
+        row[COLUMN_INDEX["start_ns"]] = start
+        row[COLUMN_INDEX["duration_ns"]] = max(0, self.ns(event, "dur"))
+        for key, value in values.items():
+            row[COLUMN_INDEX[key]] = value
+        self.rows.append(row)
+        self.devices.setdefault(values["device"], {"ordinal": values["device"]})
+
+    def ns(self, event: Event, key: str, required: bool = False) -> int:
+        value = event.get(key)
+        if value is None and not required:
+            return 0
+        try:
+            return us_to_ns(value)
+        except (TypeError, ValueError, InvalidOperation, OverflowError):
+            raise TraceFormatError(
+                f"{self.path}: event {event.get('name')!r} has a non-numeric {key}: {value!r}"
+            ) from None
+
+    def finish(self, fmt: str) -> RecordedTrace:
+        rows = self.rows
+        start_i = COLUMN_INDEX["start_ns"]
+        rows.sort(key=lambda r: r[start_i])  # stable: ties keep file order
+        origin = rows[0][start_i]
+        columns: dict[str, array.array[int]] = {}
+        for i, col_name in enumerate(COLUMNS):
+            if i == start_i:
+                columns[col_name] = array.array("q", [r[i] - origin for r in rows])
+            else:
+                columns[col_name] = array.array("q", [r[i] for r in rows])
+        names = [""] * len(self.names)
+        for text, index in self.names.items():
+            names[index] = text
+        devices = [self.devices[k] for k in sorted(self.devices)]
+        return RecordedTrace(self.path, fmt, names, devices, columns, origin)
+
+
+def us_to_ns(value: Any) -> int:
+    """A ``ts``/``dur`` in µs (int, Decimal, float or numeric string) as integer ns."""
+    if isinstance(value, bool):
+        raise TypeError("bool")
+    if isinstance(value, int):
+        return value * 1000
+    if isinstance(value, Decimal):
+        return int((value * 1000).to_integral_value())  # half-even, like round()
+    if isinstance(value, float):
+        return round(value * 1000)
+    if isinstance(value, str):
+        return us_to_ns(Decimal(value))
+    raise TypeError(type(value).__name__)
+
+
+def ns_to_us(ns: int) -> Decimal:
+    """Integer ns as the µs of a built event: exact, so ``us_to_ns`` gives back the same ns."""
+    return Decimal(ns) / _THOUSAND
+
+
+def non_negative(value: Any, default: int = 0) -> int:
+    """A non-negative integer field from args, tolerating Decimal / str / junk."""
+    if isinstance(value, bool) or value is None:
+        return default
+    try:
+        number = int(value) if isinstance(value, int) else int(Decimal(str(value)))
+    except (ValueError, InvalidOperation, OverflowError):
+        return default
+    return number if number >= 0 else default
+
+
+def metadata_event(kind: str, pid: int, name: str, tid: int | None = None) -> Event:
+    """A ``process_name`` / ``thread_name`` metadata event, as binary readers build them."""
+    event: Event = {"ph": "M", "name": kind, "pid": pid, "args": {"name": name}}
+    if tid is not None:
+        event["tid"] = tid
+    return event
+
+
+def event_args(event: Event) -> dict[str, Any]:
+    args = event.get("args")
+    return args if isinstance(args, dict) else {}
+
+
+def arg_columns(args: Mapping[str, Any], wanted: Iterable[SliceArg]) -> dict[str, int]:
+    """Record columns from the slice args ``wanted`` (by their shared names and aliases).
+
+    Args that are absent or unreadable are left out (their columns stay 0); negative
+    values, which no count or id of ours can take, read as 0.
+    """
+    values: dict[str, int] = {}
+    for arg in wanted:
+        parsed = parse_value(arg, find(args, arg))
+        if parsed:
+            values.update(zip(arg.columns, (max(0, v) for v in parsed), strict=True))
+    return values
