@@ -32,7 +32,7 @@ fi
 
 trace="$root/tests/data/traces/kineto-hta/simple_add.json.gz"
 expected=$("$full/python" -c "import sys
-from tfprof.core.formats.recorded import load_trace
+from tfprof.core.formats import load_trace
 print(len(load_trace(sys.argv[1])))" "$trace")
 
 "$full/tfprof-collector" serve --listen 127.0.0.1:0 --data-dir "$work/data" >"$work/serve.out" 2>&1 &

@@ -109,7 +109,8 @@ def violations(imports: list[Import], modules: set[str]) -> list[str]:
         if (
             src.startswith("tfprof.agent")
             and dst.startswith("tfprof.collector")
-            and dst not in ("tfprof.collector", EMBEDDED_FACADE)
+            and dst != "tfprof.collector"
+            and not (dst == EMBEDDED_FACADE or dst.startswith(EMBEDDED_FACADE + "."))
         ):
             bad.append(f"{where}: the agent reaches the collector only via {EMBEDDED_FACADE}")
         if src.startswith("tfprof.core"):
