@@ -1,4 +1,4 @@
-"""collector/store.py: appending streams to disk and loading them back as columnar jobs."""
+"""collector/store/: appending streams to disk and loading them back as columnar jobs."""
 
 from __future__ import annotations
 
@@ -7,9 +7,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tfprof.collector.errors import InvalidArgument, NotFound
+from tfprof.collector.errors import NotFound
 from tfprof.collector.model import HOST_COLUMNS
-from tfprof.collector.store import Store, StreamWriter, check_name, load_stream
+from tfprof.collector.store import Store
+from tfprof.collector.store.loader import load_stream
+from tfprof.collector.store.writer import StreamWriter
+from tfprof.core.names import InvalidName, check_name
 from tfprof.core.records import COLUMNS, RecordKind
 from tfprof.proto import collector_pb2 as pb
 
@@ -197,7 +200,7 @@ def test_a_directory_without_hello_is_no_stream(tmp_path: Path) -> None:
     "name", ["", "..", ".", "../x", "a/b", "a\\b", "/abs", ".hidden", "x\n", "a b", "x" * 65]
 )
 def test_check_name_rejects_unsafe_names(name: str) -> None:
-    with pytest.raises(InvalidArgument, match="invalid job name"):
+    with pytest.raises(InvalidName, match="invalid job name"):
         check_name("job name", name)
 
 
@@ -209,7 +212,7 @@ def test_check_name_accepts_safe_names(name: str) -> None:
 @pytest.mark.parametrize("field", ["job", "run_id", "stream_id"])
 def test_open_stream_validates_every_path_component(tmp_path: Path, field: str) -> None:
     store = Store(tmp_path)
-    with pytest.raises(InvalidArgument):
+    with pytest.raises(InvalidName):
         store.open_stream(hello(**{field: "../escape"}))
     assert not (tmp_path / "escape").exists()
     assert list((tmp_path / "jobs").rglob("*")) == []

@@ -31,12 +31,13 @@ from pathlib import Path
 
 import numpy as np
 
-from tfprof.collector.errors import InvalidArgument, NotFound
+from tfprof.collector.errors import InvalidArgument, NotFound, PathError, StorageUnavailable
 from tfprof.collector.model import RECORD_COLUMNS, DeviceMeta, JobData, StreamData
-from tfprof.collector.store import Store, check_name
+from tfprof.collector.store import Store
 from tfprof.collector.timespec import parse_duration
 from tfprof.collector.traces import read_trace
 from tfprof.core.formats.recorded import RecordedTrace, TraceFormatError
+from tfprof.core.names import check_name
 from tfprof.core.version import PROTOCOL_VERSION, __version__
 from tfprof.proto import collector_pb2 as pb
 
@@ -71,6 +72,8 @@ def load_files(paths: Sequence[str | os.PathLike[str]]) -> list[Loaded]:
             loaded.append(Loaded(where, read_trace(where)))
         except TraceFormatError as exc:
             raise InvalidArgument(str(exc)) from None
+        except OSError as exc:  # exists, but a directory, unreadable, ...
+            raise PathError.from_os("trace file", where, exc) from exc
     return loaded
 
 
@@ -187,7 +190,12 @@ def import_files(
     for index, (f, offset) in enumerate(zip(files, offsets, strict=True)):
         task = "0" if as_steps else str(index)
         stream = stream_from(f, job, run_id, task, 1 if as_steps else index + 1, offset)
-        total += _write_stream(store, stream, f"file-{index}")
+        try:
+            total += _write_stream(store, stream, f"file-{index}")
+        except OSError as exc:
+            raise StorageUnavailable(
+                f"cannot store {f.path} in {store.root}: {exc.strerror or exc}"
+            ) from exc
     return run_id, total
 
 

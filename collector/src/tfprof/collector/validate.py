@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tfprof.collector.errors import InvalidArgument
-from tfprof.collector.store import check_name
+from tfprof.core.names import check_name
 from tfprof.proto import collector_pb2 as pb
 
 RECORD_FIELDS = [f.name for f in pb.Records.DESCRIPTOR.fields]
