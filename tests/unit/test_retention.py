@@ -187,8 +187,8 @@ def test_listing_does_not_parse_what_the_summary_covers(tmp_path: Path) -> None:
     data = bytearray((d / "batches.log").read_bytes())
     data[4:40] = b"\x00" * 36
     (d / "batches.log").write_bytes(bytes(data))
-    (i,) = store.list_jobs()
-    assert i.records == 50
+    (info,) = store.list_jobs()
+    assert info.records == 50
 
 
 def test_a_fresh_clock_estimate_moves_later_batches(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -17,10 +18,9 @@ from tfprof.core.records import COLUMNS, RecordKind
 from tfprof.proto import collector_pb2 as pb
 
 
-def hello(
-    job: str = "train", run_id: str = "run1", stream_id: str = "s1", **kw: object
-) -> pb.Hello:
-    fields: dict[str, object] = {"protocol_version": 1, "job": job, "run_id": run_id,
+def hello(job: str = "train", run_id: str = "run1", stream_id: str = "s1", **kw: Any) -> pb.Hello:
+    """A valid Hello; ``kw`` overrides or adds fields (each of its own proto type)."""
+    fields: dict[str, Any] = {"protocol_version": 1, "job": job, "run_id": run_id,
                                  "stream_id": stream_id, "host": "node-a", "pid": 4242,
                                  "task": "0", "argv": ["python", "train.py"],
                                  "source": "replay:x.json"}  # fmt: skip
@@ -34,7 +34,7 @@ def batch(seq: int, starts: list[int], name: int = 1, strings: list[str] | None 
     b.strings.extend(strings or [])
     r = b.records
     n = len(starts)
-    r.kind.extend([RecordKind.KERNEL] * n)
+    r.kind.extend([pb.KERNEL] * n)
     r.start_ns.extend(starts)
     r.duration_ns.extend([100] * n)
     r.name.extend([name] * n)
@@ -270,7 +270,7 @@ def test_list_jobs_counts_and_shifted_time_range(tmp_path: Path) -> None:
 def test_empty_columns_load_as_zeros(tmp_path: Path) -> None:
     # The relay leaves all-zero columns empty on the wire (collector.proto, Records).
     b = pb.Batch(seq=1)
-    b.records.kind.extend([RecordKind.KERNEL, RecordKind.KERNEL])
+    b.records.kind.extend([pb.KERNEL, pb.KERNEL])
     b.records.start_ns.extend([10, 20])
     b.records.duration_ns.extend([5, 5])
     b.records.stream.extend([7, 8])

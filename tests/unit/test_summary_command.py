@@ -26,7 +26,7 @@ def _store(tmp_path: Path) -> Path:
         batch = pb.Batch(seq=1, string_base=1, strings=names[1:])
         rec = batch.records
         for i in range(4):
-            rec.kind.append(1)
+            rec.kind.append(pb.KERNEL)
             rec.start_ns.append(T0 + (2 * i + pid - 1) * 10_000)
             rec.duration_ns.append(10_000)
             rec.device.append(0)
