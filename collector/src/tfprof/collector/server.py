@@ -48,7 +48,7 @@ log = logging.getLogger("tfprof.collector.server")
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Collector"].full_name
 DEFAULT_MAX_MESSAGE_BYTES = 64 << 20
 
-_STATUS = {
+_STATUS: dict[type[TfprofError], grpc.StatusCode] = {
     InvalidArgument: grpc.StatusCode.INVALID_ARGUMENT,
     FailedPrecondition: grpc.StatusCode.FAILED_PRECONDITION,
     Unsupported: grpc.StatusCode.UNIMPLEMENTED,
