@@ -4,13 +4,19 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import pytest
 
+if TYPE_CHECKING:  # imported where used: collecting agent-only tests needs no collector
+    import grpc
+
+    from tfprof.collector.server import CollectorServer
+    from tfprof.proto.collector_pb2_grpc import CollectorStub
+
 
 @pytest.fixture
-def collector(tmp_path: Path) -> Iterator[object]:
+def collector(tmp_path: Path) -> Iterator[CollectorServer]:
     """A real collector on 127.0.0.1 (a free port), storing under ``tmp_path/data``."""
     from tfprof.collector.server import CollectorServer
 
@@ -22,7 +28,7 @@ def collector(tmp_path: Path) -> Iterator[object]:
 
 
 @pytest.fixture
-def channel(collector: Any) -> Iterator[Any]:
+def channel(collector: CollectorServer) -> Iterator[grpc.Channel]:
     """A gRPC channel to ``collector``."""
     import grpc
 
@@ -31,7 +37,7 @@ def channel(collector: Any) -> Iterator[Any]:
 
 
 @pytest.fixture
-def stub(channel: Any) -> Any:
+def stub(channel: grpc.Channel) -> CollectorStub:
     """The generated Collector stub on ``channel``."""
     from tfprof.proto import collector_pb2_grpc as pb_grpc
 

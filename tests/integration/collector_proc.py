@@ -40,7 +40,7 @@ class ServeProcess:
             reply = health_pb2_grpc.HealthStub(ch).Check(
                 health_pb2.HealthCheckRequest(service="tfprof.v1.Collector"), timeout=timeout
             )
-        return reply.status == health_pb2.HealthCheckResponse.SERVING
+        return bool(reply.status == health_pb2.HealthCheckResponse.SERVING)
 
 
 def start_serve(

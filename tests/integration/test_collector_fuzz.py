@@ -39,7 +39,7 @@ def valid_hello(rng: random.Random) -> pb.AgentMessage:
 def valid_batch(rng: random.Random, seq: int) -> pb.AgentMessage:
     n = rng.randrange(1, 50)
     b = pb.Batch(seq=seq, string_base=1, strings=["k"])
-    b.records.kind.extend(rng.choice([1, 2, 3]) for _ in range(n))
+    b.records.kind.extend(rng.choice([pb.KERNEL, pb.MEMCPY, pb.MEMSET]) for _ in range(n))
     b.records.start_ns.extend(1_700_000_000_000_000_000 + rng.randrange(10**9) for _ in range(n))
     b.records.duration_ns.extend(rng.randrange(10**6) for _ in range(n))
     b.records.name.extend([1] * n)
@@ -69,7 +69,7 @@ def semantic_mutation(rng: random.Random, msg: pb.AgentMessage) -> pb.AgentMessa
         elif choice == 3:
             r.stream.extend([1, 2, 3])  # ragged
         elif choice == 4:
-            r.kind[0] = 1000
+            r.kind[0] = pb.RecordKind.ValueType(1000)  # no such kind
         else:
             m.batch.seq = 0
     return m

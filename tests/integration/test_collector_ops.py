@@ -37,15 +37,13 @@ def hello(job: str = "train", stream_id: str = "s1") -> pb.AgentMessage:
 def batch(seq: int, n: int = 100, dropped: int = 0) -> pb.AgentMessage:
     b = pb.Batch(seq=seq, dropped=dropped)
     base = 1_700_000_000_000_000_000 + seq * 1_000_000
-    b.records.kind.extend([1] * n)
+    b.records.kind.extend([pb.KERNEL] * n)
     b.records.start_ns.extend(range(base, base + n * 1000, 1000))
     b.records.duration_ns.extend([500] * n)
     return pb.AgentMessage(batch=b)
 
 
-def open_call(
-    stub: pb_grpc.CollectorStub, **kw: object
-) -> tuple[queue.Queue[object], Iterator[pb.Ack]]:
+def open_call(stub: pb_grpc.CollectorStub) -> tuple[queue.Queue[object], Iterator[pb.Ack]]:
     requests: queue.Queue[object] = queue.Queue()
 
     def feed() -> Iterator[pb.AgentMessage]:
@@ -53,7 +51,8 @@ def open_call(
             assert isinstance(item, pb.AgentMessage)
             yield item
 
-    return requests, stub.Stream(feed(), timeout=60, **kw)  # type: ignore[arg-type]
+    # iter() of a grpc call is the call itself; it types the acks as an iterator.
+    return requests, iter(stub.Stream(feed(), timeout=60))
 
 
 def test_sigterm_lets_a_running_stream_finish_and_exits_0(tmp_path: Path) -> None:

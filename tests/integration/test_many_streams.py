@@ -7,7 +7,6 @@ from pathlib import Path
 
 from tfprof.agent.client import CollectorClient, StreamDelivery
 from tfprof.collector.store import Store
-from tfprof.core.records import RecordKind
 from tfprof.proto import collector_pb2 as pb
 
 from .conftest import Collector
@@ -25,7 +24,7 @@ def stream(client: CollectorClient, index: int, results: dict[int, bool]) -> Non
     for b in range(BATCHES):
         message = pb.AgentMessage()
         batch = message.batch
-        batch.records.kind.extend([RecordKind.KERNEL] * RECORDS)
+        batch.records.kind.extend([pb.KERNEL] * RECORDS)
         first = (index * BATCHES + b) * RECORDS
         batch.records.start_ns.extend(range(first, first + RECORDS))
         batch.records.duration_ns.extend([100] * RECORDS)

@@ -202,7 +202,7 @@ def test_bad_inputs_get_one_line_errors(tmp_path: Path, capsys: pytest.CaptureFi
     text = tmp_path / "notes.json"
     text.write_text("hello")
     cases = [
-        (["merge", str(tmp_path / "missing.json"), "-o", str(tmp_path / "o.json")], 1),
+        (["merge", str(tmp_path / "missing.json"), "-o", str(tmp_path / "o.json")], 2),
         (["merge", str(junk), "-o", str(tmp_path / "o.json")], 2),
         (["merge", str(text), "-o", str(tmp_path / "o.json")], 2),
         (["import", str(text), "--job", "bad name", "--data-dir", str(tmp_path / "d")], 2),

@@ -1,4 +1,4 @@
-"""Retention (collector/retention.py), job states and summaries (collector/store.py)."""
+"""Retention (collector/retention.py), job states and summaries (collector/store/)."""
 
 from __future__ import annotations
 
@@ -12,16 +12,11 @@ import pytest
 from tests.unit.test_store import batch, hello
 from tfprof.collector.errors import Conflict
 from tfprof.collector.retention import Policy, enforce, plan
-from tfprof.collector.store import (
-    FINISHED,
-    INCOMPLETE,
-    STREAMING,
-    JobInfo,
-    Store,
-    is_streaming,
-    load_stream,
-    read_summary,
-)
+from tfprof.collector.store import Store
+from tfprof.collector.store.catalog import FINISHED, INCOMPLETE, STREAMING, JobInfo
+from tfprof.collector.store.files import is_streaming
+from tfprof.collector.store.loader import load_stream
+from tfprof.collector.store.summary import read_summary
 from tfprof.proto import collector_pb2 as pb
 
 DAY = 86_400.0
@@ -148,13 +143,13 @@ def test_another_store_sees_a_held_stream_as_streaming(tmp_path: Path) -> None:
     assert is_streaming(d)
     other = Store(tmp_path)
     with pytest.raises(Conflict, match="held open by another collector"):
-        import tfprof.collector.store as store_module
+        import tfprof.collector.store.writer as writer_module
 
-        store_module.LOCK_WAIT_S, saved = 0.1, store_module.LOCK_WAIT_S
+        writer_module.LOCK_WAIT_S, saved = 0.1, writer_module.LOCK_WAIT_S
         try:
             other.open_stream(hello())
         finally:
-            store_module.LOCK_WAIT_S = saved
+            writer_module.LOCK_WAIT_S = saved
     w.close()
     assert not is_streaming(d)
 
@@ -192,8 +187,8 @@ def test_listing_does_not_parse_what_the_summary_covers(tmp_path: Path) -> None:
     data = bytearray((d / "batches.log").read_bytes())
     data[4:40] = b"\x00" * 36
     (d / "batches.log").write_bytes(bytes(data))
-    (i,) = store.list_jobs()
-    assert i.records == 50
+    (info,) = store.list_jobs()
+    assert info.records == 50
 
 
 def test_a_fresh_clock_estimate_moves_later_batches(tmp_path: Path) -> None:

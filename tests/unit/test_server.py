@@ -11,7 +11,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from tfprof.collector.server import SERVICE_NAME, CollectorServer
-from tfprof.core.records import COLUMNS, RecordKind
+from tfprof.core.records import COLUMNS
 from tfprof.proto import collector_pb2 as pb
 from tfprof.proto import collector_pb2_grpc as pb_grpc
 
@@ -40,7 +40,7 @@ def batch(seq: int, starts: list[int], strings: list[str] | None = None) -> pb.A
     n = len(starts)
     for col in COLUMNS:
         getattr(b.records, col).extend([0] * n)
-    b.records.kind[:] = [RecordKind.KERNEL] * n
+    b.records.kind[:] = [pb.KERNEL] * n
     b.records.start_ns[:] = starts
     b.records.duration_ns[:] = [50] * n
     b.records.name[:] = [1] * n
@@ -151,16 +151,17 @@ def test_a_rejected_stream_leaves_a_concurrent_stream_alone(
             yield item
 
     healthy = stub.Stream(feed(), timeout=RPC_TIMEOUT * 2)
+    acks = iter(healthy)  # the call itself: grpc's call objects are their own iterators
     requests.put(hello(job="good"))
-    assert next(healthy).seq == 0
+    assert next(acks).seq == 0
     requests.put(batch(1, [1, 2]))
-    assert next(healthy).seq == 1
+    assert next(acks).seq == 1
 
     assert rejected(stub, [hello(job="bad"), ragged()]).code() == grpc.StatusCode.INVALID_ARGUMENT
     assert rejected(stub, [batch(1, [1])]).code() == grpc.StatusCode.FAILED_PRECONDITION
 
     requests.put(batch(2, [3]))
-    assert next(healthy).seq == 2
+    assert next(acks).seq == 2
     requests.put(goodbye(3))
     requests.put(_END)
     assert list(healthy) == []
@@ -206,7 +207,7 @@ def test_empty_columns_mean_zeros_and_are_accepted(
     collector: CollectorServer, stub: pb_grpc.CollectorStub
 ) -> None:
     sparse = pb.Batch(seq=1)
-    sparse.records.kind.extend([RecordKind.MEMCPY] * 2)
+    sparse.records.kind.extend([pb.MEMCPY] * 2)
     sparse.records.start_ns.extend([10, 20])
     sparse.records.duration_ns.extend([5, 6])
     sparse.records.bytes.extend([4096, 8192])

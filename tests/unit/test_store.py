@@ -1,23 +1,26 @@
-"""collector/store.py: appending streams to disk and loading them back as columnar jobs."""
+"""collector/store/: appending streams to disk and loading them back as columnar jobs."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
-from tfprof.collector.errors import InvalidArgument, NotFound
+from tfprof.collector.errors import NotFound
 from tfprof.collector.model import HOST_COLUMNS
-from tfprof.collector.store import Store, StreamWriter, check_name, load_stream
+from tfprof.collector.store import Store
+from tfprof.collector.store.loader import load_stream
+from tfprof.collector.store.writer import StreamWriter
+from tfprof.core.names import InvalidName, check_name
 from tfprof.core.records import COLUMNS, RecordKind
 from tfprof.proto import collector_pb2 as pb
 
 
-def hello(
-    job: str = "train", run_id: str = "run1", stream_id: str = "s1", **kw: object
-) -> pb.Hello:
-    fields: dict[str, object] = {"protocol_version": 1, "job": job, "run_id": run_id,
+def hello(job: str = "train", run_id: str = "run1", stream_id: str = "s1", **kw: Any) -> pb.Hello:
+    """A valid Hello; ``kw`` overrides or adds fields (each of its own proto type)."""
+    fields: dict[str, Any] = {"protocol_version": 1, "job": job, "run_id": run_id,
                                  "stream_id": stream_id, "host": "node-a", "pid": 4242,
                                  "task": "0", "argv": ["python", "train.py"],
                                  "source": "replay:x.json"}  # fmt: skip
@@ -31,7 +34,7 @@ def batch(seq: int, starts: list[int], name: int = 1, strings: list[str] | None 
     b.strings.extend(strings or [])
     r = b.records
     n = len(starts)
-    r.kind.extend([RecordKind.KERNEL] * n)
+    r.kind.extend([pb.KERNEL] * n)
     r.start_ns.extend(starts)
     r.duration_ns.extend([100] * n)
     r.name.extend([name] * n)
@@ -197,7 +200,7 @@ def test_a_directory_without_hello_is_no_stream(tmp_path: Path) -> None:
     "name", ["", "..", ".", "../x", "a/b", "a\\b", "/abs", ".hidden", "x\n", "a b", "x" * 65]
 )
 def test_check_name_rejects_unsafe_names(name: str) -> None:
-    with pytest.raises(InvalidArgument, match="invalid job name"):
+    with pytest.raises(InvalidName, match="invalid job name"):
         check_name("job name", name)
 
 
@@ -209,7 +212,7 @@ def test_check_name_accepts_safe_names(name: str) -> None:
 @pytest.mark.parametrize("field", ["job", "run_id", "stream_id"])
 def test_open_stream_validates_every_path_component(tmp_path: Path, field: str) -> None:
     store = Store(tmp_path)
-    with pytest.raises(InvalidArgument):
+    with pytest.raises(InvalidName):
         store.open_stream(hello(**{field: "../escape"}))
     assert not (tmp_path / "escape").exists()
     assert list((tmp_path / "jobs").rglob("*")) == []
@@ -267,7 +270,7 @@ def test_list_jobs_counts_and_shifted_time_range(tmp_path: Path) -> None:
 def test_empty_columns_load_as_zeros(tmp_path: Path) -> None:
     # The relay leaves all-zero columns empty on the wire (collector.proto, Records).
     b = pb.Batch(seq=1)
-    b.records.kind.extend([RecordKind.KERNEL, RecordKind.KERNEL])
+    b.records.kind.extend([pb.KERNEL, pb.KERNEL])
     b.records.start_ns.extend([10, 20])
     b.records.duration_ns.extend([5, 5])
     b.records.stream.extend([7, 8])

@@ -26,7 +26,7 @@ def _store(tmp_path: Path) -> Path:
         batch = pb.Batch(seq=1, string_base=1, strings=names[1:])
         rec = batch.records
         for i in range(4):
-            rec.kind.append(1)
+            rec.kind.append(pb.KERNEL)
             rec.start_ns.append(T0 + (2 * i + pid - 1) * 10_000)
             rec.duration_ns.append(10_000)
             rec.device.append(0)
@@ -69,7 +69,9 @@ def test_bad_arguments_exit_2_with_one_line(
     assert main(["summary", "--data-dir", str(data), "--since", "tomorrow"]) == 2
     assert main(["summary"]) == 2
     assert "nothing to analyse" in capsys.readouterr().err
-    assert main(["summary", str(tmp_path / "missing.json")]) == 1
+    # A name that names nothing is the user's to fix, like any bad argument.
+    assert main(["summary", str(tmp_path / "missing.json")]) == 2
+    assert "no such trace file" in capsys.readouterr().err
 
 
 def test_summary_and_advise_on_a_trace_file(

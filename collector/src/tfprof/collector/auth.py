@@ -13,7 +13,7 @@ from __future__ import annotations
 import hmac
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, NoReturn
 
 import grpc
 
@@ -22,6 +22,14 @@ log = logging.getLogger("tfprof.collector.auth")
 METADATA_KEY = "authorization"
 SCHEME = "bearer"
 OPEN_PREFIXES = ("/grpc.health.v1.Health/",)
+
+# The interceptor sees every method of every service, whatever its message types. grpc's
+# classes are generic only in grpc-stubs; at run time they cannot be subscripted.
+if TYPE_CHECKING:
+    Handler = grpc.RpcMethodHandler[object, object]
+    Interceptor = grpc.ServerInterceptor[object, object]
+else:
+    Interceptor = grpc.ServerInterceptor
 
 
 def check_authorization(header: str | bytes | None, token: bytes) -> str | None:
@@ -38,10 +46,10 @@ def check_authorization(header: str | bytes | None, token: bytes) -> str | None:
     return None
 
 
-def _denied(handler: grpc.RpcMethodHandler, method: str, why: str) -> grpc.RpcMethodHandler:
+def _denied(handler: Handler, method: str, why: str) -> Handler:
     """A handler of the same shape as ``handler`` that only logs and aborts."""
 
-    def abort(request: Any, context: grpc.ServicerContext) -> Any:
+    def abort(request: object, context: grpc.ServicerContext) -> NoReturn:
         log.warning("refused %s from %s: %s", method, context.peer(), why)
         context.abort(grpc.StatusCode.UNAUTHENTICATED, why)
 
@@ -54,16 +62,16 @@ def _denied(handler: grpc.RpcMethodHandler, method: str, why: str) -> grpc.RpcMe
     return grpc.unary_unary_rpc_method_handler(abort)
 
 
-class TokenAuthInterceptor(grpc.ServerInterceptor):
+class TokenAuthInterceptor(Interceptor):
     def __init__(self, token: str, on_denied: Callable[[str], None] | None = None) -> None:
         self._token = token.encode("ascii")
         self._on_denied = on_denied
 
     def intercept_service(
         self,
-        continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler | None],
+        continuation: Callable[[grpc.HandlerCallDetails], Handler | None],
         handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler | None:
+    ) -> Handler | None:
         method = handler_call_details.method
         handler = continuation(handler_call_details)
         if handler is None or method.startswith(OPEN_PREFIXES):

@@ -1,18 +1,21 @@
 """``tfprof-collector``: serve, list, export and analyse collected GPU timelines.
 
 Subcommands live in ``tfprof.collector.commands``; this module only builds the parser
-and turns domain errors into exit codes.
+and turns tfprof's errors (``tfprof.core.errors.TfprofError``: the collector's own and the
+shared core's) into one line and their exit code. Anything else is a bug and keeps its
+traceback.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from collections.abc import Sequence
 
 from tfprof.collector.commands import COMMANDS
-from tfprof.collector.errors import CollectorError, InvalidArgument, NotFound
+from tfprof.core.errors import TfprofError
 from tfprof.core.version import __version__
 
 
@@ -43,14 +46,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     _setup_logging(str(args.log_level or "INFO"))
     try:
         return int(args.func(args))
-    except NotFound as exc:
+    except TfprofError as exc:
         print(f"tfprof-collector: {exc}", file=sys.stderr)
-        return 1
-    except (InvalidArgument, ValueError) as exc:
-        print(f"tfprof-collector: {exc}", file=sys.stderr)
-        return 2
-    except (CollectorError, OSError) as exc:
-        print(f"tfprof-collector: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except BrokenPipeError:
+        # Whoever read our output went away (`... | head`): not a failure worth a
+        # traceback. Point stdout at /dev/null so the exit's flush cannot fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
 
 

@@ -174,6 +174,8 @@ def _log_level(raw: str) -> str:
     return raw.upper()
 
 
+# Each parser returns its CollectorConfig field's type; the fields differ in type, so the
+# table (and ``load``'s keyword dict) is typed Any and the dataclass gets them by name.
 _PARSERS: dict[str, Callable[[str], Any]] = {
     "listen": _address,
     "data_dir": str,

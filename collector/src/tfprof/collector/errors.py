@@ -1,13 +1,35 @@
-"""Domain errors of the collector. The gRPC layer maps them to status codes in one place
-(collector/server.py); the CLI maps them to exit codes (collector/cli.py)."""
+"""Domain errors of the collector, under tfprof's one error tree (``tfprof.core.errors``).
+
+The gRPC layer maps them to status codes in one table (collector/server.py); the CLI's
+``main`` turns any ``TfprofError`` into one line and its ``exit_code``
+(collector/cli.py). Exit status 2 means the user can fix the input (an argument, a
+name, a file); 1 means the operation failed.
+"""
+
+from __future__ import annotations
+
+import os
+
+from tfprof.core.errors import InputError, TfprofError
 
 
-class CollectorError(Exception):
+class CollectorError(TfprofError):
     """Base class; the message is meant for the user."""
 
 
-class InvalidArgument(CollectorError):
-    """Malformed or out-of-range input."""
+class InvalidArgument(CollectorError, InputError):
+    """Malformed or out-of-range input (exit status 2)."""
+
+    exit_code = 2
+
+
+class PathError(InvalidArgument):
+    """A file or directory the user named cannot be opened, read, written or created."""
+
+    @classmethod
+    def from_os(cls, what: str, path: str | os.PathLike[str], exc: OSError) -> PathError:
+        """The error for ``exc``, naming ``what`` and ``path`` and the OS's reason."""
+        return cls(f"{what} {os.fspath(path)}: {exc.strerror or exc}")
 
 
 class FailedPrecondition(CollectorError):
@@ -19,7 +41,9 @@ class Unsupported(CollectorError):
 
 
 class NotFound(CollectorError):
-    """A job or file that does not exist."""
+    """A job or file that does not exist (exit status 2: the name given is wrong)."""
+
+    exit_code = 2
 
 
 class Conflict(CollectorError):
@@ -32,3 +56,7 @@ class StorageUnavailable(CollectorError):
 
 class TooLarge(CollectorError):
     """A message over the configured size limit."""
+
+
+class CannotListen(CollectorError):
+    """The server cannot bind its address: in use, not local, or not resolvable."""

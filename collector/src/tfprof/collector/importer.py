@@ -1,6 +1,6 @@
 """Bring recorded trace files into the collector: as stored jobs, or straight into a merge.
 
-A file is read into columnar records by ``collector.traces.read_trace`` (every format
+A file is read into columnar records by ``tfprof.core.formats.read_trace`` (every format
 tfprof imports), keeps its own clock (the absolute start the file recorded), and is
 placed in time by a ``--shift``:
 
@@ -31,11 +31,12 @@ from pathlib import Path
 
 import numpy as np
 
-from tfprof.collector.errors import InvalidArgument, NotFound
+from tfprof.collector.errors import InvalidArgument, NotFound, PathError, StorageUnavailable
 from tfprof.collector.model import RECORD_COLUMNS, DeviceMeta, JobData, StreamData
-from tfprof.collector.store import Store, check_name
+from tfprof.collector.store import Store
 from tfprof.collector.timespec import parse_duration
 from tfprof.core.formats import RecordedTrace, TraceFormatError, read_trace
+from tfprof.core.names import check_name
 from tfprof.core.version import PROTOCOL_VERSION, __version__
 from tfprof.proto import collector_pb2 as pb
 
@@ -70,6 +71,8 @@ def load_files(paths: Sequence[str | os.PathLike[str]]) -> list[Loaded]:
             loaded.append(Loaded(where, read_trace(where)))
         except TraceFormatError as exc:
             raise InvalidArgument(str(exc)) from None
+        except OSError as exc:  # exists, but a directory, unreadable, ...
+            raise PathError.from_os("trace file", where, exc) from exc
     return loaded
 
 
@@ -186,7 +189,12 @@ def import_files(
     for index, (f, offset) in enumerate(zip(files, offsets, strict=True)):
         task = "0" if as_steps else str(index)
         stream = stream_from(f, job, run_id, task, 1 if as_steps else index + 1, offset)
-        total += _write_stream(store, stream, f"file-{index}")
+        try:
+            total += _write_stream(store, stream, f"file-{index}")
+        except OSError as exc:
+            raise StorageUnavailable(
+                f"cannot store {f.path} in {store.root}: {exc.strerror or exc}"
+            ) from exc
     return run_id, total
 
 

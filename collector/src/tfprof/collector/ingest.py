@@ -10,7 +10,8 @@ import logging
 
 from tfprof.collector.errors import FailedPrecondition, StorageUnavailable, Unsupported
 from tfprof.collector.metrics import CollectorMetrics
-from tfprof.collector.store import Store, StreamWriter
+from tfprof.collector.store import Store
+from tfprof.collector.store.writer import StreamWriter
 from tfprof.collector.validate import check_batch, check_hello
 from tfprof.core.version import PROTOCOL_VERSION
 from tfprof.proto import collector_pb2 as pb

@@ -9,9 +9,14 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
+
+from tfprof.collector.errors import CannotListen
+
+if TYPE_CHECKING:
+    from wsgiref.simple_server import WSGIServer
 
 PREFIX = "tfprof_collector"
 
@@ -99,12 +104,15 @@ class CollectorMetrics:
         return 0.0 if sample is None else float(sample)
 
 
-def serve_metrics(metrics: CollectorMetrics, listen: str) -> tuple[Any, str]:
+def serve_metrics(metrics: CollectorMetrics, listen: str) -> tuple[WSGIServer, str]:
     """Start the HTTP exporter on ``listen`` (HOST:PORT, port 0 picks one) in a daemon
     thread; returns the server (``shutdown()`` stops it) and its bound address."""
     from prometheus_client import start_http_server
 
     host, _, port = listen.rpartition(":")
-    server, _thread = start_http_server(int(port), addr=host, registry=metrics.registry)
+    try:
+        server, _thread = start_http_server(int(port), addr=host, registry=metrics.registry)
+    except OSError as exc:  # in use, not local, not resolvable
+        raise CannotListen(f"cannot serve metrics on {listen}: {exc.strerror or exc}") from exc
     bound = server.server_address[1]
     return server, f"{host}:{bound}"

@@ -18,7 +18,8 @@ import time
 from dataclasses import dataclass
 
 from tfprof.collector.errors import Conflict
-from tfprof.collector.store import FINISHED, STREAMING, JobInfo, Store
+from tfprof.collector.store import Store
+from tfprof.collector.store.catalog import FINISHED, STREAMING, JobInfo
 
 log = logging.getLogger("tfprof.collector.retention")
 

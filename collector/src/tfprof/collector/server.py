@@ -1,6 +1,7 @@
 """The gRPC face of the collector: a thin adapter from protos to ``IngestStream``.
 
-Domain errors become status codes here and nowhere else. The server carries health
+Domain errors (the collector's and the shared core's, e.g. a bad job name) become
+status codes here and nowhere else, through one table. The server carries health
 checking, reflection, optional TLS and bearer-token authentication (collector/auth.py),
 metrics (collector/metrics.py), and stops gracefully (stop accepting, drain, flush).
 
@@ -16,16 +17,17 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent import futures
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import NoReturn, TypeVar
 
 import grpc
-from google.protobuf.message import DecodeError
+from google.protobuf.message import DecodeError, Message
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from tfprof.collector.auth import TokenAuthInterceptor
 from tfprof.collector.config import CollectorConfig, read_file_text, read_token
 from tfprof.collector.errors import (
+    CannotListen,
     CollectorError,
     Conflict,
     FailedPrecondition,
@@ -38,6 +40,7 @@ from tfprof.collector.errors import (
 from tfprof.collector.ingest import IngestStream
 from tfprof.collector.metrics import CollectorMetrics
 from tfprof.collector.store import Store
+from tfprof.core.errors import InputError, TfprofError
 from tfprof.proto import collector_pb2 as pb
 
 log = logging.getLogger("tfprof.collector.server")
@@ -45,7 +48,7 @@ log = logging.getLogger("tfprof.collector.server")
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Collector"].full_name
 DEFAULT_MAX_MESSAGE_BYTES = 64 << 20
 
-_STATUS = {
+_STATUS: dict[type[TfprofError], grpc.StatusCode] = {
     InvalidArgument: grpc.StatusCode.INVALID_ARGUMENT,
     FailedPrecondition: grpc.StatusCode.FAILED_PRECONDITION,
     Unsupported: grpc.StatusCode.UNIMPLEMENTED,
@@ -53,13 +56,16 @@ _STATUS = {
     Conflict: grpc.StatusCode.ABORTED,
     StorageUnavailable: grpc.StatusCode.UNAVAILABLE,
     TooLarge: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    # The shared core's input errors (InvalidName, TrackKeyError, ...); after the
+    # collector's own, which are searched first.
+    InputError: grpc.StatusCode.INVALID_ARGUMENT,
 }
 # gRPC itself refuses messages this far over the limit before Python sees them (a memory
 # bound); up to there our deserializer does, so the refusal is logged and counted.
 OVERSIZE_HEADROOM = 1 << 20
 
 
-def status_for(exc: CollectorError) -> grpc.StatusCode:
+def status_for(exc: TfprofError) -> grpc.StatusCode:
     for kind, code in _STATUS.items():
         if isinstance(exc, kind):
             return code
@@ -76,10 +82,13 @@ class Malformed:
         return self.error
 
 
-def _lenient(cls: Any, max_bytes: int) -> Callable[[bytes], Any]:
+Request = TypeVar("Request", bound=Message)
+
+
+def _lenient(cls: type[Request], max_bytes: int) -> Callable[[bytes], Request | Malformed]:
     name = cls.DESCRIPTOR.name
 
-    def parse(data: bytes) -> Any:
+    def parse(data: bytes) -> Request | Malformed:
         if len(data) > max_bytes:
             return Malformed(
                 TooLarge(
@@ -122,7 +131,7 @@ class CollectorServicer:
                     ingest.goodbye(message.goodbye)
                 else:
                     raise InvalidArgument("empty agent message")
-        except CollectorError as exc:
+        except TfprofError as exc:
             self._abort(context, exc)
         except grpc.RpcError:
             # The call ended under us: the client went away or its deadline passed, or
@@ -139,20 +148,22 @@ class CollectorServicer:
         finally:
             ingest.close()
 
-    def Clock(self, request: pb.ClockRequest | Malformed, context: grpc.ServicerContext) -> Any:
+    def Clock(
+        self, request: pb.ClockRequest | Malformed, context: grpc.ServicerContext
+    ) -> pb.ClockReply:
         if isinstance(request, Malformed):
             self._abort(context, request.exception())
         t2 = time.time_ns()
         return pb.ClockReply(t1_ns=request.t1_ns, t2_ns=t2, t3_ns=time.time_ns())
 
-    def _abort(self, context: grpc.ServicerContext, exc: CollectorError) -> NoReturn:
+    def _abort(self, context: grpc.ServicerContext, exc: TfprofError) -> NoReturn:
         code = status_for(exc)
         self.metrics.request_error(code.name)
         log.warning("rejected call from %s: %s: %s", context.peer(), code.name, exc)
         context.abort(code, str(exc))
         raise AssertionError("context.abort returned")  # it raises
 
-    def handler(self) -> grpc.GenericRpcHandler:
+    def handler(self) -> grpc.GenericRpcHandler[object, object]:
         return grpc.method_handlers_generic_handler(
             SERVICE_NAME,
             {
@@ -189,7 +200,7 @@ class CollectorServer:
         self.store = Store(data_dir, fsync=fsync)
         self.metrics = metrics or CollectorMetrics()
         self.metrics.track_storage(lambda: self.store.bytes_stored)
-        interceptors = []
+        interceptors: list[grpc.ServerInterceptor[object, object]] = []
         if auth_token:
             interceptors.append(
                 TokenAuthInterceptor(
@@ -214,15 +225,22 @@ class CollectorServer:
         reflection.enable_server_reflection(
             (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), self.server
         )
+        credentials = None
         if tls_cert is not None and tls_key is not None:
             credentials = grpc.ssl_server_credentials([(tls_key, tls_cert)])
-            self.port = self.server.add_secure_port(listen, credentials)
-        else:
-            self.port = self.server.add_insecure_port(listen)
-            if auth_token:
-                log.warning("bearer tokens travel in clear text: use --tls-cert/--tls-key")
-        if self.port == 0:
-            raise OSError(f"cannot listen on {listen}")
+        try:
+            if credentials is not None:
+                self.port = self.server.add_secure_port(listen, credentials)
+            else:
+                self.port = self.server.add_insecure_port(listen)
+        except RuntimeError as exc:  # how grpc reports a failed bind
+            raise CannotListen(
+                f"cannot listen on {listen}: address in use, not local or not resolvable"
+            ) from exc
+        if self.port == 0:  # how older grpc releases report it
+            raise CannotListen(f"cannot listen on {listen}")
+        if auth_token and credentials is None:
+            log.warning("bearer tokens travel in clear text: use --tls-cert/--tls-key")
         host = listen.rpartition(":")[0]
         self.address = f"{host}:{self.port}"
 

@@ -7,12 +7,13 @@ Pure functions over protos; errors are ``InvalidArgument`` with a message for th
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
 
 from tfprof.collector.errors import InvalidArgument
-from tfprof.collector.store import check_name
+from tfprof.core.names import check_name
 from tfprof.proto import collector_pb2 as pb
 
 RECORD_FIELDS = [f.name for f in pb.Records.DESCRIPTOR.fields]
@@ -81,8 +82,8 @@ def _check_clock(offset_ns: int, rtt_ns: int) -> None:
         raise InvalidArgument(f"clock round trip {rtt_ns} ns is out of range")
 
 
-def _check_devices(devices: object) -> None:
-    for d in devices:  # type: ignore[attr-defined]
+def _check_devices(devices: Iterable[pb.Device]) -> None:
+    for d in devices:
         _check_text("device uuid", d.uuid)
         _check_text("device name", d.name)
         _check_text("device PCI bus id", d.pci_bus_id)

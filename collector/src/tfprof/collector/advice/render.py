@@ -1,4 +1,8 @@
-"""Reporters for findings: ``table`` (ranked text, for people) and ``json`` / ``csv``."""
+"""Reporters for findings: ``table`` (ranked text, for people) and ``json`` / ``csv``.
+
+The text goes through the collector's one text renderer (collector/terminal.py): each
+finding's title is bold on a terminal only, never with ``NO_COLOR``.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +15,8 @@ from typing import Any, TextIO
 
 from tfprof.collector.advice.base import Finding
 from tfprof.collector.analysis.errors import AnalysisError
-from tfprof.collector.analysis.render import bold, iso, use_colour
+from tfprof.collector.analysis.render import iso
+from tfprof.collector.terminal import TextWriter
 
 SCHEMA = "tfprof.advice/1"
 
@@ -29,25 +34,29 @@ class TextReporter:
         self.colour = colour
 
     def render(self, out: TextIO) -> None:
-        colour = use_colour(out) if self.colour is None else self.colour
+        text = TextWriter(out, self.colour)
         if not self.findings:
-            out.write("no findings: no rule found anything worth reporting\n")
+            text.line("no findings: no rule found anything worth reporting")
             return
         for rank, f in enumerate(self.findings, 1):
-            out.write(bold(f"{rank}. [{f.rule}] {f.title}", colour) + "\n")
+            text.line(f"{rank}. [{f.rule}] {f.title}", bold=True)
             seconds = (f.end_ns - f.start_ns) / 1e9
-            out.write(
-                f"   at stake: {f.impact_us:,.0f} us; window {iso(f.start_ns)} + {seconds:.6f} s\n"
+            text.line(
+                f"   at stake: {f.impact_us:,.0f} us; window {iso(f.start_ns)} + {seconds:.6f} s"
             )
             if f.jobs:
-                out.write(f"   jobs: {', '.join(f.jobs)}\n")
+                text.line(f"   jobs: {', '.join(f.jobs)}")
             if f.streams:
-                out.write(f"   streams: {', '.join(f.streams)}\n")
+                text.line(f"   streams: {', '.join(f.streams)}")
             evidence = ", ".join(f"{k}={_short(v)}" for k, v in f.evidence.items())
-            out.write(textwrap.fill(evidence, 100, initial_indent="   evidence: ",
-                                    subsequent_indent="     ") + "\n")  # fmt: skip
-            out.write(textwrap.fill(f.suggestion, 100, initial_indent="   suggestion: ",
-                                    subsequent_indent="     ") + "\n\n")  # fmt: skip
+            text.line(_paragraph("   evidence: ", evidence))
+            text.line(_paragraph("   suggestion: ", f.suggestion))
+            text.line()
+
+
+def _paragraph(label: str, body: str) -> str:
+    """``body`` after ``label``, filled to 100 columns, continued lines indented."""
+    return textwrap.fill(body, 100, initial_indent=label, subsequent_indent="     ")
 
 
 def _short(value: Any) -> str:

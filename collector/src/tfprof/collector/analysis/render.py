@@ -1,8 +1,9 @@
 """Reporters for views: one ``render(outfile)`` each, chosen by ``--format``.
 
-``table`` is for people (aligned columns; bold header only on a terminal and never
-with ``NO_COLOR``), ``json`` and ``csv`` for scripts. JSON field names are the row
-dataclasses' field names, documented in README.md ("Summaries and advice").
+``table`` is for people (aligned columns by the collector's one text renderer,
+collector/terminal.py: bold header only on a terminal and never with ``NO_COLOR``),
+``json`` and ``csv`` for scripts. JSON field names are the row dataclasses' field
+names, documented in README.md ("Summaries and advice").
 """
 
 from __future__ import annotations
@@ -11,25 +12,15 @@ import csv
 import dataclasses
 import datetime
 import json
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TextIO
 
+from tfprof.collector.terminal import TextWriter
+from tfprof.collector.terminal import use_colour as use_colour  # its old home, re-exported
+
 FORMATS = ("table", "json", "csv")
 SCHEMA = "tfprof.summary/1"
-
-
-def use_colour(out: TextIO) -> bool:
-    """Colour only on a terminal, and never when NO_COLOR is set (no-color.org)."""
-    if "NO_COLOR" in os.environ:
-        return False
-    isatty = getattr(out, "isatty", None)
-    return bool(isatty and isatty())
-
-
-def bold(text: str, colour: bool) -> str:
-    return f"\x1b[1m{text}\x1b[0m" if colour else text
 
 
 def iso(ns: int) -> str:
@@ -90,27 +81,18 @@ class TableReporter:
 
     def render(self, out: TextIO) -> None:
         r = self.report
-        colour = use_colour(out) if self.colour is None else self.colour
+        text = TextWriter(out, self.colour)
         seconds = (r.end_ns - r.start_ns) / 1e9
-        out.write(
+        text.line(
             f"{r.view}: {len(r.rows)} row(s); jobs {', '.join(r.jobs) or '-'}; "
-            f"window {iso(r.start_ns)} + {seconds:,.6f} s\n"
+            f"window {iso(r.start_ns)} + {seconds:,.6f} s"
         )
-        header = [f.upper() for f in r.fields]
         body = [[cell(f, getattr(row, f)) for f in r.fields] for row in r.rows]
-        widths = [max(len(c) for c in col) for col in zip(header, *body, strict=True)]
-        numeric = [bool(body) and all(_numeric(row[i]) for row in body) for i in range(len(header))]
-
-        def line(cells: list[str]) -> str:
-            parts = [
-                c.rjust(w) if num else c.ljust(w)
-                for c, w, num in zip(cells, widths, numeric, strict=True)
-            ]
-            return "  ".join(parts).rstrip()
-
-        out.write(bold(line(header), colour) + "\n")
-        for row in body:
-            out.write(line(row) + "\n")
+        # A column of numbers only is right-aligned (so is its header).
+        numeric = [
+            bool(body) and all(_numeric(row[i]) for row in body) for i in range(len(r.fields))
+        ]
+        text.table([f.upper() for f in r.fields], body, numeric)
 
 
 def _numeric(text: str) -> bool:

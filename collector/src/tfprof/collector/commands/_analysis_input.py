@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from typing import TextIO
 
 from tfprof.collector.analysis.records import RecordSet, prepare
-from tfprof.collector.errors import InvalidArgument, NotFound
+from tfprof.collector.errors import InvalidArgument, NotFound, PathError
 from tfprof.collector.timespec import TIME_HELP
 
 
@@ -65,8 +65,16 @@ def load_record_set(args: argparse.Namespace) -> RecordSet:
 
 @contextlib.contextmanager
 def output(path: str | None) -> Iterator[TextIO]:
+    """Stdout, or the ``--output`` file; a file that cannot be written is a ``PathError``."""
     if path is None:
         yield sys.stdout
         return
-    with open(path, "w", encoding="utf-8", newline="") as f:
-        yield f
+    try:
+        f = open(path, "w", encoding="utf-8", newline="")  # noqa: SIM115 - closed below
+    except OSError as exc:
+        raise PathError.from_os("output file", path, exc) from exc
+    with f:
+        try:
+            yield f
+        except OSError as exc:  # only the report is written in here: a full disk, ...
+            raise PathError.from_os("output file", path, exc) from exc

@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from tfprof.collector.errors import NotFound
+from tfprof.collector.errors import NotFound, PathError
 
 if TYPE_CHECKING:
     from tfprof.collector.model import JobData
@@ -83,7 +83,10 @@ def write(jobs: list[JobData], args: argparse.Namespace) -> int:
             parse_time(until, first, "--until") if until else None,
         )
     timeline = build_timeline(jobs, group_by=args.group_by, window_ns=window)
-    target = write_timeline(timeline, args.output, args.format)
+    try:
+        target = write_timeline(timeline, args.output, args.format)
+    except OSError as exc:  # the output the user named cannot be created or written
+        raise PathError.from_os("output", args.output, exc) from exc
     print(f"wrote {target}: {timeline.num_slices:,} slices", file=sys.stderr)
     return timeline.num_slices
 

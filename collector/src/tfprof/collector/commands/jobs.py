@@ -10,6 +10,7 @@ does not parse every batch.
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 
 
@@ -35,6 +36,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from tfprof.collector.store import Store
+    from tfprof.collector.terminal import TextWriter
 
     infos = Store(args.data_dir).list_jobs()
     if not infos:
@@ -57,7 +59,5 @@ def run(args: argparse.Namespace) -> int:
         )
         for i in infos
     ]
-    widths = [max(len(r[c]) for r in [header, *rows]) for c in range(len(header))]
-    for row in [header, *rows]:
-        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+    TextWriter(sys.stdout).table(header, rows)
     return 0

@@ -1,0 +1,103 @@
+"""What the data dir holds: its job runs, and each run's counts, time range and state.
+
+Counts come from per-stream summaries (store/summary.py), so listing parses only what
+was appended since a stream's summary was last written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tfprof.collector.store.files import is_streaming, size_and_mtime
+from tfprof.collector.store.loader import record_shift, stream_dirs
+from tfprof.collector.store.summary import StreamSummary, read_summary
+from tfprof.proto import collector_pb2 as pb
+
+# Job run states shown by ``jobs`` (see ``JobInfo.state``).
+STREAMING, FINISHED, INCOMPLETE = "streaming", "finished", "incomplete"
+
+
+@dataclass
+class JobInfo:
+    """One job run, as ``jobs`` lists it."""
+
+    name: str
+    run_id: str
+    streams: int
+    hosts: list[str]
+    records: int
+    first_ns: int | None  # collector clock (the streams' clock shifts applied)
+    last_ns: int | None
+    finished: bool  # every stream said goodbye
+    dropped: int
+    state: str = INCOMPLETE  # STREAMING, FINISHED or INCOMPLETE
+    tasks: list[str] = field(default_factory=list)
+    bytes: int = 0
+    last_write: float = 0.0  # newest mtime in the run, seconds since 1970
+    path: Path | None = None
+
+
+def runs(jobs_dir: Path) -> Iterator[tuple[str, str, Path]]:
+    """(job, run id, run directory) of every stored run: jobs by name, runs oldest first."""
+    if not jobs_dir.is_dir():
+        return
+    for job_dir in sorted(jobs_dir.iterdir()):
+        if not job_dir.is_dir():
+            continue
+        job_runs = [r for r in job_dir.iterdir() if r.is_dir()]
+        for run_dir in sorted(job_runs, key=lambda r: r.stat().st_mtime):
+            yield job_dir.name, run_dir.name, run_dir
+
+
+def job_names(jobs_dir: Path) -> list[str]:
+    return sorted({name for name, _, _ in runs(jobs_dir)})
+
+
+def list_runs(jobs_dir: Path) -> list[JobInfo]:
+    """Every run that has at least one stream, with counts and state."""
+    infos = []
+    for name, run_id, run_dir in runs(jobs_dir):
+        info = run_info(name, run_id, run_dir)
+        if info is not None:
+            infos.append(info)
+    return infos
+
+
+def run_info(name: str, run_id: str, run_dir: Path) -> JobInfo | None:
+    """One run's listing; None when no stream of it has said hello yet."""
+    info = JobInfo(name=name, run_id=run_id, streams=0, hosts=[], records=0, first_ns=None,
+                   last_ns=None, finished=True, dropped=0, path=run_dir)  # fmt: skip
+    hosts, tasks = set(), set()
+    streaming = False
+    span = StreamSummary()
+    for stream_dir in stream_dirs(run_dir):
+        try:
+            hello = pb.Hello.FromString((stream_dir / "hello.pb").read_bytes())
+        except FileNotFoundError:
+            continue
+        info.streams += 1
+        hosts.add(hello.host)
+        tasks.add(hello.task or str(hello.pid))
+        summary = read_summary(stream_dir)
+        info.records += summary.records
+        shift = record_shift(hello)
+        if summary.first_start_ns is not None and summary.last_end_ns is not None:
+            span.widen(summary.first_start_ns + shift, summary.last_end_ns + shift)
+        dropped_queue = summary.dropped_queue
+        try:
+            bye = pb.Goodbye.FromString((stream_dir / "goodbye.pb").read_bytes())
+            dropped_queue = max(dropped_queue, bye.dropped_queue)
+            info.dropped += bye.dropped_tracer + bye.dropped_relay
+        except FileNotFoundError:
+            info.finished = False
+        info.dropped += dropped_queue
+        streaming = streaming or is_streaming(stream_dir)
+    if info.streams == 0:
+        return None
+    info.hosts, info.tasks = sorted(hosts), sorted(tasks)
+    info.first_ns, info.last_ns = span.first_start_ns, span.last_end_ns
+    info.state = STREAMING if streaming else FINISHED if info.finished else INCOMPLETE
+    info.bytes, info.last_write = size_and_mtime(run_dir)
+    return info

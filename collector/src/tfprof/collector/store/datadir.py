@@ -1,0 +1,121 @@
+"""``Store``: one data dir, as the server, the commands and retention use it.
+
+It hands out one shared ``StreamWriter`` per open stream, keeps the byte count the
+storage metric and retention read, and deletes runs no collector is streaming into.
+Names reach a path only after ``tfprof.core.names.check_name``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import threading
+from pathlib import Path
+
+from tfprof.collector.errors import Conflict, NotFound, PathError
+from tfprof.collector.model import JobData
+from tfprof.collector.store import catalog
+from tfprof.collector.store.catalog import JobInfo
+from tfprof.collector.store.files import is_streaming, size_and_mtime
+from tfprof.collector.store.loader import load_run
+from tfprof.collector.store.writer import StreamWriter
+from tfprof.core.names import check_name
+from tfprof.proto import collector_pb2 as pb
+
+
+class Store:
+    def __init__(self, data_dir: str | os.PathLike[str], fsync: bool = True) -> None:
+        self.root = Path(data_dir)
+        self.jobs_dir = self.root / "jobs"
+        try:
+            self.jobs_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise PathError.from_os("data dir", self.root, exc) from exc
+        self.fsync = fsync
+        self._lock = threading.Lock()
+        self._open: dict[Path, StreamWriter] = {}
+        self._bytes: int | None = None
+        self._bytes_lock = threading.Lock()
+
+    # -- writing -------------------------------------------------------------------------
+
+    def open_stream(self, hello: pb.Hello) -> StreamWriter:
+        job = check_name("job name", hello.job)
+        run_id = check_name("run id", hello.run_id)
+        stream_id = check_name("stream id", hello.stream_id)
+        path = self.jobs_dir / job / run_id / stream_id
+        with self._lock:
+            writer = self._open.get(path)
+            if writer is not None:
+                writer.refs += 1
+                return writer
+            writer = StreamWriter(path, hello, fsync=self.fsync, release=self._release)
+            self._open[path] = writer
+            return writer
+
+    def _release(self, writer: StreamWriter) -> None:
+        with self._lock:
+            writer.refs -= 1
+            if writer.refs > 0:
+                return
+            self._open.pop(writer.directory, None)
+        writer.close_file()
+
+    def open_streams(self) -> int:
+        with self._lock:
+            return len(self._open)
+
+    # -- size accounting (for the storage metric and retention) --------------------------
+
+    @property
+    def bytes_stored(self) -> int:
+        with self._bytes_lock:
+            if self._bytes is None:
+                self._bytes, _ = size_and_mtime(self.jobs_dir)
+            return self._bytes
+
+    def count_bytes(self, delta: int) -> None:
+        with self._bytes_lock:
+            if self._bytes is not None:
+                self._bytes += delta
+
+    # -- reading -------------------------------------------------------------------------
+
+    def job_names(self) -> list[str]:
+        return catalog.job_names(self.jobs_dir)
+
+    def load_jobs(self, names: list[str] | None = None) -> list[JobData]:
+        """Every run of the named jobs (all jobs when none is named). Time windows are
+        applied by the consumers (merge, analyses), on the collector clock."""
+        wanted = set(names) if names else None
+        if wanted:
+            missing = wanted - set(self.job_names())
+            if missing:
+                raise NotFound(f"no such job in {self.root}: {', '.join(sorted(missing))}")
+        return [
+            load_run(name, run_id, run_dir)
+            for name, run_id, run_dir in catalog.runs(self.jobs_dir)
+            if wanted is None or name in wanted
+        ]
+
+    def list_jobs(self) -> list[JobInfo]:
+        """Job runs with counts and state (see ``catalog.run_info``)."""
+        return catalog.list_runs(self.jobs_dir)
+
+    # -- deleting (retention) ------------------------------------------------------------
+
+    def delete_run(self, job: str, run_id: str) -> int:
+        """Delete a job run that no collector is streaming into; returns bytes freed."""
+        run_dir = self.jobs_dir / check_name("job name", job) / check_name("run id", run_id)
+        with self._lock:  # no stream of this run can open while we look and delete
+            streams = [p for p in run_dir.iterdir() if p.is_dir()] if run_dir.is_dir() else []
+            if any(p in self._open or is_streaming(p) for p in streams):
+                raise Conflict(f"job {job} run {run_id} is streaming")
+            freed, _ = size_and_mtime(run_dir)
+            shutil.rmtree(run_dir, ignore_errors=True)
+            with contextlib.suppress(OSError):
+                run_dir.parent.rmdir()  # the job's last run: drop the job directory
+        with self._bytes_lock:
+            self._bytes = None  # recounted on next use: writes add batches only
+        return freed

@@ -1,0 +1,67 @@
+"""Text for people, the collector's one renderer: aligned tables and emphasised lines.
+
+Built on rich. Style (bold) goes out only when the output is a terminal and NO_COLOR is
+not set, both as rich detects them; anywhere else the text is plain and stable for
+scripts: columns two spaces apart, no trailing spaces. Nothing is ever wrapped or cut,
+so a long kernel name keeps its one line, as the terminal itself would show it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TextIO
+
+from rich.console import Console, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+# Wider than any line we print: rich wraps and crops at the console width.
+UNLIMITED_WIDTH = 1 << 20
+
+
+def use_colour(out: TextIO) -> bool:
+    """Style only on a terminal, and never when NO_COLOR is set (no-color.org)."""
+    console = Console(file=out)
+    return console.is_terminal and not console.no_color
+
+
+class TextWriter:
+    """Writes lines and tables to ``out``; ``colour`` None: decide by ``use_colour``."""
+
+    def __init__(self, out: TextIO, colour: bool | None = None) -> None:
+        self._out = out
+        styled = use_colour(out) if colour is None else colour
+        self._console = Console(
+            force_terminal=styled,
+            # Bold is all we use: the basic ANSI set has it on every terminal.
+            color_system="standard" if styled else None,
+            width=UNLIMITED_WIDTH,
+            # Values are data, never markup, emoji codes or things to highlight.
+            markup=False,
+            emoji=False,
+            highlight=False,
+        )
+
+    def line(self, text: str = "", *, bold: bool = False) -> None:
+        self._write(Text(text, style="bold" if bold else ""))
+
+    def table(
+        self,
+        header: Sequence[str],
+        rows: Sequence[Sequence[str]],
+        right_aligned: Sequence[bool] | None = None,
+    ) -> None:
+        """Columns of ``rows`` under a bold ``header``; numbers usually right-aligned."""
+        right = right_aligned or [False] * len(header)
+        table = Table(box=None, padding=(0, 1), pad_edge=False, header_style="bold")
+        for title, align_right in zip(header, right, strict=True):
+            table.add_column(title, justify="right" if align_right else "left", no_wrap=True)
+        for row in rows:
+            table.add_row(*(Text(cell) for cell in row))
+        self._write(table)
+
+    def _write(self, renderable: RenderableType) -> None:
+        with self._console.capture() as captured:
+            self._console.print(renderable)
+        # rich pads every cell to its column's width, the last one too.
+        self._out.writelines(line.rstrip() + "\n" for line in captured.get().splitlines())
