@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tfprof.agent.client import CollectorClient, StreamDelivery
+from tfprof.agent.client import CollectorClient
+from tfprof.agent.delivery import StreamDelivery
 from tfprof.agent.flush import flush_spool
 from tfprof.agent.spool import Spool
 from tfprof.collector.server import CollectorServer

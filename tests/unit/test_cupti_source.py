@@ -17,8 +17,9 @@ from cupti import cupti
 
 from tfprof.agent.frames import StringTable
 from tfprof.agent.sources.base import SourceUnavailable
-from tfprof.agent.sources.cupti import NOT_INSTALLED, CuptiSource, format_uuid
+from tfprof.agent.sources.cupti import NOT_INSTALLED, CuptiSource
 from tfprof.agent.sources.cupti_errors import driver_cuda_version
+from tfprof.agent.sources.cupti_records import format_uuid
 from tfprof.core.records import COLUMNS, DeviceInfo, RecordKind, RecordTable
 
 AK = cupti.ActivityKind
