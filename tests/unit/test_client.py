@@ -28,7 +28,7 @@ def hello(job: str = "train", stream_id: str = "s1") -> pb.Hello:
 def batch(n: int, start: int = 0) -> pb.AgentMessage:
     message = pb.AgentMessage()
     b = message.batch
-    b.records.kind.extend([RecordKind.KERNEL] * n)
+    b.records.kind.extend([pb.RecordKind.ValueType(RecordKind.KERNEL)] * n)
     b.records.start_ns.extend(range(start, start + n))
     b.records.duration_ns.extend([10] * n)
     return message
