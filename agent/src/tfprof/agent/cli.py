@@ -149,9 +149,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         _setup_logging(cfg.log_level)
         if args.command == "flush-spool":
             return flush_spool_command(args, cfg)
-        from tfprof.agent import launcher
+        from tfprof.agent import launcher, signals
 
-        launcher.block_signals()
+        signals.block_signals()
         return launcher.run(cfg, command, environ)
     except TfprofError as exc:
         # The one place an error becomes a line and an exit status; anything else is a

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from tfprof.agent import clock
 from tfprof.agent.config import AgentConfig, child_environment, validate_job_name
 from tfprof.agent.errors import CommandNotExecutable, CommandNotFound, UsageError
+from tfprof.agent.signals import FORWARDED_SIGNALS, SignalForwarder
 from tfprof.core.version import __version__
 
 if TYPE_CHECKING:
@@ -37,32 +38,12 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("tfprof.agent.launcher")
 
-# USR1/USR2 too: batch schedulers (SLURM's --signal) warn jobs of preemption with them.
-FORWARDED_SIGNALS = (
-    signal.SIGINT,
-    signal.SIGTERM,
-    signal.SIGHUP,
-    signal.SIGQUIT,
-    signal.SIGUSR1,
-    signal.SIGUSR2,
-)
 BOOTSTRAP_DIR = str(Path(__file__).resolve().parent / "bootstrap")
-SI_KERNEL = 0x80  # si_code of signals the kernel sends, e.g. the tty's Ctrl-C
 
 
 def notice(message: str) -> None:
     sys.stderr.write(f"tfprof: {message}\n")
     sys.stderr.flush()
-
-
-def block_signals() -> None:
-    """Block forwarded signals in this thread (and so in every thread started later).
-
-    A dedicated thread takes them with sigwaitinfo, which tells who sent each one: a
-    Ctrl-C from the terminal already reached the job (same process group) and is not
-    sent twice; a ``kill`` aimed at the launcher is forwarded.
-    """
-    signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED_SIGNALS)
 
 
 def cuda_driver_present() -> bool:
@@ -103,33 +84,6 @@ def resolve_source(cfg: AgentConfig) -> str:
         return "cupti"
     notice("no CUDA driver found: GPU tracing is off, host metrics only (--source none)")
     return "none"
-
-
-class _SignalForwarder:
-    def __init__(self, pid: int) -> None:
-        self.pid = pid
-        # Set once the job is reaped: its pid may be reused, so nothing is sent after.
-        self.reaped = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="tfprof-signals", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def _run(self) -> None:
-        while True:
-            info = signal.sigwaitinfo(FORWARDED_SIGNALS)
-            from_tty = info.si_code == SI_KERNEL and info.si_signo in (
-                signal.SIGINT,
-                signal.SIGQUIT,
-            )
-            if self.reaped.is_set():
-                continue  # the job is gone; the launcher finishes within its timeouts
-            try:
-                if from_tty and os.getpgid(self.pid) == os.getpgrp():
-                    continue  # the terminal delivered it to the job already
-                os.kill(self.pid, info.si_signo)
-            except ProcessLookupError:
-                continue
 
 
 class Run:
@@ -321,7 +275,7 @@ class Run:
         except BaseException:
             self._abort()
             raise
-        forwarder = _SignalForwarder(pid)
+        forwarder = SignalForwarder(pid)
         forwarder.start()
         _, status = os.waitpid(pid, 0)
         forwarder.reaped.set()
