@@ -1,11 +1,19 @@
-"""agent/relay.py's frame-to-protobuf step: exact values, all-zero columns left empty."""
+"""agent/relay.py: the frame-to-protobuf step (exact values, all-zero columns left
+empty) and the relay server's end of a job."""
 
 from __future__ import annotations
 
 import array
+import socket
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import pytest
 
 from tfprof.agent import frames
-from tfprof.agent.relay import records_proto
+from tfprof.agent.relay import RelayServer, records_proto
 from tfprof.core.records import COLUMNS, RecordKind, RecordTable
 from tfprof.proto import collector_pb2 as pb
 
@@ -42,3 +50,30 @@ def test_the_whole_int64_range_survives() -> None:
 def test_an_empty_frame_adds_nothing() -> None:
     out = relayed(RecordTable())
     assert out.ByteSize() == 0
+
+
+def test_a_job_that_exits_at_once_is_waited_for_not_an_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The job's process connects and is gone before the relay's reader thread has
+    # started: waiting for the readers must wait for it, never join an unstarted thread.
+    starting = threading.Event()
+
+    class SlowStart(threading.Thread):
+        def start(self) -> None:
+            if self.name == "tfprof-relay-conn":
+                starting.set()
+                time.sleep(0.3)  # a loaded machine
+            super().start()
+
+    monkeypatch.setattr(threading, "Thread", SlowStart)
+    with tempfile.TemporaryDirectory(dir="/tmp") as short:
+        relay = RelayServer(str(Path(short) / "s.sock"), lambda info: None)
+        relay.start()
+        try:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client:
+                client.connect(relay.path)
+            assert starting.wait(5.0)
+            assert relay.wait_closed(5.0)
+        finally:
+            relay.close()

@@ -184,9 +184,11 @@ class RelayServer:
             reader = threading.Thread(
                 target=self._serve, args=(conn,), name="tfprof-relay-conn", daemon=True
             )
+            # Started under the lock: wait_closed, which copies the list under it, must
+            # never join a reader that has not started (a job that exits at once).
             with self._lock:
+                reader.start()
                 self._readers.append(reader)
-            reader.start()
 
     def _serve(self, conn: socket.socket) -> None:
         link: ProcessLink | None = None
