@@ -5,7 +5,8 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from tfprof.agent.client import CollectorClient, StreamDelivery
+from tfprof.agent.client import CollectorClient
+from tfprof.agent.delivery import StreamDelivery
 from tfprof.collector.store import Store
 from tfprof.proto import collector_pb2 as pb
 

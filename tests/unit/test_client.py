@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tfprof.agent.client import CollectorClient, StreamDelivery
+from tfprof.agent.client import CollectorClient
+from tfprof.agent.delivery import StreamDelivery
 from tfprof.agent.flush import flush_spool
 from tfprof.agent.spool import Spool
 from tfprof.collector.server import CollectorServer
@@ -27,7 +28,7 @@ def hello(job: str = "train", stream_id: str = "s1") -> pb.Hello:
 def batch(n: int, start: int = 0) -> pb.AgentMessage:
     message = pb.AgentMessage()
     b = message.batch
-    b.records.kind.extend([RecordKind.KERNEL] * n)
+    b.records.kind.extend([pb.RecordKind.ValueType(RecordKind.KERNEL)] * n)
     b.records.start_ns.extend(range(start, start + n))
     b.records.duration_ns.extend([10] * n)
     return message

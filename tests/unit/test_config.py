@@ -6,8 +6,9 @@ import json
 
 import pytest
 
-from tfprof.agent import config
-from tfprof.agent.config import OPTIONS, ConfigError, load, task_from_env, validate_job_name
+from tfprof.agent.config import OPTIONS, child_environment, load, validate_job_name, with_flags
+from tfprof.agent.errors import ConfigError
+from tfprof.core.errors import InputError, TfprofError
 
 
 def test_defaults_from_an_empty_environment() -> None:
@@ -160,8 +161,13 @@ def test_unsafe_job_names_are_rejected(name: str) -> None:
         validate_job_name(name)
 
 
-def test_config_error_is_a_value_error() -> None:
-    assert issubclass(config.ConfigError, ValueError)
+def test_config_error_is_bad_input_with_exit_status_2() -> None:
+    assert issubclass(ConfigError, InputError) and issubclass(ConfigError, TfprofError)
+    assert ConfigError("x").exit_code == 2
+
+
+def task_from_env(environ: dict[str, str], pid: int) -> str:
+    return load(environ).task(pid)
 
 
 def tf_config(task_type: str, index: int) -> str:
@@ -184,6 +190,7 @@ def tf_config(task_type: str, index: int) -> str:
 )
 def test_task_from_env(environ: dict[str, str], expected: str) -> None:
     assert task_from_env(environ, pid=4242) == expected
+    assert load(environ).rank == ("" if expected == "4242" else expected)
 
 
 def test_task_precedence_tf_config_then_rank_variables() -> None:
@@ -220,3 +227,46 @@ def test_unusable_rank_falls_back_to_the_pid(environ: dict[str, str]) -> None:
 
 def test_bad_tf_config_still_lets_rank_variables_decide() -> None:
     assert task_from_env({"TF_CONFIG": "{", "RANK": "9"}, pid=1) == "9"
+
+
+def test_the_job_name_rule_is_the_products_one() -> None:
+    from tfprof.core.names import RULE, is_safe_name
+
+    for name in ("ok-1", "../etc", "A" * 64, "A" * 65, ".hidden"):
+        accepted = True
+        try:
+            validate_job_name(name)
+        except ConfigError as exc:
+            accepted = False
+            assert RULE in str(exc)
+        assert accepted == is_safe_name(name), name
+
+
+def test_flags_are_laid_over_the_environment_as_their_variables() -> None:
+    base = {"TFPROF_JOB": "from-env", "TFPROF_SOURCE": "none", "HOME": "/home/u"}
+    env = with_flags({"job": "from-flag", "replay_speed": "max"}, base)
+    assert env == {**base, "TFPROF_JOB": "from-flag", "TFPROF_REPLAY_SPEED": "max"}
+    assert base["TFPROF_JOB"] == "from-env"  # the caller's mapping is left alone
+    cfg = load(env)
+    assert (cfg.job, cfg.source, cfg.replay_speed) == ("from-flag", "none", None)
+
+
+def test_the_child_environment_carries_the_flags_and_the_launchers_decisions() -> None:
+    env = with_flags({"collector": "c:1"}, {"PYTHONPATH": "/user", "KEEP": "1"})
+    child = child_environment(
+        env, bootstrap_dir="/boot", job="j", source="none", run_id="r", run_dir="/d",
+        socket="/d/s",
+    )  # fmt: skip
+    assert child["PYTHONPATH"] == "/boot:/user" and child["KEEP"] == "1"
+    cfg = load(child)
+    assert (cfg.collector, cfg.job, cfg.source) == ("c:1", "j", "none")
+    assert (cfg.run_id, cfg.run_dir, cfg.socket) == ("r", "/d", "/d/s")
+    bare = child_environment({}, bootstrap_dir="/boot", job="j", source="none", run_id="r",
+                             run_dir="/d", socket="/d/s")  # fmt: skip
+    assert bare["PYTHONPATH"] == "/boot"
+
+
+@pytest.mark.parametrize(("raw", "skew"), [("", 0), ("-5000", -5000), ("12", 12), ("x", 0)])
+def test_test_clock_skew_is_read_leniently(raw: str, skew: int) -> None:
+    assert load({"TFPROF_TEST_CLOCK_SKEW_NS": raw}).clock_skew_ns == skew
+    assert load({}).clock_skew_ns == 0

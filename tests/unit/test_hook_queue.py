@@ -25,8 +25,6 @@ from tfprof.core.version import __version__
 
 pytestmark = pytest.mark.timeout(60)
 
-RANK_VARS = ("TF_CONFIG", "RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID")
-
 
 @pytest.fixture(autouse=True)
 def fresh_warnings(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -243,20 +241,13 @@ class FakeSource:
         self.sink.add_tracer_dropped(2)
 
 
-@pytest.fixture
-def clean_rank_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for var in RANK_VARS:
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("RANK", "3")
-
-
-@pytest.mark.usefixtures("clean_rank_env")
 def test_hook_sends_hello_records_and_goodbye(
     short_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     launcher = FakeLauncher(short_dir / "relay.sock")
     try:
-        hk = Hook(make_cfg(launcher.path), FakeSource())
+        # The job's declared rank (config.load reads it; test_config covers that).
+        hk = Hook(make_cfg(launcher.path)._replace(rank="3"), FakeSource())
         before = time.time_ns()
         hk.start()
         assert hk.submit(kernels(hk, "gemm", n=3))

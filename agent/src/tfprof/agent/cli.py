@@ -1,7 +1,8 @@
 """``tfprof-agent``: run a command under the tracer.
 
 Flags are sugar over ``TFPROF_*`` environment variables (see ``config.OPTIONS``): each
-flag sets its variable, and the launcher and the job read the same configuration.
+flag's value is laid over the environment as its variable (``config.with_flags``), and
+the launcher and the job read the same configuration from that.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import sys
 from collections.abc import Sequence
 
 from tfprof.agent import config
-from tfprof.agent.errors import AgentError
+from tfprof.core.errors import TfprofError
 from tfprof.core.version import __version__
 
 # Options that have a flag; flag --replay-speed sets OPTIONS["replay_speed"], and so on.
@@ -90,12 +91,11 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def flush_spool_command(args: argparse.Namespace) -> int:
+def flush_spool_command(args: argparse.Namespace, cfg: config.AgentConfig) -> int:
     from tfprof.agent.client import CollectorClient
     from tfprof.agent.flush import flush_spool
     from tfprof.agent.spool import Spool
 
-    cfg = config.load()
     target = config.validate_collector(args.collector or "") or None
     spool = Spool(cfg.spool_dir, cfg.spool_bytes)
     result = flush_spool(
@@ -114,11 +114,10 @@ def flush_spool_command(args: argparse.Namespace) -> int:
     return 1 if result.left else 0
 
 
-def _apply_flags(args: argparse.Namespace) -> None:
-    for key in FLAGGED_OPTIONS:
-        value = getattr(args, key, None)
-        if value is not None:
-            os.environ[config.OPTIONS[key].env] = str(value)
+def _flags(args: argparse.Namespace) -> dict[str, str]:
+    """The options given on the command line, keyed like ``config.OPTIONS``."""
+    values = {key: getattr(args, key, None) for key in FLAGGED_OPTIONS}
+    return {key: str(value) for key, value in values.items() if value is not None}
 
 
 def _setup_logging(level: str) -> None:
@@ -134,35 +133,30 @@ def _setup_logging(level: str) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.command == "flush-spool":
-        try:
-            _apply_flags(args)
-            _setup_logging(config.load().log_level)
-            return flush_spool_command(args)
-        except config.ConfigError as exc:
-            sys.stderr.write(f"tfprof-agent: {exc}\n")
-            return 2
-    if args.command != "run":
+    if args.command not in ("run", "flush-spool"):
         parser.print_help(sys.stderr)
         return 2
-    command = list(args.cmd)
-    if command and command[0] == "--":
-        command = command[1:]
-    if not command:
-        parser.error("run: missing CMD")
-    from tfprof.agent import launcher
-
+    command: list[str] = []
+    if args.command == "run":
+        command = list(args.cmd)
+        if command and command[0] == "--":
+            command = command[1:]
+        if not command:
+            parser.error("run: missing CMD")
     try:
-        _apply_flags(args)
-        cfg = config.load()
+        environ = config.with_flags(_flags(args))
+        cfg = config.load(environ)
         _setup_logging(cfg.log_level)
-        launcher.block_signals()
-        return launcher.run(cfg, command)
-    except config.ConfigError as exc:
-        sys.stderr.write(f"tfprof-agent: {exc}\n")
-        return 2
-    except AgentError as exc:
-        sys.stderr.write(f"tfprof-agent: {exc}\n")
+        if args.command == "flush-spool":
+            return flush_spool_command(args, cfg)
+        from tfprof.agent import launcher, signals
+
+        signals.block_signals()
+        return launcher.run(cfg, command, environ)
+    except TfprofError as exc:
+        # The one place an error becomes a line and an exit status; anything else is a
+        # bug and keeps its traceback.
+        sys.stderr.write(f"tfprof: {exc}\n")
         return exc.exit_code
 
 

@@ -1,30 +1,26 @@
 """Host time as the agent sees it, and its offset to the collector's clock.
 
-``now_ns`` is the host's realtime clock. ``TFPROF_TEST_CLOCK_SKEW_NS`` (tests only)
-pretends this host's clock is off by that much, so tests can show that merge aligns
-hosts through the estimated offset. Imported inside user processes: stdlib only.
+``now_ns`` is the host's realtime clock, plus the test-only skew of the configuration
+(``AgentConfig.clock_skew_ns``, set once per process through ``set_skew``), so tests can
+show that merge aligns hosts through the estimated offset. Imported inside user
+processes: stdlib only.
 """
 
 from __future__ import annotations
 
-import os
 import time
 
-_SKEW_ENV = "TFPROF_TEST_CLOCK_SKEW_NS"
+_skew_ns = 0
 
 
-def _read_skew() -> int:
-    try:
-        return int(os.environ.get(_SKEW_ENV, "0") or 0)
-    except ValueError:
-        return 0
-
-
-SKEW_NS = _read_skew()
+def set_skew(skew_ns: int) -> None:
+    """Apply the configuration's clock skew (0 outside tests) to ``now_ns``."""
+    global _skew_ns
+    _skew_ns = skew_ns
 
 
 def now_ns() -> int:
-    return time.time_ns() + SKEW_NS
+    return time.time_ns() + _skew_ns
 
 
 def offset_from_probe(t1: int, t2: int, t3: int, t4: int) -> tuple[int, int]:

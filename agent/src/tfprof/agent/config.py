@@ -1,17 +1,21 @@
 """The agent's settings: every option is a ``TFPROF_*`` environment variable.
 
-Command-line flags of ``tfprof-agent run`` only set these variables, so the launcher and
-every traced process (which inherits the environment) read one configuration, here and
-nowhere else. Imported inside user processes: standard library only.
+Command-line flags of ``tfprof-agent run`` are laid over the launcher's environment
+(``with_flags``); the launcher reads its configuration from that and hands the same
+variables to the job (``child_environment``), so the launcher and every traced process
+read one configuration. This is the only agent module that touches ``os.environ``.
+Imported inside user processes: standard library only.
 """
 
 from __future__ import annotations
 
 import math
 import os
-import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import NamedTuple
+
+from tfprof.agent.errors import ConfigError
+from tfprof.core.names import RULE, is_safe_name
 
 
 class Option(NamedTuple):
@@ -76,13 +80,15 @@ OPTIONS: dict[str, Option] = {
     "socket": Option("TFPROF_SOCKET", "", "(internal) the launcher's Unix socket"),
     "run_id": Option("TFPROF_RUN_ID", "", "(internal) this run's id"),
     "run_dir": Option("TFPROF_RUN_DIR", "", "(internal) the launcher's scratch directory"),
+    # Tests only: pretend this host's clock is off by that much, so tests can show that
+    # merge aligns hosts through the estimated offset. Not a number: no skew.
+    "test_clock_skew_ns": Option(
+        "TFPROF_TEST_CLOCK_SKEW_NS", "0", "(tests only) ns added to this host's clock"
+    ),
 }
 
-JOB_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-
-
-class ConfigError(ValueError):
-    """A setting has a value we cannot use; the message names the variable."""
+# Where a job declares each process's rank, in order of precedence (after TF_CONFIG).
+RANK_VARIABLES = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID")
 
 
 class AgentConfig(NamedTuple):
@@ -109,18 +115,22 @@ class AgentConfig(NamedTuple):
     socket: str
     run_id: str
     run_dir: str
+    rank: str  # the rank the job declares for this process ("" when none)
+    clock_skew_ns: int  # tests only, see TFPROF_TEST_CLOCK_SKEW_NS
 
     @property
     def replay_path(self) -> str | None:
         return self.source[len("replay:") :] if self.source.startswith("replay:") else None
 
+    def task(self, pid: int) -> str:
+        """The task id of process ``pid``: its declared rank, else the pid itself."""
+        return self.rank or str(pid)
+
 
 def validate_job_name(name: str) -> str:
-    if not JOB_NAME_RE.fullmatch(name):  # fullmatch: `$` alone accepts a trailing "\n"
-        raise ConfigError(
-            f"invalid job name {name!r}: use 1-64 letters, digits, '.', '_' or '-', "
-            "starting with a letter or digit"
-        )
+    # The product's one naming rule (tfprof.core.names), reported as a setting error.
+    if not is_safe_name(name):
+        raise ConfigError(f"invalid job name {name!r}: {RULE}")
     return name
 
 
@@ -141,7 +151,7 @@ def validate_collector(value: str) -> str:
     return value
 
 
-def _number(env: str, raw: str, kind: type, minimum: float) -> float:
+def _number(env: str, raw: str, kind: Callable[[str], float], minimum: float) -> float:
     try:
         value = kind(raw)
     except ValueError:
@@ -154,6 +164,7 @@ def _number(env: str, raw: str, kind: type, minimum: float) -> float:
 
 
 def load(environ: Mapping[str, str] | None = None) -> AgentConfig:
+    """The configuration in ``environ`` (default: this process's environment)."""
     env = os.environ if environ is None else environ
 
     def raw(key: str) -> str:
@@ -200,14 +211,23 @@ def load(environ: Mapping[str, str] | None = None) -> AgentConfig:
         socket=raw("socket"),
         run_id=raw("run_id"),
         run_dir=raw("run_dir"),
+        rank=_rank(env),
+        clock_skew_ns=_skew(raw("test_clock_skew_ns")),
     )
 
 
-def task_from_env(environ: Mapping[str, str], pid: int) -> str:
-    """The task id: the rank when the job declares one, else the pid."""
+def _skew(raw: str) -> int:
+    try:
+        return int(raw or 0)
+    except ValueError:
+        return 0
+
+
+def _rank(environ: Mapping[str, str]) -> str:
+    """The rank the job declares (TF_CONFIG's task, then ``RANK_VARIABLES``), or ""."""
     tf_config = environ.get("TF_CONFIG")
     if tf_config:
-        import json
+        import json  # only jobs that set TF_CONFIG pay for it
 
         try:
             task = json.loads(tf_config).get("task", {})
@@ -217,8 +237,44 @@ def task_from_env(environ: Mapping[str, str], pid: int) -> str:
                 return f"{kind}{index}" if kind != "worker" else str(index)
         except (ValueError, AttributeError, TypeError):
             pass
-    for var in ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"):
+    for var in RANK_VARIABLES:
         value = environ.get(var, "")
         if value.isdigit():
             return value
-    return str(pid)
+    return ""
+
+
+def with_flags(
+    flags: Mapping[str, str], environ: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """``environ`` (default: this process's) with flag values, keyed like ``OPTIONS``,
+    set as their variables: what the launcher reads and what its job inherits."""
+    env = dict(os.environ if environ is None else environ)
+    env.update((OPTIONS[key].env, value) for key, value in flags.items())
+    return env
+
+
+def child_environment(
+    environ: Mapping[str, str],
+    *,
+    bootstrap_dir: str,
+    job: str,
+    source: str,
+    run_id: str,
+    run_dir: str,
+    socket: str,
+) -> dict[str, str]:
+    """The job's environment: ``environ`` with the bootstrap first on ``PYTHONPATH`` and
+    what the launcher decided (job name, resolved source, its socket) for every hook."""
+    env = dict(environ)
+    path = env.get("PYTHONPATH", "")
+    env["PYTHONPATH"] = bootstrap_dir + (os.pathsep + path if path else "")
+    for key, value in (
+        ("job", job),
+        ("source", source),
+        ("run_id", run_id),
+        ("run_dir", run_dir),
+        ("socket", socket),
+    ):
+        env[OPTIONS[key].env] = value
+    return env

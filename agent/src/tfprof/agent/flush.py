@@ -7,7 +7,8 @@ import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from tfprof.agent.client import CollectorClient, StreamDelivery
+from tfprof.agent.client import CollectorClient
+from tfprof.agent.delivery import StreamDelivery
 from tfprof.agent.spool import Spool, claim
 
 log = logging.getLogger("tfprof.agent.flush")

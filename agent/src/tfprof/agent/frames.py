@@ -129,6 +129,15 @@ class DecodedRecords:
         self.column_data = column_data  # NUM_COLUMNS * count little-endian int64
 
 
+def int64_values(column: memoryview) -> list[int]:
+    """A column's little-endian int64 bytes (as in ``DecodedRecords.column_data``) as ints."""
+    if _LITTLE:
+        return column.cast("B").cast("q").tolist()
+    swapped = array.array("q", column.tobytes())  # pragma: no cover - big-endian hosts
+    swapped.byteswap()  # pragma: no cover
+    return swapped.tolist()  # pragma: no cover
+
+
 def decode_records(payload: bytes | memoryview) -> DecodedRecords:
     view = memoryview(payload)
     if len(view) < RECORDS_HEADER.size:

@@ -19,6 +19,7 @@ import time
 from typing import Any
 
 from tfprof.agent import clock, config, frames
+from tfprof.agent.errors import ConfigError
 from tfprof.agent.frames import FrameType
 from tfprof.agent.sources.base import Source, SourceUnavailable
 from tfprof.core.records import DeviceInfo, RecordTable
@@ -181,7 +182,7 @@ class Hook:
             "pid": self.pid,
             "ppid": os.getppid(),
             "argv": _argv(),
-            "task": config.task_from_env(os.environ, self.pid),
+            "task": self.cfg.task(self.pid),
             "source": self.source.name if self.source is not None else "none",
             "agent_version": __version__,
             "clock": {
@@ -334,11 +335,12 @@ def start() -> None:
         return
     try:
         cfg = config.load()
-    except config.ConfigError as exc:
+    except ConfigError as exc:
         warn(f"{exc}; this process is not traced")
         return
     if not cfg.socket:
         return  # not started by tfprof-agent run
+    clock.set_skew(cfg.clock_skew_ns)
     try:
         source = _pick_source(cfg)
     except Exception as exc:

@@ -19,45 +19,31 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tfprof.agent.config import AgentConfig, validate_job_name
-from tfprof.agent.errors import UsageError
+from tfprof.agent import clock
+from tfprof.agent.config import AgentConfig, child_environment, validate_job_name
+from tfprof.agent.errors import CommandNotExecutable, CommandNotFound, UsageError
+from tfprof.agent.signals import FORWARDED_SIGNALS, SignalForwarder
 from tfprof.core.version import __version__
 
 if TYPE_CHECKING:
+    from tfprof.agent.client import CollectorClient
+    from tfprof.agent.host_metrics import HostSampler
+    from tfprof.agent.relay import ProcessLink, RelayServer
+    from tfprof.agent.spool import Spool
     from tfprof.collector.embedded import EmbeddedCollector
 
 log = logging.getLogger("tfprof.agent.launcher")
 
-# USR1/USR2 too: batch schedulers (SLURM's --signal) warn jobs of preemption with them.
-FORWARDED_SIGNALS = (
-    signal.SIGINT,
-    signal.SIGTERM,
-    signal.SIGHUP,
-    signal.SIGQUIT,
-    signal.SIGUSR1,
-    signal.SIGUSR2,
-)
 BOOTSTRAP_DIR = str(Path(__file__).resolve().parent / "bootstrap")
-SI_KERNEL = 0x80  # si_code of signals the kernel sends, e.g. the tty's Ctrl-C
 
 
 def notice(message: str) -> None:
     sys.stderr.write(f"tfprof: {message}\n")
     sys.stderr.flush()
-
-
-def block_signals() -> None:
-    """Block forwarded signals in this thread (and so in every thread started later).
-
-    A dedicated thread takes them with sigwaitinfo, which tells who sent each one: a
-    Ctrl-C from the terminal already reached the job (same process group) and is not
-    sent twice; a ``kill`` aimed at the launcher is forwarded.
-    """
-    signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED_SIGNALS)
 
 
 def cuda_driver_present() -> bool:
@@ -100,39 +86,26 @@ def resolve_source(cfg: AgentConfig) -> str:
     return "none"
 
 
-class _SignalForwarder:
-    def __init__(self, pid: int) -> None:
-        self.pid = pid
-        # Set once the job is reaped: its pid may be reused, so nothing is sent after.
-        self.reaped = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="tfprof-signals", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def _run(self) -> None:
-        while True:
-            info = signal.sigwaitinfo(FORWARDED_SIGNALS)
-            from_tty = info.si_code == SI_KERNEL and info.si_signo in (
-                signal.SIGINT,
-                signal.SIGQUIT,
-            )
-            if self.reaped.is_set():
-                continue  # the job is gone; the launcher finishes within its timeouts
-            try:
-                if from_tty and os.getpgid(self.pid) == os.getpgrp():
-                    continue  # the terminal delivered it to the job already
-                os.kill(self.pid, info.si_signo)
-            except ProcessLookupError:
-                continue
-
-
 class Run:
-    """One ``tfprof-agent run``: everything the launcher owns while the job runs."""
+    """One ``tfprof-agent run``: everything the launcher owns while the job runs.
 
-    def __init__(self, cfg: AgentConfig, command: Sequence[str]) -> None:
+    ``environ`` is the launcher's environment with the flags laid over it; the job
+    inherits it (``config.child_environment``).
+    """
+
+    # Set up by execute() once the job is about to start.
+    client: CollectorClient
+    relay: RelayServer
+    sampler: HostSampler
+
+    def __init__(
+        self, cfg: AgentConfig, command: Sequence[str], environ: Mapping[str, str]
+    ) -> None:
         self.cfg = cfg
         self.command = list(command)
+        self.environ = environ
+        # First: without a collector to talk to, nothing else is worth starting.
+        self._embedded_type = None if cfg.collector else _embedded_collector_type()
         self.job = cfg.job or default_job_name(command)
         self.run_id = os.urandom(6).hex()
         self.source = resolve_source(cfg)
@@ -142,9 +115,9 @@ class Run:
         self.embedded: EmbeddedCollector | None = None
         self.clock: tuple[int, int] = (0, 0)
         self._warned_collector = False
-        self._links_by_pid: dict[int, Any] = {}
+        self._links_by_pid: dict[int, ProcessLink] = {}
         self._stopping = threading.Event()
-        self.spool: Any = None
+        self.spool: Spool | None = None
 
     # -- collector side -------------------------------------------------------------
 
@@ -183,7 +156,8 @@ class Run:
             if self.cfg.clock_interval_s > 0:
                 threading.Thread(target=self._track_clock, name="tfprof-clock", daemon=True).start()
             return
-        self.embedded = _embedded_collector(os.path.join(self.run_dir, "store"))
+        assert self._embedded_type is not None  # resolved in __init__ when no collector
+        self.embedded = self._embedded_type(os.path.join(self.run_dir, "store"))
         self.client = CollectorClient(self.embedded.start())
 
     def _flush_old_spool(self) -> None:
@@ -191,6 +165,7 @@ class Run:
         from tfprof.agent.flush import flush_spool
 
         cfg = self.cfg
+        assert self.spool is not None  # set by _connect before this thread starts
         result = flush_spool(
             self.spool,
             lambda target: CollectorClient(target, cfg.tls_ca, cfg.auth_token),
@@ -214,7 +189,7 @@ class Run:
             for link in list(relay.links if relay is not None else ()):
                 link.update_clock(*estimate)
 
-    def _on_hello(self, info: dict[str, Any]) -> Any:
+    def _on_hello(self, info: dict[str, Any]) -> ProcessLink:
         from tfprof.agent.relay import ProcessLink, new_stream_id
         from tfprof.core.version import PROTOCOL_VERSION
         from tfprof.proto import collector_pb2 as pb
@@ -254,16 +229,20 @@ class Run:
 
     # -- the job --------------------------------------------------------------------
 
+    @property
+    def socket_path(self) -> str:
+        return os.path.join(self.run_dir, "agent.sock")
+
     def child_env(self) -> dict[str, str]:
-        env = dict(os.environ)
-        path = env.get("PYTHONPATH", "")
-        env["PYTHONPATH"] = BOOTSTRAP_DIR + (os.pathsep + path if path else "")
-        env["TFPROF_JOB"] = self.job
-        env["TFPROF_SOURCE"] = self.source
-        env["TFPROF_RUN_ID"] = self.run_id
-        env["TFPROF_RUN_DIR"] = self.run_dir
-        env["TFPROF_SOCKET"] = os.path.join(self.run_dir, "agent.sock")
-        return env
+        return child_environment(
+            self.environ,
+            bootstrap_dir=BOOTSTRAP_DIR,
+            job=self.job,
+            source=self.source,
+            run_id=self.run_id,
+            run_dir=self.run_dir,
+            socket=self.socket_path,
+        )
 
     def _spawn(self, env: dict[str, str]) -> int:
         try:
@@ -275,9 +254,9 @@ class Run:
                 setsigdef=(*FORWARDED_SIGNALS, signal.SIGPIPE),
             )
         except FileNotFoundError:
-            raise UsageError(f"command not found: {self.command[0]}", exit_code=127) from None
+            raise CommandNotFound(f"command not found: {self.command[0]}") from None
         except PermissionError:
-            raise UsageError(f"permission denied: {self.command[0]}", exit_code=126) from None
+            raise CommandNotExecutable(f"permission denied: {self.command[0]}") from None
 
     def execute(self) -> int:
         from tfprof.agent.host_metrics import HostSampler
@@ -289,14 +268,14 @@ class Run:
         try:
             self._connect()
             self.sampler = HostSampler(self.cfg.host_metrics_interval_ms, self._deliver_host)
-            self.relay = RelayServer(env["TFPROF_SOCKET"], self._on_hello)
+            self.relay = RelayServer(self.socket_path, self._on_hello)
             self.relay.start()
             self.sampler.start()
             pid = self._spawn(env)
         except BaseException:
             self._abort()
             raise
-        forwarder = _SignalForwarder(pid)
+        forwarder = SignalForwarder(pid)
         forwarder.start()
         _, status = os.waitpid(pid, 0)
         forwarder.reaped.set()
@@ -334,7 +313,7 @@ class Run:
         links = list(self.relay.links)
         results: dict[int, bool] = {}
 
-        def finish(link: Any) -> None:
+        def finish(link: ProcessLink) -> None:
             results[id(link)] = link.finish(timeout=self.cfg.delivery_timeout_s, exit_code=code)
 
         finishers = [threading.Thread(target=finish, args=(link,)) for link in links]
@@ -361,19 +340,22 @@ class Run:
         notice(f"trace written to {os.path.abspath(self.output)} (open in ui.perfetto.dev)")
 
 
-def _embedded_collector(data_dir: str) -> EmbeddedCollector:
+def _embedded_collector_type() -> type[EmbeddedCollector]:
+    # `from tfprof.collector import embedded`: the facade is the agent's only door in.
     try:
-        from tfprof.collector.embedded import EmbeddedCollector
+        from tfprof.collector import embedded
     except ImportError as exc:
         raise UsageError(
             f"no collector is installed here ({exc.name or exc}): name one with "
             "--collector HOST:PORT, or install tfprof-collector for the embedded one"
         ) from exc
-    return EmbeddedCollector(data_dir)
+    return embedded.EmbeddedCollector
 
 
-def run(cfg: AgentConfig, command: Sequence[str]) -> int:
+def run(cfg: AgentConfig, command: Sequence[str], environ: Mapping[str, str]) -> int:
+    """Run ``command`` traced; its exit status (negative: the signal that killed it)."""
     if not command:
         raise UsageError("no command to run: tfprof-agent run [options] [--] CMD [ARGS...]")
-    job_run = Run(cfg, command)
+    clock.set_skew(cfg.clock_skew_ns)
+    job_run = Run(cfg, command, environ)
     return job_run.execute()

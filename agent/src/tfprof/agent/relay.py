@@ -15,10 +15,9 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
-
 from tfprof.agent import frames
-from tfprof.agent.client import CollectorClient, StreamDelivery
+from tfprof.agent.client import CollectorClient
+from tfprof.agent.delivery import StreamDelivery
 from tfprof.agent.frames import FrameType
 from tfprof.agent.host_metrics import HostSample
 from tfprof.agent.spool import Spool
@@ -46,15 +45,15 @@ def device_proto(d: dict[str, Any]) -> pb.Device:
 
 
 def records_proto(decoded: frames.DecodedRecords, out: pb.Records) -> None:
-    table = np.frombuffer(decoded.column_data, dtype="<i8").reshape(
-        records.NUM_COLUMNS, decoded.count
-    )
-    for name, column in zip(records.COLUMNS, table, strict=True):
+    width = 8 * decoded.count
+    zero = bytes(width)
+    for i, name in enumerate(records.COLUMNS):
+        column = decoded.column_data[i * width : (i + 1) * width]
         # An all-zero column travels empty (see Records in collector.proto): kernels
         # carry no copy fields and copies no launch fields, and filling protobuf
-        # columns is the launcher's main cost.
-        if column.any():
-            getattr(out, name).extend(column.tolist())
+        # columns is the launcher's main cost. (Comparing bytes is a memcmp.)
+        if column.tobytes() != zero:
+            getattr(out, name).extend(frames.int64_values(column))
 
 
 class ProcessLink:
@@ -185,9 +184,11 @@ class RelayServer:
             reader = threading.Thread(
                 target=self._serve, args=(conn,), name="tfprof-relay-conn", daemon=True
             )
+            # Started under the lock: wait_closed, which copies the list under it, must
+            # never join a reader that has not started (a job that exits at once).
             with self._lock:
+                reader.start()
                 self._readers.append(reader)
-            reader.start()
 
     def _serve(self, conn: socket.socket) -> None:
         link: ProcessLink | None = None

@@ -275,7 +275,7 @@ def _devices(trace: RecordedTrace) -> list[DeviceInfo]:
     host = socket.gethostname()
     devices: list[DeviceInfo] = []
     for recorded in trace.devices:
-        info: DeviceInfo = dict(recorded)
+        info = recorded.copy()  # a DeviceInfo still; the trace's own stays untouched
         ordinal = recorded["ordinal"]
         info["uuid"] = f"GPU-replay-{host}-{ordinal}"
         info.setdefault("name", "replayed GPU")
