@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from tfprof.collector.errors import InvalidArgument
 from tfprof.collector.export import (
     ChromeReporter,
     UnknownFormatError,
@@ -263,4 +264,5 @@ def test_unknown_suffix_raises_typed_error(tmp_path: Path) -> None:
     with pytest.raises(UnknownFormatError):
         write_timeline(sample_timeline(), tmp_path / "trace.gz")
     assert list(tmp_path.iterdir()) == []
-    assert issubclass(UnknownFormatError, ValueError)
+    # A user's mistake: the CLI reports it and exits 2, like every InvalidArgument.
+    assert issubclass(UnknownFormatError, InvalidArgument)

@@ -157,7 +157,7 @@ def test_perfetto_is_written_in_bounded_chunks() -> None:
     writes: list[int] = []
 
     class Sink:
-        def write(self, data: bytes) -> None:
+        def write(self, data: bytes | memoryview, /) -> None:
             writes.append(len(data))
 
     PerfettoReporter(tl, chunk_events=256).render(Sink())
@@ -228,7 +228,7 @@ def test_tensorflow_timeline_loads_our_stepstats(tmp_path: Path) -> None:
     trace = json.loads(
         timeline_mod.Timeline(run_metadata.step_stats).generate_chrome_trace_format()
     )
-    got = Counter()
+    got: Counter[str] = Counter()
     pids = {
         e["pid"]: e["args"]["name"] for e in trace["traceEvents"] if e.get("name") == "process_name"
     }

@@ -123,7 +123,8 @@ _DIM3_TEXT = re.compile(r"\d+")
 _KINETO_MEMCPY = re.compile(r"Memcpy\s+(\w+)\s*\(([^)]*?)\s*->\s*([^)]*?)\)", re.IGNORECASE)
 _KINETO_MEMSET = re.compile(r"Memset\s*\(([^)]*)\)", re.IGNORECASE)
 _TFPROF_TRACK = re.compile(
-    r"^/job:(?P<job>[^/]*)/task:(?P<task>[^/]*)/gpu:(?P<gpu>\d+)/(?:stream:(?P<stream>\d+)|memcpy)"
+    r"^/job:(?P<job>[^/]*)/task:(?P<task>[^/]*)/gpu:(?P<gpu>\d+)/"
+    r"(?:stream:(?P<stream>\d+|none)|memcpy)"
 )
 
 
@@ -611,7 +612,7 @@ def _import_tfprof(events: list[dict[str, Any]], out: _Builder) -> None:
 
         values = {
             "device": ordinals[(m["job"], m["task"], int(m["gpu"]))],
-            "stream": int(m["stream"]),
+            "stream": SYNC_NO_STREAM if m["stream"] == "none" else int(m["stream"]),
             "name": out.name(str(e.get("name", ""))),
             "context": _int(args.get("context")),
             "correlation": _int(args.get("correlation")),
