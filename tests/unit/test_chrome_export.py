@@ -19,8 +19,9 @@ from tfprof.collector.export import (
     reporter_for,
     write_timeline,
 )
-from tfprof.collector.merge import GroupBy, Timeline, build_timeline
+from tfprof.collector.merge import build_timeline
 from tfprof.collector.model import HOST_COLUMNS, RECORD_COLUMNS, DeviceMeta, JobData, StreamData
+from tfprof.collector.timeline import GroupBy, Timeline
 from tfprof.core.records import RecordKind
 
 T0 = 1_700_000_000_000_000_000

@@ -17,8 +17,9 @@ import pytest
 from tests.unit.test_chrome_export import T0, render, sample_timeline, slices
 from tfprof.collector import export as export_mod
 from tfprof.collector.export import UnknownFormatError, format_for, write_timeline
-from tfprof.collector.merge import Timeline, build_timeline
+from tfprof.collector.merge import build_timeline
 from tfprof.collector.model import JobData, StreamData
+from tfprof.collector.timeline import Timeline
 from tfprof.core.records import RecordKind
 
 pftrace = pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")

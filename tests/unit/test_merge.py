@@ -10,7 +10,7 @@ import pytest
 
 from tfprof.collector.errors import InvalidArgument
 from tfprof.collector.lanes import assign_lanes
-from tfprof.collector.merge import MergeError, SliceTrack, Timeline, build_timeline
+from tfprof.collector.merge import MergeError, build_timeline
 from tfprof.collector.model import (
     HOST_COLUMNS,
     RECORD_COLUMNS,
@@ -19,6 +19,7 @@ from tfprof.collector.model import (
     JobData,
     StreamData,
 )
+from tfprof.collector.timeline import SliceTrack, Timeline
 from tfprof.core.records import RecordKind
 
 STRINGS = ["", "gemm_kernel", "relu_kernel"]

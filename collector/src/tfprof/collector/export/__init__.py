@@ -128,7 +128,10 @@ def write_timeline(
     reporter = FORMATS[name](timeline, **options)
     target = Path(path)
     if name == "xplane":
-        target = reporter.output_file(target)  # type: ignore[attr-defined]
+        from tfprof.collector.export.xplane import XPlaneReporter
+
+        assert isinstance(reporter, XPlaneReporter)
+        target = reporter.output_file(target)  # a log dir: the file TensorBoard looks for
         target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(f".{target.name}.partial-{os.getpid()}")
     try:
