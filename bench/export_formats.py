@@ -35,7 +35,6 @@ def _peak_mib() -> float:
 
 def child(fmt: str, records: int, out_dir: str) -> dict[str, float | int | str]:
     from bench.export_vs_tf_timeline import make_job
-
     from tfprof.collector.export import write_timeline
     from tfprof.collector.merge import build_timeline
 

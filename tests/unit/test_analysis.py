@@ -11,10 +11,10 @@ import pytest
 
 from tfprof.collector.analysis import AnalysisError, Filters, prepare, view_report
 from tfprof.collector.analysis.gpus import gpu_rows
+from tfprof.collector.analysis.intervals import covered, gaps, group_keys, merge_intervals
 from tfprof.collector.analysis.jobs import job_rows
 from tfprof.collector.analysis.kernels import kernel_rows
 from tfprof.collector.analysis.memcpy import memcpy_rows
-from tfprof.collector.analysis.intervals import covered, gaps, group_keys, merge_intervals
 from tfprof.collector.analysis.render import CsvReporter, JsonReporter, TableReporter
 from tfprof.collector.analysis.streams import stream_rows
 from tfprof.collector.errors import InvalidArgument

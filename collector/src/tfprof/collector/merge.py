@@ -99,12 +99,13 @@ def build_timeline(
     if group_by not in ("job", "gpu"):
         raise MergeError(f"group_by must be 'job' or 'gpu', not {group_by!r}")
     window = _check_window(window_ns)
-    prepared = prepare_jobs(jobs, window or TimeWindow())
+    kept = window or TimeWindow()
+    prepared = prepare_jobs(jobs, kept)
     names = NameTable()
     tasks = _tasks([p.streams for p in prepared], names)
     host: dict[int, dict[str, np.ndarray]] = {}
     for t_index, task in enumerate(tasks):
-        samples = host_samples((p.stream for p in task.streams), window or TimeWindow())
+        samples = host_samples((p.stream for p in task.streams), kept)
         if samples["time_ns"].shape[0]:
             host[t_index] = samples
     earliest = [int(s.prep.start.min()) for t in tasks for s in t.sources if len(s.prep)]
