@@ -23,7 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+# The repository root, so that the bench scripts import each other as ``bench.*``.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 FORMATS = {"chrome": "trace.json.gz", "perfetto": "trace.pftrace", "xplane": "logdir/"}
 
@@ -33,8 +34,7 @@ def _peak_mib() -> float:
 
 
 def child(fmt: str, records: int, out_dir: str) -> dict[str, float | int | str]:
-    from export_vs_tf_timeline import make_job
-
+    from bench.export_vs_tf_timeline import make_job
     from tfprof.collector.export import write_timeline
     from tfprof.collector.merge import build_timeline
 

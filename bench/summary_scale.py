@@ -19,15 +19,19 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from tfprof.collector.model import JobData
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_TRACE = REPO.parent / "shared" / "data" / "traces" / "kineto-hta" / "simple_add.json.gz"
 LOOP_GAP_NS = 1_000_000
 
 
-def build_jobs(trace_path: Path, records: int, processes: int):  # type: ignore[no-untyped-def]
+def build_jobs(trace_path: Path, records: int, processes: int) -> list[JobData]:
     from tfprof.collector.model import RECORD_COLUMNS, DeviceMeta, JobData, StreamData
     from tfprof.core.formats import load_trace
 
@@ -39,7 +43,7 @@ def build_jobs(trace_path: Path, records: int, processes: int):  # type: ignore[
     loops = -(-per_process // n)
     streams = []
     for p in range(processes):
-        cols = {}
+        cols: dict[str, np.ndarray] = {}
         for c in RECORD_COLUMNS:
             tiled = np.tile(base[c], loops)[:per_process]
             if c == "start_ns":

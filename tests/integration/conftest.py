@@ -122,13 +122,15 @@ def expected_tracks(trace_file: Path, prefix: str) -> Counter[str]:
     """Slices per pseudo-device that replaying ``trace_file`` must produce, from the
     importer's own per-stream counts (themselves tested against the raw files)."""
     from tfprof.core.formats import load_trace
+    from tfprof.core.tracks import TrackKey
 
     recorded = load_trace(trace_file)
     expected: Counter[str] = Counter()
     for (device, stream), kinds in recorded.per_stream_counts().items():
         total = kinds["kernel"] + kinds["memcpy"] + kinds["memset"] + kinds.get("sync", 0)
         if total:
-            expected[f"{prefix}/gpu:{device}/stream:{stream}"] += total
+            label = TrackKey.for_stream("", "", device, stream).stream_label  # "none" too
+            expected[f"{prefix}/gpu:{device}/stream:{label}"] += total
         if kinds["memcpy"]:
             expected[f"{prefix}/gpu:{device}/memcpy"] += kinds["memcpy"]
     return expected

@@ -11,14 +11,14 @@ import pytest
 
 from tfprof.collector.analysis import AnalysisError, Filters, prepare, view_report
 from tfprof.collector.analysis.gpus import gpu_rows
+from tfprof.collector.analysis.intervals import covered, gaps, group_keys, merge_intervals
 from tfprof.collector.analysis.jobs import job_rows
 from tfprof.collector.analysis.kernels import kernel_rows
 from tfprof.collector.analysis.memcpy import memcpy_rows
-from tfprof.collector.analysis.records import covered, gaps, group_keys, merge_intervals
 from tfprof.collector.analysis.render import CsvReporter, JsonReporter, TableReporter
 from tfprof.collector.analysis.streams import stream_rows
 from tfprof.collector.errors import InvalidArgument
-from tfprof.collector.model import DropCounts
+from tfprof.collector.model import DropCounts, JobData
 from tfprof.collector.timespec import parse_time
 
 from .analysis_data import T0, US, copy, job, kernel, memset, stream, sync
@@ -58,7 +58,7 @@ def test_group_keys_dense_ids_and_distinct_rows() -> None:
     assert inverse.tolist() == [1, 0, 2, 1]
 
 
-def _two_process_job():
+def _two_process_job() -> JobData:
     first = stream([kernel(0, 30), kernel(10, 30, name=2), kernel(100, 10), copy(40, 20, 2_000_000),
                     memset(200, 5), sync(60, 40)],
                    dropped=DropCounts(queue=3))  # fmt: skip

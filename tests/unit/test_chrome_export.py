@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from tfprof.collector.errors import InvalidArgument
 from tfprof.collector.export import (
     ChromeReporter,
     UnknownFormatError,
@@ -18,8 +19,9 @@ from tfprof.collector.export import (
     reporter_for,
     write_timeline,
 )
-from tfprof.collector.merge import GroupBy, Timeline, build_timeline
+from tfprof.collector.merge import build_timeline
 from tfprof.collector.model import HOST_COLUMNS, RECORD_COLUMNS, DeviceMeta, JobData, StreamData
+from tfprof.collector.timeline import GroupBy, Timeline
 from tfprof.core.records import RecordKind
 
 T0 = 1_700_000_000_000_000_000
@@ -263,4 +265,5 @@ def test_unknown_suffix_raises_typed_error(tmp_path: Path) -> None:
     with pytest.raises(UnknownFormatError):
         write_timeline(sample_timeline(), tmp_path / "trace.gz")
     assert list(tmp_path.iterdir()) == []
-    assert issubclass(UnknownFormatError, ValueError)
+    # A user's mistake: the CLI reports it and exits 2, like every InvalidArgument.
+    assert issubclass(UnknownFormatError, InvalidArgument)

@@ -17,8 +17,9 @@ import pytest
 from tests.unit.test_chrome_export import T0, render, sample_timeline, slices
 from tfprof.collector import export as export_mod
 from tfprof.collector.export import UnknownFormatError, format_for, write_timeline
-from tfprof.collector.merge import Timeline, build_timeline
+from tfprof.collector.merge import build_timeline
 from tfprof.collector.model import JobData, StreamData
+from tfprof.collector.timeline import Timeline
 from tfprof.core.records import RecordKind
 
 pftrace = pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
@@ -157,7 +158,7 @@ def test_perfetto_is_written_in_bounded_chunks() -> None:
     writes: list[int] = []
 
     class Sink:
-        def write(self, data: bytes) -> None:
+        def write(self, data: bytes | memoryview, /) -> None:
             writes.append(len(data))
 
     PerfettoReporter(tl, chunk_events=256).render(Sink())
@@ -228,7 +229,7 @@ def test_tensorflow_timeline_loads_our_stepstats(tmp_path: Path) -> None:
     trace = json.loads(
         timeline_mod.Timeline(run_metadata.step_stats).generate_chrome_trace_format()
     )
-    got = Counter()
+    got: Counter[str] = Counter()
     pids = {
         e["pid"]: e["args"]["name"] for e in trace["traceEvents"] if e.get("name") == "process_name"
     }

@@ -85,12 +85,16 @@ def test_kernel_totals_and_stream_busy_time_agree_with_hta(filename: str, tmp_pa
     gpu = trace[(trace["stream"] >= 0) & ~trace["name"].map(lambda i: names[i] in SYNC_NAMES)]
     their_idle = idle.groupby("stream")["idle_time"].sum().to_dict()
     compared = 0
-    for row in stream_rows(rs):
-        if row.busy_us == 0:  # a track of host waits only (context-wide syncs)
+    for stream_row in stream_rows(rs):
+        if stream_row.busy_us == 0:  # a track of host waits only (context-wide syncs)
             continue
-        events = gpu[gpu["stream"] == row.stream]
+        events = gpu[gpu["stream"] == stream_row.stream]
         span = float((events["ts"] + events["dur"]).max() - events["ts"].min())
-        their_busy = span - float(their_idle[row.stream])
-        assert _close(row.busy_us, their_busy), (row.stream, row.busy_us, their_busy)
+        their_busy = span - float(their_idle[stream_row.stream])
+        assert _close(stream_row.busy_us, their_busy), (
+            stream_row.stream,
+            stream_row.busy_us,
+            their_busy,
+        )
         compared += 1
     assert compared == len(their_idle)

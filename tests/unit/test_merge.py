@@ -8,8 +8,9 @@ from typing import Any
 import numpy as np
 import pytest
 
+from tfprof.collector.errors import InvalidArgument
 from tfprof.collector.lanes import assign_lanes
-from tfprof.collector.merge import MergeError, SliceTrack, Timeline, build_timeline
+from tfprof.collector.merge import MergeError, build_timeline
 from tfprof.collector.model import (
     HOST_COLUMNS,
     RECORD_COLUMNS,
@@ -18,6 +19,7 @@ from tfprof.collector.model import (
     JobData,
     StreamData,
 )
+from tfprof.collector.timeline import SliceTrack, Timeline
 from tfprof.core.records import RecordKind
 
 STRINGS = ["", "gemm_kernel", "relu_kernel"]
@@ -289,6 +291,7 @@ def test_bad_options_raise() -> None:
     del broken.records["bytes"]
     with pytest.raises(MergeError, match="bytes"):
         build_timeline([JobData("j", "r", [broken])])
+    assert issubclass(MergeError, InvalidArgument)  # the CLI reports it and exits 2
 
 
 def test_sort_order_jobs_then_tasks_then_gpus() -> None:

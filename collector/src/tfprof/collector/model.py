@@ -1,7 +1,8 @@
 """Typed, columnar views of stored jobs: what merge, export and summaries consume.
 
 Everything here is plain data with numpy columns, no gRPC and no files: the store
-builds these, the pure steps (merge, analyses) read them.
+builds these, the pure steps (merge, analyses) read them. CUPTI enum labels live in
+``tfprof.core.cupti_labels``.
 """
 
 from __future__ import annotations
@@ -21,40 +22,6 @@ HOST_COLUMNS: tuple[str, ...] = (
     "read_bytes",
     "write_bytes",
 )
-
-# CUpti_ActivityMemcpyKind / CUpti_ActivityMemoryKind values, for labels.
-COPY_KIND_NAMES = {
-    0: "Unknown",
-    1: "HtoD",
-    2: "DtoH",
-    3: "HtoA",
-    4: "AtoH",
-    5: "AtoA",
-    6: "AtoD",
-    7: "DtoA",
-    8: "DtoD",
-    9: "HtoH",
-    10: "PtoP",
-}
-MEMORY_KIND_NAMES = {
-    0: "unknown",
-    1: "pageable",
-    2: "pinned",
-    3: "device",
-    4: "array",
-    5: "managed",
-    6: "device_static",
-    7: "managed_static",
-}
-
-# CUpti_ActivitySynchronizationType values (SYNC records' ``sync_type``), for labels.
-SYNC_TYPE_NAMES = {
-    0: "Unknown",
-    1: "EventSynchronize",
-    2: "StreamWaitEvent",
-    3: "StreamSynchronize",
-    4: "ContextSynchronize",
-}
 
 
 @dataclass(frozen=True)

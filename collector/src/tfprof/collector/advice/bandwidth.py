@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 
 from tfprof.collector.advice.base import Context, Finding, us
-from tfprof.collector.analysis.records import group_keys
-from tfprof.collector.model import COPY_KIND_NAMES, MEMORY_KIND_NAMES
+from tfprof.collector.analysis.intervals import group_keys
+from tfprof.core.cupti_labels import COPY_KINDS, MEMORY_KINDS
 from tfprof.core.records import RecordKind
 
 NAME = "slow-copies"
@@ -46,10 +46,7 @@ def check(ctx: Context) -> list[Finding]:
         j, kind, src, dst = (int(v) for v in keys[i])
         mine = rows[inverse == i]
         at_nominal = float(nbytes[i]) / NOMINAL_LINK_GBPS
-        label = (
-            f"{COPY_KIND_NAMES.get(kind, 'Unknown')} "
-            f"{MEMORY_KIND_NAMES.get(src, 'unknown')}->{MEMORY_KIND_NAMES.get(dst, 'unknown')}"
-        )
+        label = f"{COPY_KINDS.label(kind)} {MEMORY_KINDS.label(src)}->{MEMORY_KINDS.label(dst)}"
         job = rs.jobs[j].label
         findings.append(
             Finding(

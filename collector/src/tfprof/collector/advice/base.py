@@ -13,14 +13,11 @@ from typing import Any
 
 import numpy as np
 
-from tfprof.collector.analysis.records import (
-    GPU_KINDS,
-    Merged,
-    RecordSet,
-    gpu_busy,
-    merge_intervals,
-)
+from tfprof.collector.analysis.intervals import Merged, merge_intervals
+from tfprof.collector.analysis.records import GPU_KINDS, RecordSet, gpu_busy
+from tfprof.collector.analysis.units import us
 from tfprof.core.records import RecordKind
+from tfprof.core.tracks import TrackKey
 
 
 @dataclass(frozen=True)
@@ -34,7 +31,7 @@ class Finding:
     start_ns: int  # the time window the evidence comes from (collector clock)
     end_ns: int
     jobs: tuple[str, ...] = ()
-    streams: tuple[str, ...] = field(default_factory=tuple)  # timeline track names
+    streams: tuple[str, ...] = field(default_factory=tuple)  # timeline track names (TrackKey)
 
 
 class Context:
@@ -89,14 +86,12 @@ class Context:
         np.maximum.at(hi, rs.job, rs.end)
         return lo, hi
 
-    def track(self, process: int, device: int, stream: int) -> str:
-        ref = self.rs.processes[process]
-        job = self.rs.jobs[ref.job].label
-        label = "none" if stream == 0xFFFFFFFF else str(stream)
-        return f"/job:{job}/task:{ref.task}/gpu:{device}/stream:{label}"
+    def track(self, process: int, device: int, stream: int) -> TrackKey:
+        return self.rs.track(process, device, stream)
 
     def tracks_of(self, rows: np.ndarray, limit: int = 8) -> tuple[str, ...]:
-        """Timeline tracks of the given record rows (at most ``limit``, busiest first)."""
+        """Names of the timeline tracks of the given record rows (at most ``limit``,
+        busiest first)."""
         rs = self.rs
         if rows.shape[0] == 0:
             return ()
@@ -104,14 +99,13 @@ class Context:
         keys, counts = np.unique(key, return_counts=True)
         order = np.argsort(-counts, kind="stable")[:limit]
         return tuple(
-            self.track(int(k >> 40), int((k >> 32) & 0xFF), int(k & 0xFFFFFFFF))
+            self.track(k >> 40, (k >> 32) & 0xFF, k & 0xFFFFFFFF).format()
             for k in keys[order].tolist()
         )
 
 
-def us(ns: float | int | np.integer[Any] | np.floating[Any]) -> float:
-    return round(float(ns) / 1000.0, 3)
-
-
 def share(part: float, whole: float) -> float:
     return round(100.0 * part / whole, 1) if whole else 0.0
+
+
+__all__ = ["Context", "Finding", "share", "us"]

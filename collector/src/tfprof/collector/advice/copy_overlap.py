@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from tfprof.collector.advice.base import Context, Finding, share, us
-from tfprof.collector.analysis.records import covered
+from tfprof.collector.analysis.intervals import covered
 from tfprof.core.records import RecordKind
 
 NAME = "copy-overlap"

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from tfprof.collector.advice.base import Context, Finding, share, us
-from tfprof.collector.analysis.records import Merged, covered
+from tfprof.collector.analysis.intervals import Merged, covered
 
 NAME = "gpu-idle"
 MIN_IDLE_SHARE = 0.20  # of the job's span on the GPU

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from tfprof.collector.advice.base import Context, Finding, us
-from tfprof.collector.analysis.records import group_keys
+from tfprof.collector.analysis.intervals import group_keys
 from tfprof.core.records import RecordKind
 
 NAME = "single-stream"
@@ -64,7 +64,7 @@ def check(ctx: Context) -> list[Finding]:
                 start_ns=int(rs.start[mine].min()),
                 end_ns=int(rs.end[mine].max()),
                 jobs=(job,),
-                streams=(track,),
+                streams=(track.format(),),
             )
         )
     return findings

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 from tfprof.collector.advice.base import Context, Finding, share, us
-from tfprof.collector.analysis.records import covered
-from tfprof.collector.model import SYNC_TYPE_NAMES
+from tfprof.collector.analysis.intervals import covered
+from tfprof.core.cupti_labels import SYNC_TYPES
 from tfprof.core.records import RecordKind
 
 NAME = "sync-stalls"
@@ -33,7 +33,7 @@ def check(ctx: Context) -> list[Finding]:
             continue
         longest = int(np.argmax(dur))
         by_type = {
-            SYNC_TYPE_NAMES.get(int(t), "Unknown"): us(dur[rs.sync_type[rows] == t].sum())
+            SYNC_TYPES.label(int(t)): us(dur[rs.sync_type[rows] == t].sum())
             for t in np.unique(rs.sync_type[rows]).tolist()
         }
         busy = int(gpu_during[mine].sum())

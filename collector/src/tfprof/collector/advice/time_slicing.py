@@ -4,13 +4,23 @@ one job's work to another's."""
 
 from __future__ import annotations
 
+from typing import TypedDict
+
 import numpy as np
 
 from tfprof.collector.advice.base import Context, Finding, share, us
-from tfprof.collector.analysis.records import covered
+from tfprof.collector.analysis.intervals import covered
 
 NAME = "time-slicing"
 MIN_SWITCHES = 2
+
+
+class JobShare(TypedDict):
+    """One job's part of a shared GPU's busy time (evidence: plain JSON data)."""
+
+    job: str
+    busy_us: float
+    share_pct: float
 
 
 def _overlaps(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
@@ -49,15 +59,15 @@ def check(ctx: Context) -> list[Finding]:
         shared_ns = int((shared[:, 1] - shared[:, 0]).sum())
         seconds = shared_ns / 1e9
         shares = [
-            {
-                "job": rs.jobs[int(j)].label,
-                "busy_us": us(busy[j, g]),
-                "share_pct": share(float(busy[j, g]), gpu_busy),
-            }
+            JobShare(
+                job=rs.jobs[int(j)].label,
+                busy_us=us(busy[j, g]),
+                share_pct=share(float(busy[j, g]), gpu_busy),
+            )
             for j in jobs.tolist()
         ]
-        shares.sort(key=lambda s: -float(s["busy_us"]))
-        labels = tuple(str(s["job"]) for s in shares)
+        shares.sort(key=lambda s: -s["busy_us"])
+        labels = tuple(s["job"] for s in shares)
         findings.append(
             Finding(
                 rule=NAME,

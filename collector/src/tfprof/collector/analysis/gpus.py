@@ -7,15 +7,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tfprof.collector.analysis.records import (
-    GPU_KINDS,
-    RecordSet,
-    gaps,
-    gpu_busy,
-    merge_intervals,
-    pct,
-    us,
-)
+from tfprof.collector.analysis.intervals import gaps, merge_intervals
+from tfprof.collector.analysis.records import GPU_KINDS, RecordSet, gpu_busy
+from tfprof.collector.analysis.units import pct, us
 
 NAME_FIELD = "uuid"
 TIME_FIELD = "busy_us"

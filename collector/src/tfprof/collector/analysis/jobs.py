@@ -7,7 +7,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tfprof.collector.analysis.records import RecordSet, us
+from tfprof.collector.analysis.records import RecordSet
+from tfprof.collector.analysis.units import us
 from tfprof.core.records import RecordKind
 
 NAME_FIELD = "job"
@@ -41,7 +42,8 @@ def job_rows(rs: RecordSet) -> list[JobRow]:
     def per_job(kind: int, weights: np.ndarray | None = None) -> list[float]:
         m = rs.kind == kind
         w = None if weights is None else weights[m]
-        return np.bincount(rs.job[m], weights=w, minlength=n).tolist()
+        totals: list[float] = np.bincount(rs.job[m], weights=w, minlength=n).tolist()
+        return totals
 
     kinds = (RecordKind.KERNEL, RecordKind.MEMCPY, RecordKind.MEMSET, RecordKind.SYNC)
     count = {k: per_job(k) for k in kinds}

@@ -7,7 +7,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tfprof.collector.analysis.records import RecordSet, gpu_busy, group_keys, pct, us
+from tfprof.collector.analysis.intervals import group_keys
+from tfprof.collector.analysis.records import RecordSet, gpu_busy
+from tfprof.collector.analysis.units import pct, us
 from tfprof.core.records import RecordKind
 
 NAME_FIELD = "name"

@@ -8,15 +8,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tfprof.collector.analysis.records import (
-    RecordSet,
-    covered,
-    group_keys,
-    merge_intervals,
-    pct,
-    us,
-)
-from tfprof.collector.model import COPY_KIND_NAMES, MEMORY_KIND_NAMES
+from tfprof.collector.analysis.intervals import covered, group_keys, merge_intervals
+from tfprof.collector.analysis.records import RecordSet
+from tfprof.collector.analysis.units import pct, us
+from tfprof.core.cupti_labels import COPY_KINDS, MEMORY_KINDS
 from tfprof.core.records import RecordKind
 
 NAME_FIELD = "copy"
@@ -56,9 +51,9 @@ def memcpy_rows(rs: RecordSet) -> list[MemcpyRow]:
     over = np.bincount(inverse, weights=overlap, minlength=groups)
     rows = []
     for i in range(groups):
-        kind = COPY_KIND_NAMES.get(int(keys[i, 0]), "Unknown")
-        src = MEMORY_KIND_NAMES.get(int(keys[i, 1]), "unknown")
-        dst = MEMORY_KIND_NAMES.get(int(keys[i, 2]), "unknown")
+        kind = COPY_KINDS.label(int(keys[i, 0]))
+        src = MEMORY_KINDS.label(int(keys[i, 1]))
+        dst = MEMORY_KINDS.label(int(keys[i, 2]))
         rows.append(
             MemcpyRow(
                 copy=f"{kind} {src}->{dst}",

@@ -7,8 +7,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tfprof.collector.analysis.records import RecordSet, group_keys, merge_intervals, pct, us
-from tfprof.core.records import SYNC_NO_STREAM, RecordKind
+from tfprof.collector.analysis.intervals import group_keys, merge_intervals
+from tfprof.collector.analysis.records import RecordSet
+from tfprof.collector.analysis.units import pct, us
+from tfprof.core.records import RecordKind
 
 NAME_FIELD = "track"
 TIME_FIELD = "busy_us"
@@ -17,13 +19,13 @@ DEFAULT_ORDER = "busy_us"
 
 @dataclass(frozen=True)
 class StreamRow:
-    track: str  # /job:J/task:T/gpu:N/stream:M, as on the timeline
+    track: str  # /job:J/task:T/gpu:N/stream:M (stream:none), as on the timeline
     job: str
     task: str
     pid: int
     device: int  # CUDA ordinal inside the process
     gpu_uuid: str
-    stream: int  # 4294967295: context-wide synchronisations
+    stream: int  # 4294967295 (SYNC_NO_STREAM): context-wide synchronisations
     busy_us: float  # union of kernel, copy and memset intervals
     busy_pct: float  # of the analysis window
     kernels: int
@@ -52,10 +54,9 @@ def stream_rows(rs: RecordSet) -> list[StreamRow]:
         process, device, stream = (int(v) for v in keys[i])
         ref = rs.processes[process]
         job = rs.jobs[ref.job].label
-        label = "none" if stream == SYNC_NO_STREAM else str(stream)
         rows.append(
             StreamRow(
-                track=f"/job:{job}/task:{ref.task}/gpu:{device}/stream:{label}",
+                track=rs.track(process, device, stream).format(),
                 job=job,
                 task=ref.task,
                 pid=ref.pid,

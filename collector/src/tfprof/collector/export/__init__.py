@@ -23,8 +23,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from tfprof.collector.export.chrome import BinaryOutput, ChromeReporter
-from tfprof.collector.merge import Timeline
+from tfprof.collector.errors import InvalidArgument
+from tfprof.collector.export.chrome import ChromeReporter
+from tfprof.collector.export.output import BinaryOutput
+from tfprof.collector.timeline import Timeline
 
 GZIP_LEVEL = 3  # measured: twice as fast as 4 for 2% more bytes; json shrinks ~9x either way
 # chrome://tracing cannot load JSON past ~256 MiB (V8's string limit) and the Perfetto
@@ -77,7 +79,7 @@ SUFFIXES: tuple[tuple[str, str], ...] = (
 )
 
 
-class UnknownFormatError(ValueError):
+class UnknownFormatError(InvalidArgument):
     """No reporter for the requested format or output name; the message lists them."""
 
 
@@ -126,7 +128,10 @@ def write_timeline(
     reporter = FORMATS[name](timeline, **options)
     target = Path(path)
     if name == "xplane":
-        target = reporter.output_file(target)  # type: ignore[attr-defined]
+        from tfprof.collector.export.xplane import XPlaneReporter
+
+        assert isinstance(reporter, XPlaneReporter)
+        target = reporter.output_file(target)  # a log dir: the file TensorBoard looks for
         target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(f".{target.name}.partial-{os.getpid()}")
     try:

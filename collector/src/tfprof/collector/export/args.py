@@ -1,87 +1,109 @@
-"""What every exporter attaches to a slice: its category and args, named as in Chrome JSON.
+"""Slice args as every exporter writes them: ``tfprof.core.slice_args``, a column at a time.
 
-The Chrome reporter builds its event dicts directly (that path is tuned); the binary
-formats (Perfetto, XPlane) read the same values from here, a chunk of one kind at a
-time, so a slice carries the same args in every format.
+The table there says which args a slice of each kind carries, in which order, and how
+each is written (``ArgType``); this module turns a selection of a track's slices into
+one Python list per arg, formatting whole numpy columns at once, so the Chrome, Perfetto
+and XPlane exporters write the same names and values.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from tfprof.collector.export.chrome import _COPY_KINDS, _MEMORY_KINDS, _dims, _labels
-from tfprof.collector.merge import SliceTrack
-from tfprof.collector.model import SYNC_TYPE_NAMES
-from tfprof.core.records import RecordKind
+from tfprof.collector.timeline import SliceTrack
+from tfprof.core.cupti_labels import PEER_COPY, Labels
+from tfprof.core.slice_args import ArgType, SliceArg, args_of, format_dim3
 
-OTHER_CATEGORY = "activity"
-CATEGORIES: dict[int, str] = {
-    RecordKind.KERNEL: "kernel",
-    RecordKind.MEMCPY: "memcpy",
-    RecordKind.MEMSET: "memset",
-    RecordKind.SYNC: "sync",
-}
-_COMMON = ("correlation", "device", "stream", "context")
-_NEEDED: dict[int | None, tuple[str, ...]] = {
-    RecordKind.KERNEL: (
-        *("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z"),
-        *("registers", "static_smem", "dynamic_smem", *_COMMON),
-    ),
-    RecordKind.MEMCPY: ("bytes", "copy_kind", "src_kind", "dst_kind", "dst_device", *_COMMON),
-    RecordKind.MEMSET: ("bytes", "src_kind", *_COMMON),
-    RecordKind.SYNC: ("sync_type", *_COMMON),
-    None: ("kind", *_COMMON),
-}
-_PEER_COPY = 10
-_SYNC_TYPES = np.array(
-    [SYNC_TYPE_NAMES.get(i, "Unknown") for i in range(max(SYNC_TYPE_NAMES) + 2)], dtype=object
-)
-_SYNC_TYPES[-1] = "Unknown"
+# Label lookup tables, one per CUPTI enum; keyed by identity, as the enums are module-level
+# constants of tfprof.core.cupti_labels (Labels holds dicts, so it is not hashable).
+_LABEL_TABLES: dict[int, np.ndarray] = {}
 
 
-def category_name(kind: int | None) -> str:
-    return CATEGORIES.get(kind, OTHER_CATEGORY) if kind is not None else OTHER_CATEGORY
+def _label_table(labels: Labels) -> np.ndarray:
+    table = _LABEL_TABLES.get(id(labels))
+    if table is None:
+        top = labels.max_value
+        table = np.array([labels.label(v) for v in range(top + 2)], dtype=object)
+        table[-1] = labels.fallback  # where out-of-range values land
+        _LABEL_TABLES[id(labels)] = table
+    return table
 
 
-def slice_args(track: SliceTrack, kind: int | None, sel: np.ndarray) -> list[tuple[str, list[Any]]]:
-    """The args of the slices ``sel`` (all of kind ``kind``), one list per arg, in order.
+def label_column(labels: Labels, values: np.ndarray) -> list[str]:
+    """Each value's label; values CUPTI may add later get the enum's fallback label."""
+    table = _label_table(labels)
+    last = table.shape[0] - 1
+    result: list[str] = table[np.where((values >= 0) & (values < last), values, last)].tolist()
+    return result
 
-    Values are ints, strings, or floats (GB/s, NaN where a copy took no time); a peer
-    copy's ``dst device`` is -1 on other copies, meaning absent.
+
+def dim3_column(x: np.ndarray, y: np.ndarray, z: np.ndarray) -> list[str]:
+    """``"(x, y, z)"`` per row; formatted once per distinct triple, not once per row."""
+    if x.shape[0] == 0:
+        return []
+    small = (x.min() >= 0) & (x.max() < 1 << 31) & (y.min() >= 0) & (y.max() < 1 << 16)
+    if small and z.min() >= 0 and z.max() < 1 << 16:
+        key = (x << 32) | (y << 16) | z
+        uniq, inverse = np.unique(key, return_inverse=True)
+        text = [format_dim3(k >> 32, (k >> 16) & 0xFFFF, k & 0xFFFF) for k in uniq.tolist()]
+    else:
+        triples, inverse = np.unique(np.stack([x, y, z], axis=1), axis=0, return_inverse=True)
+        text = [format_dim3(a, b, c) for a, b, c in triples.tolist()]
+    result: list[str] = np.array(text, dtype=object)[inverse.reshape(-1)].tolist()
+    return result
+
+
+def rate_column(nbytes: np.ndarray, duration_ns: np.ndarray) -> list[float]:
+    """GB/s (bytes per nanosecond) to 3 places; NaN where the slice took no time."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rate: list[float] = np.where(
+            duration_ns > 0, np.round(nbytes / duration_ns, 3), np.nan
+        ).tolist()
+    return rate
+
+
+def is_sparse(arg: SliceArg) -> bool:
+    """Written only on the slices that have it (a peer copy's destination device)."""
+    return arg.type is ArgType.PEER_DEVICE
+
+
+@dataclass(frozen=True)
+class ArgColumn:
+    """One arg's values for a selection of slices.
+
+    ``where`` is None when every slice has the arg (``values`` has one entry per slice);
+    for a sparse arg it holds the positions, within the selection, of the slices that
+    have it, and ``values`` one entry per position.
     """
-    cols = {c: track.column(c, sel) for c in _NEEDED[kind if kind in _NEEDED else None]}
-    common = [(name, cols[name].tolist()) for name in _COMMON]
-    if kind == RecordKind.KERNEL:
-        return [
-            ("grid", _dims(cols["grid_x"], cols["grid_y"], cols["grid_z"])),
-            ("block", _dims(cols["block_x"], cols["block_y"], cols["block_z"])),
-            ("registers per thread", cols["registers"].tolist()),
-            ("static shared memory", cols["static_smem"].tolist()),
-            ("dynamic shared memory", cols["dynamic_smem"].tolist()),
-            *common,
-        ]
-    if kind == RecordKind.MEMCPY:
-        nbytes, duration = cols["bytes"], track.duration_ns[sel]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            rate = np.where(duration > 0, np.round(nbytes / duration, 3), np.nan)
-        peer = cols["copy_kind"] == _PEER_COPY
-        return [
-            ("bytes", nbytes.tolist()),
-            ("kind", _labels(_COPY_KINDS, cols["copy_kind"])),
-            ("src kind", _labels(_MEMORY_KINDS, cols["src_kind"])),
-            ("dst kind", _labels(_MEMORY_KINDS, cols["dst_kind"])),
-            ("GB/s", rate.tolist()),
-            *common,
-            ("dst device", np.where(peer, cols["dst_device"], -1).tolist()),
-        ]
-    if kind == RecordKind.MEMSET:
-        return [
-            ("bytes", cols["bytes"].tolist()),
-            ("memory kind", _labels(_MEMORY_KINDS, cols["src_kind"])),
-            *common,
-        ]
-    if kind == RecordKind.SYNC:
-        return [("sync type", _labels(_SYNC_TYPES, cols["sync_type"])), *common]
-    return [("kind", cols["kind"].tolist()), *common]
+
+    arg: SliceArg
+    values: list[Any]
+    where: np.ndarray | None = None
+
+
+def arg_column(
+    track: SliceTrack, arg: SliceArg, sel: np.ndarray | slice, duration_ns: np.ndarray
+) -> ArgColumn:
+    """``arg`` of the slices ``sel`` of ``track`` (``duration_ns``: theirs, for rates)."""
+    columns = [track.column(c, sel) for c in arg.columns]
+    if arg.type is ArgType.INT:
+        return ArgColumn(arg, columns[0].tolist())
+    if arg.type is ArgType.LABEL:
+        assert arg.labels is not None  # the table gives every LABEL arg its labels
+        return ArgColumn(arg, label_column(arg.labels, columns[0]))
+    if arg.type is ArgType.DIM3:
+        return ArgColumn(arg, dim3_column(*columns))
+    if arg.type is ArgType.RATE:
+        return ArgColumn(arg, rate_column(columns[0], duration_ns))
+    # PEER_DEVICE: the copy kind says which slices have a destination device.
+    where = np.flatnonzero(track.column("copy_kind", sel) == PEER_COPY)
+    return ArgColumn(arg, columns[0][where].tolist(), where)
+
+
+def arg_columns(track: SliceTrack, kind: int | None, sel: np.ndarray | slice) -> list[ArgColumn]:
+    """Every arg of the slices ``sel`` (all of kind ``kind``), in the table's order."""
+    duration = track.duration_ns[sel]
+    return [arg_column(track, arg, sel, duration) for arg in args_of(kind)]

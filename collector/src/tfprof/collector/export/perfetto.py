@@ -29,14 +29,10 @@ from typing import Any
 import numpy as np
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pftrace
 
-from tfprof.collector.export.args import (
-    CATEGORIES,
-    OTHER_CATEGORY,
-    category_name,
-    slice_args,
-)
-from tfprof.collector.export.chrome import CHUNK_EVENTS, BinaryOutput
-from tfprof.collector.merge import CounterTrack, SliceTrack, Timeline
+from tfprof.collector.export.args import ArgColumn, arg_columns
+from tfprof.collector.export.output import CHUNK_EVENTS, BinaryOutput
+from tfprof.collector.timeline import CounterTrack, SliceTrack, Timeline
+from tfprof.core.slice_args import BY_KIND, CATEGORIES, OTHER_CATEGORY, ArgType, category_of
 
 SEQUENCE_ID = 1  # every packet is on one sequence: interned ids are shared by all
 NAMES_PER_PACKET = 4096
@@ -50,26 +46,15 @@ _END = pftrace.TrackEvent.TYPE_SLICE_END
 _COUNTER = pftrace.TrackEvent.TYPE_COUNTER
 _BYTES = pftrace.CounterDescriptor.UNIT_SIZE_BYTES
 
-ANNOTATION_NAMES: tuple[str, ...] = (
-    "grid",
-    "block",
-    "registers per thread",
-    "static shared memory",
-    "dynamic shared memory",
-    "correlation",
-    "device",
-    "stream",
-    "context",
-    "bytes",
-    "kind",
-    "src kind",
-    "dst kind",
-    "GB/s",
-    "dst device",
-    "memory kind",
-    "sync type",
+# Every arg name of the table, in its order: the interned annotation name ids.
+ANNOTATION_NAMES: tuple[str, ...] = tuple(
+    dict.fromkeys(arg.name for args in BY_KIND.values() for arg in args)
 )
 CATEGORY_NAMES: tuple[str, ...] = (*dict.fromkeys(CATEGORIES.values()), OTHER_CATEGORY)
+
+
+# (annotation name iid, DebugAnnotation field, one value per slice; None: absent)
+_Annotations = tuple[int, str, list[Any]]
 
 
 def thread_uuid(tid: int) -> int:
@@ -190,7 +175,7 @@ class PerfettoReporter:
             # Per row: its kind's category and args, and its place among that kind's rows.
             group = np.zeros(sel.shape[0], dtype=np.int64)
             place = np.zeros(sel.shape[0], dtype=np.int64)
-            groups: list[tuple[int, list[tuple[int, str, list[Any]]]]] = []
+            groups: list[tuple[int, list[_Annotations]]] = []
             for kind in [*np.unique(kinds[known]).tolist(), None]:
                 mask = ~known if kind is None else kinds == kind
                 rows = np.flatnonzero(mask)
@@ -199,10 +184,10 @@ class PerfettoReporter:
                 group[rows] = len(groups)
                 place[rows] = np.arange(rows.shape[0])
                 args = [
-                    self._arg(name, values, interned)
-                    for name, values in slice_args(track, kind, sel[rows])
+                    self._annotations(column, rows.shape[0], interned)
+                    for column in arg_columns(track, kind, sel[rows])
                 ]
-                groups.append((self._category_iid[category_name(kind)], args))
+                groups.append((self._category_iid[category_of(kind)], args))
             starts = track.start_ns[sel].tolist()
             ends = track.end_ns[sel].tolist()
             names = (track.name_id[sel] + 1).tolist()
@@ -229,17 +214,22 @@ class PerfettoReporter:
                 finish.track_event.track_uuid = uuid
             yield trace
 
-    def _arg(
-        self, name: str, values: list[Any], interned: pftrace.InternedData
-    ) -> tuple[int, str, list[Any]]:
-        """(name iid, DebugAnnotation field, values with None where the arg is absent)."""
-        iid = self._annotation_iid[name]
-        if values and isinstance(values[0], str):
+    def _annotations(
+        self, column: ArgColumn, count: int, interned: pftrace.InternedData
+    ) -> _Annotations:
+        """(name iid, DebugAnnotation field, one value per slice, None where absent)."""
+        iid = self._annotation_iid[column.arg.name]
+        values = column.values
+        if column.where is not None:  # a sparse arg: absent on the other slices
+            dense: list[Any] = [None] * count
+            for i, value in zip(column.where.tolist(), values, strict=True):
+                dense[i] = value
+            return iid, "int_value", dense
+        arg_type = column.arg.type
+        if arg_type in (ArgType.LABEL, ArgType.DIM3):
             return iid, "string_value_iid", [self._string_iid(v, interned) for v in values]
-        if values and isinstance(values[0], float):
+        if arg_type is ArgType.RATE:
             return iid, "double_value", [None if math.isnan(v) else v for v in values]
-        if name == "dst device":  # only peer copies have one
-            return iid, "int_value", [v if v >= 0 else None for v in values]
         return iid, "int_value", values
 
     def _counter_values(self, index: int, counter: CounterTrack) -> Iterator[pftrace.Trace]:

@@ -37,16 +37,16 @@ from typing import Any
 
 import numpy as np
 
-from tfprof.collector.export.chrome import _MEMORY_KINDS, BinaryOutput, _labels
+from tfprof.collector.export.args import label_column
+from tfprof.collector.export.output import BinaryOutput
 from tfprof.collector.merge import SliceTrack, Timeline
+from tfprof.core.cupti_labels import MEMORY_KINDS
 from tfprof.core.formats.tfprotos import xplane
 from tfprof.core.records import RecordKind
+from tfprof.core.tracks import TrackKind
 
 GPU_PLANE_PREFIX = "/device:GPU:"
 TASK_ENV_PLANE = "Task Environment"
-_TRACK = re.compile(
-    r"^(?P<prefix>/job:[^/]*/task:[^/]*/gpu:(?P<gpu>\d+))/(?:stream:(?P<stream>\d+)|memcpy)$"
-)
 # TensorFlow's names of CUPTI event types, as its stream lines list them.
 _COPY_TYPES = {1: "MemcpyH2D", 2: "MemcpyD2H", 8: "MemcpyD2D", 10: "MemcpyP2P"}
 _STAT_NAMES = (
@@ -136,33 +136,31 @@ class XPlaneReporter:
         pb = xplane()
         space = pb.XSpace()
         space.hostnames.append(self.host)
-        groups: dict[str, list[tuple[int, SliceTrack]]] = {}
+        # One plane per (job, task, GPU): its stream tracks; memcpy tracks repeat copies.
+        groups: dict[tuple[str, str, int], list[SliceTrack]] = {}
         for track in self.timeline.slices:
-            m = _TRACK.match(track.name)
-            if m is None or m.group("stream") is None:
-                continue  # memcpy tracks repeat their stream's copies
-            groups.setdefault(m.group("prefix"), []).append((int(m.group("stream")), track))
-        ordinals = [int(_TRACK.match(p + "/memcpy").group("gpu")) for p in groups]  # type: ignore[union-attr]
-        renumber = (
-            len(set(ordinals)) != len(ordinals)
-            or len({p.rsplit("/gpu:", 1)[0] for p in groups}) > 1
-        )
-        for index, (prefix, tracks) in enumerate(groups.items()):
-            ordinal = index if renumber else ordinals[index]
-            self._gpu_plane(space, ordinal, prefix, tracks)
+            key = track.key
+            if key.kind is TrackKind.STREAM:
+                groups.setdefault((key.job, key.task, key.gpu), []).append(track)
+        ordinals = [gpu for _, _, gpu in groups]
+        renumber = len(set(ordinals)) != len(ordinals) or len({g[:2] for g in groups}) > 1
+        for index, tracks in enumerate(groups.values()):
+            self._gpu_plane(space, index if renumber else tracks[0].key.gpu, tracks)
         self._task_env(space)
         return space
 
-    def _gpu_plane(
-        self, space: Any, ordinal: int, prefix: str, tracks: list[tuple[int, SliceTrack]]
-    ) -> None:
+    def _gpu_plane(self, space: Any, ordinal: int, tracks: list[SliceTrack]) -> None:
+        """One GPU's plane from its stream tracks (all of one job, task and GPU)."""
+        gpu = tracks[0].key
         plane = _Plane(space.planes.add())
         plane.proto.id = ordinal
         plane.proto.name = f"{GPU_PLANE_PREFIX}{ordinal}"
-        plane.proto.stats.add(metadata_id=plane.stat_id("tfprof_device"), str_value=prefix)
+        plane.proto.stats.add(
+            metadata_id=plane.stat_id("tfprof_device"), str_value=gpu.device_prefix
+        )
         plane.proto.stats.add(metadata_id=plane.stat_id("device_vendor"), str_value="Nvidia")
-        job, task, gpu = _split_prefix(prefix)
-        meta = self.timeline.metadata.get("devices", {}).get(job, {}).get(task, {}).get(gpu, {})
+        devices = self.timeline.metadata.get("devices", {})
+        meta = devices.get(gpu.job, {}).get(gpu.task, {}).get(str(gpu.gpu), {})
         major, _, minor = str(meta.get("compute_capability", "0.0")).partition(".")
         for name, value in (
             ("compute_cap_major", int(major or 0)),
@@ -172,8 +170,8 @@ class XPlaneReporter:
         ):
             if value:
                 plane.proto.stats.add(metadata_id=plane.stat_id(name), uint64_value=value)
-        for stream, track in sorted(tracks, key=lambda t: t[0]):
-            self._line(plane, stream, track)
+        for track in sorted(tracks, key=lambda t: t.key.stream):
+            self._line(plane, track.key.stream, track)
 
     def _line(self, plane: _Plane, stream: int, track: SliceTrack) -> None:
         line = plane.proto.lines.add()
@@ -223,11 +221,6 @@ class XPlaneReporter:
         )
 
 
-def _split_prefix(prefix: str) -> tuple[str, str, str]:
-    job, task, gpu = (part.split(":", 1)[1] for part in prefix.strip("/").split("/"))
-    return job, task, gpu
-
-
 def _event_types(track: SliceTrack) -> list[str]:
     types: list[str] = []
     kinds = set(np.unique(track.kind).tolist())
@@ -271,8 +264,8 @@ def _kernel_details(track: SliceTrack, sel: np.ndarray) -> list[str]:
 
 
 def _memcpy_details(track: SliceTrack, sel: np.ndarray) -> list[str]:
-    src = _labels(_MEMORY_KINDS, track.column("src_kind", sel))
-    dst = _labels(_MEMORY_KINDS, track.column("dst_kind", sel))
+    src = label_column(MEMORY_KINDS, track.column("src_kind", sel))
+    dst = label_column(MEMORY_KINDS, track.column("dst_kind", sel))
     nbytes = track.column("bytes", sel).tolist()
     dest = track.column("dst_device", sel).tolist()
     return [
@@ -282,7 +275,7 @@ def _memcpy_details(track: SliceTrack, sel: np.ndarray) -> list[str]:
 
 
 def _memset_details(track: SliceTrack, sel: np.ndarray) -> list[str]:
-    kinds = _labels(_MEMORY_KINDS, track.column("src_kind", sel))
+    kinds = label_column(MEMORY_KINDS, track.column("src_kind", sel))
     nbytes = track.column("bytes", sel).tolist()
     return [f"kind:{k} size:{n} async:1" for k, n in zip(kinds, nbytes, strict=True)]
 

@@ -1,0 +1,165 @@
+"""Interval arithmetic over records grouped by an integer key (a GPU, a stream, a job on
+a GPU): the union of intervals ("busy"), the part of other intervals it covers (copies
+overlapped by kernels), the gaps between them (idle), and dense group ids.
+
+Every function works on whole numpy columns: groups occupy disjoint ranges of one int64
+key (group * span + time), so one sort and one running maximum serve all groups at once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from tfprof.collector.analysis.errors import AnalysisError
+
+
+@dataclass(frozen=True)
+class Merged:
+    """Disjoint busy intervals per group, sorted by (group, start)."""
+
+    group: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    busy: np.ndarray  # per group: total length (ns), int64
+    num_groups: int
+
+    @property
+    def length(self) -> np.ndarray:
+        length: np.ndarray = self.end - self.start
+        return length
+
+
+def _keys(group: np.ndarray, times: np.ndarray, origin: int, span: int) -> np.ndarray:
+    return group.astype(np.int64) * np.int64(span) + (times - np.int64(origin))
+
+
+def _span(num_groups: int, start: np.ndarray, end: np.ndarray) -> tuple[int, int]:
+    origin = int(start.min())
+    span = int(end.max()) - origin + 1
+    if num_groups * span >= (1 << 62):
+        raise AnalysisError(
+            f"time span {span} ns over {num_groups} groups is too large to analyse at once; "
+            "narrow it with --since/--until"
+        )
+    return origin, span
+
+
+def merge_intervals(
+    group: np.ndarray, start: np.ndarray, end: np.ndarray, num_groups: int
+) -> Merged:
+    """The union of ``[start, end)`` per group. Touching intervals merge."""
+    if start.shape[0] == 0:
+        empty = np.zeros(0, dtype=np.int64)
+        return Merged(empty, empty, empty, np.zeros(num_groups, dtype=np.int64), num_groups)
+    origin, span = _span(num_groups, start, end)
+    # Groups occupy disjoint key ranges, so one running maximum serves all of them.
+    ks, ke = _keys(group, start, origin, span), _keys(group, end, origin, span)
+    order = np.argsort(ks, kind="stable")
+    ks, ke = ks[order], ke[order]
+    reach = np.maximum.accumulate(ke)
+    first = np.empty(ks.shape[0], dtype=bool)
+    first[0] = True
+    np.greater(ks[1:], reach[:-1], out=first[1:])
+    heads = np.flatnonzero(first)
+    m_start = ks[heads]
+    m_end = reach[np.append(heads[1:] - 1, ks.shape[0] - 1)]
+    m_group = m_start // span
+    busy = np.bincount(m_group, weights=m_end - m_start, minlength=num_groups)
+    back = m_group * span - origin
+    return Merged(m_group, m_start - back, m_end - back, np.rint(busy).astype(np.int64), num_groups)
+
+
+def covered(merged: Merged, group: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """For each ``[start, end)`` of ``group``, how much of it ``merged`` covers (ns)."""
+    if start.shape[0] == 0 or merged.start.shape[0] == 0:
+        return np.zeros(start.shape[0], dtype=np.int64)
+    lo = min(int(merged.start.min()), int(start.min()))
+    hi = max(int(merged.end.max()), int(end.max()))
+    groups = max(merged.num_groups, int(group.max()) + 1)
+    origin, span = _span(groups, np.array([lo]), np.array([hi]))
+    ms = _keys(merged.group, merged.start, origin, span)
+    me = _keys(merged.group, merged.end, origin, span)
+    before = np.concatenate(([0], np.cumsum(me - ms)))
+
+    def coverage_until(t: np.ndarray) -> np.ndarray:
+        k = np.searchsorted(ms, t, side="right") - 1
+        inside = np.clip(t - ms[np.maximum(k, 0)], 0, (me - ms)[np.maximum(k, 0)])
+        return np.where(k >= 0, before[np.maximum(k, 0)] + inside, 0)
+
+    until_end = coverage_until(_keys(group, end, origin, span))
+    until_start = coverage_until(_keys(group, start, origin, span))
+    result: np.ndarray = until_end - until_start
+    return result
+
+
+@dataclass(frozen=True)
+class Gaps:
+    group: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+
+    @property
+    def length(self) -> np.ndarray:
+        length: np.ndarray = self.end - self.start
+        return length
+
+
+def gaps(merged: Merged, lo: np.ndarray, hi: np.ndarray) -> Gaps:
+    """Idle gaps per group inside ``[lo[g], hi[g])``: before the first busy interval,
+    between busy intervals, after the last. A group with no interval is one gap."""
+    g, s, e = merged.group, merged.start, merged.end
+    n = merged.num_groups
+    same = g[1:] == g[:-1]
+    inner = np.flatnonzero(same)
+    parts_g = [g[inner]]
+    parts_s = [e[inner]]
+    parts_e = [s[inner + 1]]
+    if g.shape[0]:
+        heads = np.flatnonzero(np.concatenate(([True], ~same)))
+        tails = np.flatnonzero(np.concatenate((~same, [True])))
+        parts_g += [g[heads], g[tails]]
+        parts_s += [lo[g[heads]], e[tails]]
+        parts_e += [s[heads], hi[g[tails]]]
+    used = np.zeros(n, dtype=bool)
+    used[g] = True
+    idle = np.flatnonzero(~used)
+    parts_g.append(idle)
+    parts_s.append(lo[idle])
+    parts_e.append(hi[idle])
+    gg, gs, ge = (np.concatenate(p).astype(np.int64) for p in (parts_g, parts_s, parts_e))
+    keep = ge > gs
+    return Gaps(gg[keep], gs[keep], ge[keep])
+
+
+def group_keys(*columns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Dense group ids for combinations of non-negative integer columns, and the
+    distinct combinations (one row per group, columns side by side), in key order."""
+    n = columns[0].shape[0]
+    if not n:
+        return np.zeros(0, dtype=np.int64), np.zeros((0, len(columns)), dtype=np.int64)
+    lows = [int(c.min()) for c in columns]
+    radices = [int(c.max()) - low + 1 for c, low in zip(columns, lows, strict=True)]
+    if min(lows) < 0 or float(np.prod(np.array(radices, dtype=np.float64))) >= 2.0**62:
+        stacked = np.stack([c.astype(np.int64) for c in columns], axis=1)
+        distinct, inverse = np.unique(stacked, axis=0, return_inverse=True)
+        return inverse.reshape(-1), distinct
+    key = np.zeros(n, dtype=np.int64)
+    for c, low, radix in zip(columns, lows, radices, strict=True):
+        key *= radix
+        key += c.astype(np.int64) - low
+    total = int(np.prod(np.array(radices, dtype=np.int64)))
+    if total <= 1 << 24:  # few combinations: a table, no sort
+        used = np.bincount(key, minlength=total) > 0
+        dense = np.cumsum(used) - 1
+        distinct_keys = np.flatnonzero(used)
+        inverse = dense[key]
+    else:
+        distinct_keys, inverse = np.unique(key, return_inverse=True)
+    rows = np.zeros((distinct_keys.shape[0], len(columns)), dtype=np.int64)
+    rest = distinct_keys.copy()
+    for i in range(len(columns) - 1, -1, -1):
+        rows[:, i] = rest % radices[i] + lows[i]
+        rest //= radices[i]
+    return inverse.astype(np.int64), rows
