@@ -1,0 +1,53 @@
+"""assign_lanes: overlapping slices on one track split into lanes, as tf.timeline did."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from tfprof.collector.lanes import assign_lanes
+
+
+def test_assign_lanes_hand_example() -> None:
+    start = np.array([0, 1, 2, 6, 7, 20])
+    end = np.array([5, 3, 4, 8, 9, 21])
+    lane, n = assign_lanes(start, end)
+    # [0,5] lane 0; [1,3] lane 1; [2,4] lane 2; [6,8] lane 0 (5 <= 6);
+    # [7,9] lane 1 (lane 0 busy till 8, lane 1 free since 3); [20,21] alone: lane 0
+    assert lane.tolist() == [0, 1, 2, 0, 1, 0]
+    assert n == 3
+
+
+def test_assign_lanes_touching_and_empty() -> None:
+    lane, n = assign_lanes(np.array([0, 5, 5, 9]), np.array([5, 5, 9, 12]))
+    assert lane.tolist() == [0, 0, 0, 0] and n == 1
+    lane, n = assign_lanes(np.zeros(0, np.int64), np.zeros(0, np.int64))
+    assert lane.tolist() == [] and n == 0
+
+
+def _reference_lanes(start: list[int], end: list[int]) -> list[int]:
+    lanes: list[int] = []
+    out = []
+    for s, e in zip(start, end, strict=True):
+        for i, last in enumerate(lanes):
+            if last <= s:
+                lanes[i] = e
+                out.append(i)
+                break
+        else:
+            lanes.append(e)
+            out.append(len(lanes) - 1)
+    return out
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_assign_lanes_matches_plain_greedy(seed: int) -> None:
+    rng = random.Random(seed)
+    start = sorted(rng.randrange(0, 500) for _ in range(300))
+    end = [s + rng.choice([0, 1, 3, 10, 40]) for s in start]
+    lane, n = assign_lanes(np.array(start), np.array(end))
+    expected = _reference_lanes(start, end)
+    assert lane.tolist() == expected
+    assert n == max(expected) + 1
