@@ -60,3 +60,7 @@ class TooLarge(CollectorError):
 
 class CannotListen(CollectorError):
     """The server cannot bind its address: in use, not local, or not resolvable."""
+
+
+class AddressInUse(CannotListen, InvalidArgument):
+    """The listen address is taken by another process: pick another (exit status 2)."""

@@ -12,7 +12,9 @@ error, where gRPC's own handling would answer ``INTERNAL``.
 
 from __future__ import annotations
 
+import errno
 import logging
+import socket
 import time
 from collections.abc import Callable, Iterator
 from concurrent import futures
@@ -27,6 +29,7 @@ from grpc_reflection.v1alpha import reflection
 from tfprof.collector.auth import TokenAuthInterceptor
 from tfprof.collector.config import CollectorConfig, read_file_text, read_token
 from tfprof.collector.errors import (
+    AddressInUse,
     CannotListen,
     CollectorError,
     Conflict,
@@ -181,6 +184,35 @@ class CollectorServicer:
         )
 
 
+def check_free(listen: str) -> None:
+    """Raise ``AddressInUse`` when another process listens on ``listen`` (HOST:PORT).
+
+    Anything else (a name that does not resolve, a family this host lacks) is left to
+    gRPC's own bind, which reports it as ``CannotListen``.
+    """
+    host, _, port = listen.rpartition(":")
+    if not port.isdigit() or int(port) == 0:
+        return
+    try:
+        infos = socket.getaddrinfo(
+            host.strip("[]") or None, int(port), type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )
+    except OSError:
+        return
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        # As gRPC binds: a port in TIME_WAIT is free, one with a listener is not.
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise AddressInUse(
+                    f"cannot listen on {listen}: the address is in use by another process "
+                    "(choose another with --listen HOST:PORT)"
+                ) from None
+
+
 class CollectorServer:
     """A running collector; ``port`` is the bound port (useful with port 0)."""
 
@@ -226,6 +258,7 @@ class CollectorServer:
             (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), self.server
         )
         credentials = None
+        check_free(listen)  # before gRPC tries: its failed bind logs a C-level line
         if tls_cert is not None and tls_key is not None:
             credentials = grpc.ssl_server_credentials([(tls_key, tls_cert)])
         try:

@@ -52,7 +52,7 @@ def load_record_set(args: argparse.Namespace) -> RecordSet:
     elif args.data_dir:
         from tfprof.collector.store import Store
 
-        jobs = Store(args.data_dir).load_jobs(args.job or None)
+        jobs = Store(args.data_dir, create=False).load_jobs(args.job or None)
         if not jobs:
             raise NotFound(f"no jobs stored in {args.data_dir}")
     else:

@@ -94,7 +94,7 @@ def write(jobs: list[JobData], args: argparse.Namespace) -> int:
 def run(args: argparse.Namespace) -> int:
     from tfprof.collector.store import Store
 
-    jobs = Store(args.data_dir).load_jobs(args.job or None)
+    jobs = Store(args.data_dir, create=False).load_jobs(args.job or None)
     if not jobs:
         raise NotFound(f"no jobs stored in {args.data_dir}")
     write(jobs, args)

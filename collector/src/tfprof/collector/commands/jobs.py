@@ -38,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
     from tfprof.collector.store import Store
     from tfprof.collector.terminal import TextWriter
 
-    infos = Store(args.data_dir).list_jobs()
+    infos = Store(args.data_dir, create=False).list_jobs()
     if not infos:
         print(f"no jobs in {args.data_dir}")
         return 0

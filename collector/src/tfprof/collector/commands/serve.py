@@ -12,7 +12,7 @@ import logging
 import signal
 import threading
 
-from tfprof.collector.config import CONFIG_ENV, OPTIONS, flag_name
+from tfprof.collector.config import CONFIG_ENV, OPTIONS, CollectorConfig, flag_name
 
 log = logging.getLogger("tfprof.collector.serve")
 
@@ -64,12 +64,19 @@ def _flags(args: argparse.Namespace) -> dict[str, object]:
 
 def run(args: argparse.Namespace) -> int:
     from tfprof.collector import config as config_module
-    from tfprof.collector.metrics import CollectorMetrics, serve_metrics
-    from tfprof.collector.retention import Policy, enforce
-    from tfprof.collector.server import CollectorServer
+    from tfprof.collector.store import Store
 
     config = config_module.load(_flags(args), args.config)
     logging.getLogger("tfprof").setLevel(config.log_level)
+    # One serve per data dir: two would interleave writes to the same streams.
+    with Store(config.data_dir).serving():
+        return _serve(config)
+
+
+def _serve(config: CollectorConfig) -> int:
+    from tfprof.collector.metrics import CollectorMetrics, serve_metrics
+    from tfprof.collector.retention import Policy, enforce
+    from tfprof.collector.server import CollectorServer
 
     metrics = CollectorMetrics()
     server = CollectorServer.from_config(config, metrics)

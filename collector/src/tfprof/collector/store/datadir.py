@@ -8,9 +8,11 @@ Names reach a path only after ``tfprof.core.names.check_name``.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import shutil
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 from tfprof.collector.errors import Conflict, NotFound, PathError
@@ -23,20 +25,49 @@ from tfprof.collector.store.writer import StreamWriter
 from tfprof.core.names import check_name
 from tfprof.proto import collector_pb2 as pb
 
+# Held (flock) by the one ``serve`` that owns a data dir; the kernel drops it if it dies.
+SERVE_LOCK = "serve.lock"
+
 
 class Store:
-    def __init__(self, data_dir: str | os.PathLike[str], fsync: bool = True) -> None:
+    """``create``: make the data dir if missing (serving, importing); readers pass False
+    and get ``NotFound`` for a data dir that does not exist, so a typo creates nothing."""
+
+    def __init__(
+        self, data_dir: str | os.PathLike[str], fsync: bool = True, *, create: bool = True
+    ) -> None:
         self.root = Path(data_dir)
         self.jobs_dir = self.root / "jobs"
-        try:
-            self.jobs_dir.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise PathError.from_os("data dir", self.root, exc) from exc
+        if not create:
+            if not self.root.is_dir():
+                raise NotFound(f"no such data dir: {self.root}")
+        else:
+            try:
+                self.jobs_dir.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise PathError.from_os("data dir", self.root, exc) from exc
         self.fsync = fsync
         self._lock = threading.Lock()
         self._open: dict[Path, StreamWriter] = {}
         self._bytes: int | None = None
         self._bytes_lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def serving(self) -> Iterator[None]:
+        """Hold the data dir's serve lock: a second ``serve`` on it is a ``Conflict``."""
+        try:
+            lock = open(self.root / SERVE_LOCK, "a+b")  # noqa: SIM115 - closed below
+        except OSError as exc:
+            raise PathError.from_os("data dir", self.root, exc) from exc
+        with lock:
+            try:
+                fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise Conflict(
+                    f"another tfprof-collector serve is using {self.root}: stop it, or give "
+                    "this one its own --data-dir"
+                ) from None
+            yield  # closing the file releases the lock
 
     # -- writing -------------------------------------------------------------------------
 
