@@ -15,43 +15,87 @@ from typing import Any, TextIO
 
 from tfprof.collector.advice.base import Finding
 from tfprof.collector.analysis.errors import AnalysisError
-from tfprof.collector.analysis.render import iso
+from tfprof.collector.analysis.render import iso, seconds_text
 from tfprof.collector.terminal import TextWriter
 
 SCHEMA = "tfprof.advice/1"
 
 
-def _record(f: Finding) -> dict[str, Any]:
+# Evidence keys holding an absolute time (collector-clock ns), e.g. ``longest_idle_at_ns``.
+_ABSOLUTE = "_at_ns"
+
+
+def _offset_s(ns: int, origin_ns: int) -> float:
+    return round((ns - origin_ns) / 1e9, 6)
+
+
+def _record(f: Finding, origin_ns: int) -> dict[str, Any]:
+    """A finding as JSON data: absolute times as they are, plus offsets (s) from the
+    analysis window's start, also for absolute times in the evidence."""
     out = dataclasses.asdict(f)
     out["jobs"], out["streams"] = list(f.jobs), list(f.streams)
     out["start"], out["end"] = iso(f.start_ns), iso(f.end_ns)
+    out["start_offset_s"] = _offset_s(f.start_ns, origin_ns)
+    out["end_offset_s"] = _offset_s(f.end_ns, origin_ns)
+    for key, value in f.evidence.items():
+        if key.endswith(_ABSOLUTE) and isinstance(value, int):
+            out["evidence"][key.removesuffix("_ns") + "_offset_s"] = _offset_s(value, origin_ns)
     return out
 
 
+def _origin(findings: Sequence[Finding], origin_ns: int | None) -> int:
+    if origin_ns is not None:
+        return origin_ns
+    return min((f.start_ns for f in findings), default=0)
+
+
 class TextReporter:
-    def __init__(self, findings: Sequence[Finding], colour: bool | None = None) -> None:
+    """``origin_ns``: the analysis window's start, which times are shown relative to."""
+
+    def __init__(
+        self,
+        findings: Sequence[Finding],
+        colour: bool | None = None,
+        origin_ns: int | None = None,
+        notes: Sequence[str] = (),
+    ) -> None:
         self.findings = findings
         self.colour = colour
+        self.origin_ns = _origin(findings, origin_ns)
+        self.notes = notes
+
+    def _at(self, ns: int) -> str:
+        return f"+{seconds_text(max(0, ns - self.origin_ns) / 1e9)}"
 
     def render(self, out: TextIO) -> None:
         text = TextWriter(out, self.colour)
+        for note in self.notes:
+            text.line(note, bold=True)
         if not self.findings:
             text.line("no findings: no rule found anything worth reporting")
             return
         for rank, f in enumerate(self.findings, 1):
             text.line(f"{rank}. [{f.rule}] {f.title}", bold=True)
-            seconds = (f.end_ns - f.start_ns) / 1e9
             text.line(
-                f"   at stake: {f.impact_us:,.0f} us; window {iso(f.start_ns)} + {seconds:.6f} s"
+                f"   at stake: {seconds_text(f.impact_us / 1e6)}; window {self._at(f.start_ns)}"
+                f" to {self._at(f.end_ns)} ({seconds_text((f.end_ns - f.start_ns) / 1e9)})"
             )
             if f.jobs:
                 text.line(f"   jobs: {', '.join(f.jobs)}")
             if f.streams:
                 text.line(f"   streams: {', '.join(f.streams)}")
-            evidence = ", ".join(f"{k}={_short(v)}" for k, v in f.evidence.items())
+            evidence = ", ".join(
+                f"{k.removesuffix('_ns')}={self._at(v)}"
+                if k.endswith(_ABSOLUTE) and isinstance(v, int)
+                else f"{k}={_short(v)}"
+                for k, v in f.evidence.items()
+            )
             text.line(_paragraph("   evidence: ", evidence))
             text.line(_paragraph("   suggestion: ", f.suggestion))
             text.line()
+        text.line(
+            f"times (+...) are offsets from the analysis window's start, {iso(self.origin_ns)}"
+        )
 
 
 def _paragraph(label: str, body: str) -> str:
@@ -68,13 +112,21 @@ def _short(value: Any) -> str:
 
 
 class JsonReporter:
-    def __init__(self, findings: Sequence[Finding]) -> None:
+    def __init__(
+        self, findings: Sequence[Finding], origin_ns: int | None = None, notes: Sequence[str] = ()
+    ) -> None:
         self.findings = findings
+        self.origin_ns = _origin(findings, origin_ns)
+        self.notes = notes
 
     def render(self, out: TextIO) -> None:
-        json.dump(
-            {"schema": SCHEMA, "findings": [_record(f) for f in self.findings]}, out, indent=1
-        )
+        doc = {
+            "schema": SCHEMA,
+            "findings": [_record(f, self.origin_ns) for f in self.findings],
+            "window_start_ns": self.origin_ns,
+            "notes": list(self.notes),
+        }
+        json.dump(doc, out, indent=1)
         out.write("\n")
 
 
@@ -89,7 +141,7 @@ class CsvReporter:
         writer = csv.writer(out, lineterminator="\n")
         writer.writerow(self.FIELDS)
         for f in self.findings:
-            rec = _record(f)
+            rec = _record(f, 0)
             writer.writerow(
                 [
                     rec["rule"], rec["title"], rec["impact_us"], rec["start"], rec["end"],
@@ -99,11 +151,16 @@ class CsvReporter:
             )  # fmt: skip
 
 
-def reporter(fmt: str, findings: Sequence[Finding]) -> TextReporter | JsonReporter | CsvReporter:
+def reporter(
+    fmt: str,
+    findings: Sequence[Finding],
+    origin_ns: int | None = None,
+    notes: Sequence[str] = (),
+) -> TextReporter | JsonReporter | CsvReporter:
     if fmt == "table":
-        return TextReporter(findings)
+        return TextReporter(findings, origin_ns=origin_ns, notes=notes)
     if fmt == "json":
-        return JsonReporter(findings)
+        return JsonReporter(findings, origin_ns, notes)
     if fmt == "csv":
         return CsvReporter(findings)
     raise AnalysisError(f"unknown format {fmt!r}; choose table, json or csv")

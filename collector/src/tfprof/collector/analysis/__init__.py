@@ -14,6 +14,7 @@ from typing import Any
 from tfprof.collector.analysis import gpus, jobs, kernels, memcpy, streams
 from tfprof.collector.analysis.errors import AnalysisError
 from tfprof.collector.analysis.filters import Filters, apply_filters
+from tfprof.collector.analysis.notes import notes
 from tfprof.collector.analysis.records import RecordSet, prepare
 from tfprof.collector.analysis.render import ViewReport
 
@@ -60,6 +61,7 @@ def view_report(view: str, rs: RecordSet, filters: Filters | None = None) -> Vie
     if not (filters and filters.select):
         fields = tuple(f for f in fields if f not in spec.hidden)
     return ViewReport(
+        notes=notes(rs),
         view=view,
         jobs=tuple(j.label for j in rs.jobs),
         start_ns=rs.start_ns,

@@ -33,6 +33,11 @@ class JobRow:
     sync_us: float
     records: int  # in the window
     dropped: int  # lost before the collector, over the whole run
+    # From the host samples (taken with or without a GPU), in the window:
+    host_seconds: float  # first to last sample
+    cpu_percent_mean: float  # each process's mean CPU %, summed
+    rss_max_bytes: int  # each process's peak RSS, summed
+    source: str  # the processes' record sources: cupti, none (no GPU tracing), replay:...
 
 
 def job_rows(rs: RecordSet) -> list[JobRow]:
@@ -72,6 +77,10 @@ def job_rows(rs: RecordSet) -> list[JobRow]:
                 sync_us=us(time[RecordKind.SYNC][j]),
                 records=int(records[j]),
                 dropped=ref.dropped,
+                host_seconds=round((ref.host.end_ns - ref.host.start_ns) / 1e9, 3),
+                cpu_percent_mean=ref.host.cpu_percent_mean,
+                rss_max_bytes=ref.host.rss_max_bytes,
+                source=",".join(ref.sources),
             )
         )
     rows.sort(key=lambda r: (-r.kernel_us, r.job))

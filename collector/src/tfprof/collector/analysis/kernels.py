@@ -32,6 +32,8 @@ class KernelRow:
     gpu_busy_pct: float
     # total_us over the summed duration of every kernel listed: adds up to 100.
     kernel_time_pct: float
+    median_us: float  # added after the fields above: CSV columns keep their positions
+    stddev_us: float  # sample standard deviation (n - 1), as nsys stats; 0 for one run
 
 
 def kernel_rows(rs: RecordSet, per_job: bool = False) -> list[KernelRow]:
@@ -49,6 +51,7 @@ def kernel_rows(rs: RecordSet, per_job: bool = False) -> list[KernelRow]:
     high = np.zeros(groups, dtype=np.int64)
     np.minimum.at(low, inverse, dur)
     np.maximum.at(high, inverse, dur)
+    median, stddev = _spread(inverse, dur, count, total)
     busy = int(gpu_busy(rs).busy.sum())
     kernel_total = float(total.sum())
     rows = []
@@ -67,7 +70,28 @@ def kernel_rows(rs: RecordSet, per_job: bool = False) -> list[KernelRow]:
                 max_us=us(high[i]),
                 gpu_busy_pct=pct(total[i], busy),
                 kernel_time_pct=pct(total[i], kernel_total),
+                median_us=us(median[i]),
+                stddev_us=us(stddev[i]),
             )
         )
     rows.sort(key=lambda r: (-r.total_us, r.job, r.name))
     return rows
+
+
+def _spread(
+    inverse: np.ndarray, dur: np.ndarray, count: np.ndarray, total: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per group: the median and the sample standard deviation of ``dur``."""
+    groups = count.shape[0]
+    if not groups:
+        return np.zeros(0), np.zeros(0)
+    order = np.lexsort((dur, inverse))  # by group, then by duration
+    first = np.concatenate(([0], np.cumsum(count)[:-1]))
+    ranked = dur[order]
+    low = ranked[first + (count - 1) // 2]
+    high = ranked[first + count // 2]
+    median = (low + high) / 2.0
+    mean = total / count
+    squares = np.bincount(inverse, weights=(dur - mean[inverse]) ** 2, minlength=groups)
+    stddev = np.sqrt(squares / np.maximum(count - 1, 1))
+    return median, stddev

@@ -21,6 +21,7 @@ from tfprof.collector.prepare import (
     NameTable,
     PreparedStream,
     TimeWindow,
+    host_samples,
     prepare_jobs,
     small_unique,
 )
@@ -32,12 +33,25 @@ GPU_KINDS = (RecordKind.KERNEL, RecordKind.MEMCPY, RecordKind.MEMSET)
 
 
 @dataclass(frozen=True)
+class HostStats:
+    """What a job's host samples (taken by the launcher, GPU or not) say in the window."""
+
+    start_ns: int = 0  # first and last sample; 0 when there is none
+    end_ns: int = 0
+    samples: int = 0
+    cpu_percent_mean: float = 0.0  # each process's mean CPU %, summed over processes
+    rss_max_bytes: int = 0  # each process's peak RSS, summed over processes
+
+
+@dataclass(frozen=True)
 class JobRef:
     label: str  # the job name, or name.run_id when several runs share a name
     name: str
     run_id: str
     processes: int
     dropped: int
+    sources: tuple[str, ...] = ()  # the processes' record sources (cupti, none, replay:...)
+    host: HostStats = HostStats()
 
 
 @dataclass(frozen=True)
@@ -129,15 +143,27 @@ def prepare(
     for j, prepared in enumerate(prepare_jobs(jobs, window)):
         job = prepared.job
         job_refs.append(
-            JobRef(prepared.label, job.name, job.run_id, len(job.streams), job.dropped.total)
+            JobRef(
+                prepared.label,
+                job.name,
+                job.run_id,
+                len(job.streams),
+                job.dropped.total,
+                tuple(sorted({s.source for s in job.streams if s.source})),
+                _host_stats(job.streams, window),
+            )
         )
         for prep in prepared.streams:
             processes.append(ProcessRef(j, prep.task_label, prep.stream.host, prep.stream.pid))
             table.add(prep, window, j, len(processes) - 1)
     columns = table.columns()
     starts, ends = columns["start"], columns["end"]
-    lo = since_ns if since_ns is not None else (int(starts.min()) if starts.shape[0] else 0)
-    hi = until_ns if until_ns is not None else (int(ends.max()) if ends.shape[0] else lo)
+    # Without records (no GPU activity) the host samples still span the run.
+    sampled = [j.host for j in job_refs if j.host.samples]
+    first = min([int(starts.min())] if starts.shape[0] else [h.start_ns for h in sampled] or [0])
+    last = max([int(ends.max())] if ends.shape[0] else [h.end_ns for h in sampled] or [first])
+    lo = since_ns if since_ns is not None else first
+    hi = until_ns if until_ns is not None else max(last, lo)
     return RecordSet(
         jobs=tuple(job_refs),
         processes=tuple(processes),
@@ -147,6 +173,24 @@ def prepare(
         end_ns=hi,
         **columns,
     )
+
+
+def _host_stats(streams: Sequence[StreamData], window: TimeWindow) -> HostStats:
+    """Each process's mean CPU % and peak RSS, summed over the job's processes."""
+    first, last, count, cpu, rss = None, None, 0, 0.0, 0
+    for stream in streams:
+        samples = host_samples([stream], window)
+        time = samples["time_ns"]
+        if not time.shape[0]:
+            continue
+        first = int(time[0]) if first is None else min(first, int(time[0]))
+        last = int(time[-1]) if last is None else max(last, int(time[-1]))
+        count += int(time.shape[0])
+        cpu += float(samples["cpu_percent"].mean())
+        rss += int(samples["rss_bytes"].max())
+    if first is None or last is None:
+        return HostStats()
+    return HostStats(first, last, count, round(cpu, 2), rss)
 
 
 def _clip(

@@ -37,6 +37,7 @@ class ViewReport:
     end_ns: int
     fields: tuple[str, ...]
     rows: Sequence[Any]  # the view's row dataclasses
+    notes: tuple[str, ...] = ()  # what the records lack and why (analysis/notes.py)
 
     def window(self) -> dict[str, Any]:
         return {
@@ -58,6 +59,44 @@ def _plain(value: Any) -> Any:
             for v in value
         ]
     return value
+
+
+# Time columns (µs) and byte columns are shown in one unit per column, the one that
+# suits the column's largest value; JSON and CSV keep the fields' own units.
+_TIME_UNITS: tuple[tuple[float, str], ...] = ((1e6, "s"), (1e3, "ms"), (1.0, "µs"))
+_BYTE_UNITS: tuple[tuple[float, str], ...] = (
+    (2**30, "GiB"),
+    (2**20, "MiB"),
+    (2**10, "KiB"),
+    (1, "B"),
+)
+# Where the spread columns go in a table: nsys stats' order (mean, median, min, max, stddev).
+_AFTER = {"median_us": "avg_us", "stddev_us": "max_us"}
+
+
+def display_order(fields: Sequence[str]) -> list[str]:
+    shown = [f for f in fields if not (f in _AFTER and _AFTER[f] in fields)]
+    for field, after in _AFTER.items():
+        if field in fields and after in fields:
+            shown.insert(shown.index(after) + 1, field)
+    return shown
+
+
+def column(name: str, values: Sequence[Any]) -> tuple[str, list[str]]:
+    """A table column: its header (with the unit chosen) and its cells."""
+    numbers = [v for v in values if isinstance(v, int | float) and not isinstance(v, bool)]
+    units = None
+    if name.endswith("_us"):
+        units, base = _TIME_UNITS, name.removesuffix("_us")
+    elif name.endswith("_bytes"):
+        units, base = _BYTE_UNITS, name.removesuffix("_bytes")
+    if units is None or len(numbers) != len(values):
+        header = name.removesuffix("_pct").upper() + (" %" if name.endswith("_pct") else "")
+        return header, [cell(name, v) for v in values]
+    top = max((abs(float(v)) for v in numbers), default=0.0)
+    size, unit = next(((size, unit) for size, unit in units if top >= size), units[-1])
+    digits = {"B": 0, "µs": 1}.get(unit, 2)
+    return f"{base.upper()} ({unit})", [f"{float(v) / size:,.{digits}f}" for v in numbers]
 
 
 def cell(name: str, value: Any) -> str:
@@ -82,17 +121,36 @@ class TableReporter:
     def render(self, out: TextIO) -> None:
         r = self.report
         text = TextWriter(out, self.colour)
-        seconds = (r.end_ns - r.start_ns) / 1e9
         text.line(
             f"{r.view}: {len(r.rows)} row(s); jobs {', '.join(r.jobs) or '-'}; "
-            f"window {iso(r.start_ns)} + {seconds:,.6f} s"
+            f"window {window_text(r.start_ns, r.end_ns)}"
         )
-        body = [[cell(f, getattr(row, f)) for f in r.fields] for row in r.rows]
+        for note in r.notes:
+            text.line(note, bold=True)
+        fields = display_order(r.fields)
+        columns = [column(f, [getattr(row, f) for row in r.rows]) for f in fields]
+        body = [[cells[i] for _, cells in columns] for i in range(len(r.rows))]
         # A column of numbers only is right-aligned (so is its header).
-        numeric = [
-            bool(body) and all(_numeric(row[i]) for row in body) for i in range(len(r.fields))
-        ]
-        text.table([f.upper() for f in r.fields], body, numeric)
+        numeric = [bool(body) and all(_numeric(row[i]) for row in body) for i in range(len(fields))]
+        text.table([header for header, _ in columns], body, numeric)
+
+
+def window_text(start_ns: int, end_ns: int) -> str:
+    """The analysis window for people; a run that recorded nothing has none (not 1970)."""
+    if start_ns == 0 and end_ns == 0:
+        return "none (nothing was recorded)"
+    return f"{iso(start_ns)} + {seconds_text((end_ns - start_ns) / 1e9)}"
+
+
+def seconds_text(seconds: float) -> str:
+    """A duration in the unit that reads best: 850 µs, 12.5 ms, 3.20 s, 2 min 5 s."""
+    if seconds >= 120:
+        return f"{int(seconds // 60)} min {seconds % 60:.0f} s"
+    if seconds >= 1:
+        return f"{seconds:.2f} s"
+    if seconds >= 1e-3:
+        return f"{seconds * 1e3:.2f} ms"
+    return f"{seconds * 1e6:.1f} µs"
 
 
 def _numeric(text: str) -> bool:
@@ -112,6 +170,7 @@ class JsonReporter:
             "window": r.window(),
             "fields": list(r.fields),
             "rows": r.records(),
+            "notes": list(r.notes),
         }
         json.dump(doc, out, indent=1)
         out.write("\n")

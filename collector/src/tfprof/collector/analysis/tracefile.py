@@ -1,24 +1,182 @@
 """A trace file (embedded mode's output, an export, a Kineto or TF timeline) as a job.
 
 Files are read and turned into streams by the importer (``collector.importer``), like
-``import`` and ``merge`` do; a file is one job with one process, on its own clock. An
-export of several jobs keeps their GPUs apart (each (job, task, gpu) is its own device)
-but not their names.
+``import`` and ``merge`` do; a file is one job with one process, on its own clock.
+
+Our own Chrome export says who it came from (``otherData``: jobs, tasks, devices), so a
+summary of it keeps that identity: the job's name and run, the task, host and pid, the
+GPUs' UUIDs, the source and the dropped counts. It also carries the processes' host
+samples (CPU, RSS, ...), which are read back too, so a run without any GPU activity
+(no CUDA driver, ``--source none``) still summarises. Other files carry no identity:
+they are named after the file, their GPUs after the file's name.
 """
 
 from __future__ import annotations
 
+import gzip
+import json
 import os
+import zlib
+from decimal import Decimal
+from typing import Any
 
-from tfprof.collector.importer import job_name, load_files, stream_from
-from tfprof.collector.model import JobData
+import numpy as np
+
+from tfprof.collector.errors import InvalidArgument
+from tfprof.collector.importer import Loaded, job_name, load_files, stream_from
+from tfprof.collector.model import (
+    HOST_COLUMNS,
+    DeviceMeta,
+    DropCounts,
+    JobData,
+    StreamData,
+    empty_host,
+)
+from tfprof.core.formats import TraceFormatError, load_events
+from tfprof.core.formats.tfprof_chrome import TOOL_NAME, origin_ns
+from tfprof.core.formats.trace import Event, RecordedTrace, event_args, us_to_ns
+from tfprof.core.tracks import TrackKey, TrackKind
+
+_GZIP_MAGIC = b"\x1f\x8b"
 
 
 def job_from_trace(path: str | os.PathLike[str]) -> JobData:
-    (loaded,) = load_files([path])
+    where = os.fspath(path)
+    export = _our_export(where)
+    if export is None:
+        return _plain_job(where)
+    events, meta = export
+    try:
+        trace: RecordedTrace | None = load_events(where, events, meta)
+    except TraceFormatError as exc:
+        trace = None  # no GPU events: host samples may still tell something
+        if not _host_events(events):
+            raise InvalidArgument(str(exc)) from None
+    return _job_from_export(where, trace, events, meta)
+
+
+def _plain_job(where: str) -> JobData:
+    (loaded,) = load_files([where])
     name = job_name(loaded.path)
     stream = stream_from(loaded, name, "file", "0", 0, 0)
-    # Files carry no GPU UUIDs: name the GPUs after the file so two files' GPU 0 are not
-    # taken for one physical GPU.
+    # Such files carry no GPU UUIDs: name the GPUs after the file so two files' GPU 0
+    # are not taken for one physical GPU.
     stream.host = name
     return JobData(name=name, run_id="file", streams=[stream])
+
+
+def _our_export(where: str) -> tuple[list[Event], dict[str, Any]] | None:
+    """(events, top-level object) of a JSON file of ours; None for anything else, which
+    the format readers then read (and report on) as usual."""
+    try:
+        with open(where, "rb") as f:
+            raw = f.read()
+        if raw[:2] == _GZIP_MAGIC:
+            raw = gzip.decompress(raw)
+        if raw.lstrip()[:1] != b"{":
+            return None
+        doc = json.loads(raw, parse_float=Decimal)
+    except (OSError, EOFError, zlib.error, ValueError):
+        return None
+    other = doc.get("otherData") if isinstance(doc, dict) else None
+    tool = other.get("tool") if isinstance(other, dict) else None
+    events = doc.get("traceEvents") if isinstance(doc, dict) else None
+    if not (isinstance(tool, dict) and tool.get("name") == TOOL_NAME):
+        return None
+    if not isinstance(events, list) or not events:
+        return None
+    return [e for e in events if isinstance(e, dict)], doc
+
+
+def _job_from_export(
+    where: str, trace: RecordedTrace | None, events: list[Event], meta: dict[str, Any]
+) -> JobData:
+    other: dict[str, Any] = meta["otherData"]
+    jobs = [j for j in other.get("jobs") or () if isinstance(j, dict)]
+    job = jobs[0] if len(jobs) == 1 else {}
+    tasks = [t for t in job.get("tasks") or () if isinstance(t, dict)]
+    task = tasks[0] if len(tasks) == 1 else {}
+    name = str(job.get("name") or job_name(where))
+    label = str(job.get("label") or name)
+    if trace is not None:
+        stream = stream_from(Loaded(where, trace), name, "file", "0", 0, 0)
+    else:
+        stream = StreamData(job=name, run_id="file", host="", pid=0, task="0", finished=True)
+    stream.run_id = str(job.get("run_id") or "file")
+    if task:  # one process: the file says who it was
+        stream.task = str(task.get("task", "0"))
+        stream.host = str(task.get("host") or name)
+        stream.pid = _int(task.get("pid"))
+        stream.argv = [str(a) for a in task.get("argv") or ()]
+        stream.source = str(task.get("source") or stream.source)
+        stream.finished = bool(task.get("finished", True))
+        code = task.get("exit_code")
+        stream.exit_code = code if isinstance(code, int) else None
+        drops = task.get("dropped") or {}
+        stream.dropped = DropCounts(*(_int(drops.get(k)) for k in ("queue", "tracer", "relay")))
+        devices = ((other.get("devices") or {}).get(label) or {}).get(stream.task) or {}
+        stream.devices = _devices(devices, stream.devices)
+    else:  # several processes in one stream: GPUs named after the file, as for others
+        stream.host = job_name(where)
+    stream.host_samples = _host_samples(events, origin_ns(meta))
+    return JobData(name=name, run_id=stream.run_id, streams=[stream])
+
+
+def _devices(meta: dict[str, Any], read: dict[int, DeviceMeta]) -> dict[int, DeviceMeta]:
+    """The devices the metadata describes (UUIDs included) over those the reader saw."""
+    devices = dict(read)
+    for ordinal, d in meta.items():
+        if not (isinstance(d, dict) and str(ordinal).isdigit()):
+            continue
+        major, _, minor = str(d.get("compute_capability", "0.0")).partition(".")
+        devices[int(ordinal)] = DeviceMeta(
+            ordinal=int(ordinal),
+            uuid=str(d.get("uuid", "")),
+            name=str(d.get("name", "")),
+            pci_bus_id=str(d.get("pci_bus_id", "")),
+            compute_capability=(_int(major), _int(minor)),
+            sm_count=_int(d.get("sm_count")),
+            memory_bytes=_int(d.get("memory_bytes")),
+        )
+    return devices
+
+
+def _host_events(events: list[Event]) -> list[Event]:
+    """Counter events on a task's CPU track (``/job:J/task:T/cpu``)."""
+    cpu_pids = set()
+    for e in events:
+        if e.get("ph") == "M" and e.get("name") == "process_name":
+            key = TrackKey.search(str(event_args(e).get("name", "")))
+            if key is not None and key.kind is TrackKind.CPU:
+                cpu_pids.add(e.get("pid"))
+    return [e for e in events if e.get("ph") == "C" and e.get("pid") in cpu_pids]
+
+
+def _host_samples(events: list[Event], origin: int) -> dict[str, np.ndarray]:
+    """The CPU tracks' counters back as host-sample columns on the file's clock."""
+    rows: dict[int, dict[str, float]] = {}
+    for e in _host_events(events):
+        series = str(e.get("name"))
+        value = event_args(e).get(series)
+        if series not in HOST_COLUMNS[1:] or value is None:
+            continue
+        try:
+            rows.setdefault(origin + us_to_ns(e.get("ts")), {})[series] = float(value)
+        except (TypeError, ValueError, ArithmeticError):
+            continue  # a counter we cannot read is left out, as the exporters' readers do
+    if not rows:
+        return empty_host()
+    times = sorted(rows)
+    samples = empty_host()
+    samples["time_ns"] = np.array(times, dtype=np.int64)
+    for series in HOST_COLUMNS[1:]:
+        dtype = samples[series].dtype
+        samples[series] = np.array([rows[t].get(series, 0) for t in times]).astype(dtype)
+    return samples
+
+
+def _int(value: Any) -> int:
+    try:
+        return int(value) if value is not None and not isinstance(value, bool) else 0
+    except (TypeError, ValueError):
+        return 0

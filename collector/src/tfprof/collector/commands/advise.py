@@ -51,13 +51,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def run(args: argparse.Namespace) -> int:
     from tfprof.collector.advice import advise
     from tfprof.collector.advice.render import reporter
+    from tfprof.collector.analysis.notes import notes
     from tfprof.collector.errors import InvalidArgument
 
     if args.top is not None and args.top < 0:
         raise InvalidArgument("--top must be >= 0")
-    findings = advise(load_record_set(args), args.rule)
+    rs = load_record_set(args)
+    findings = advise(rs, args.rule)
     if args.top is not None:
         findings = findings[: args.top]
     with output(args.output) as out:
-        reporter(args.format, findings).render(out)
+        reporter(args.format, findings, rs.start_ns, notes(rs)).render(out)
     return 0

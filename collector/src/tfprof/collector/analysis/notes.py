@@ -1,0 +1,36 @@
+"""Plain sentences about what a record set lacks, shown above every view and advice.
+
+A run without GPU activity is not an error: the job ran, its host samples say how long
+and how hard, and the note says why no GPU record is there.
+"""
+
+from __future__ import annotations
+
+from tfprof.collector.analysis.records import JobRef, RecordSet
+
+
+def _reason(job: JobRef) -> str:
+    if job.sources and all(s == "none" for s in job.sources):
+        return "GPU tracing was off (source none: no CUDA driver found, or --source none)"
+    return "no kernel, copy or memset ran in the window"
+
+
+def _host(job: JobRef) -> str:
+    h = job.host
+    if not h.samples:
+        return "no host samples either"
+    seconds = (h.end_ns - h.start_ns) / 1e9
+    return (
+        f"host samples: {seconds:,.1f} s, CPU {h.cpu_percent_mean:,.1f} % mean, "
+        f"RSS {h.rss_max_bytes / 2**20:,.1f} MiB peak"
+    )
+
+
+def notes(rs: RecordSet) -> tuple[str, ...]:
+    """One line per job with no GPU record in the window: why, and what the host did."""
+    with_records = set(rs.job.tolist()) if len(rs) else set()
+    return tuple(
+        f"job {job.label}: no GPU activity was recorded: {_reason(job)}; {_host(job)}"
+        for j, job in enumerate(rs.jobs)
+        if j not in with_records
+    )
