@@ -57,3 +57,17 @@ def test_a_second_serve_on_the_same_data_dir_is_refused(tmp_path: Path) -> None:
     # The lock goes with the process: the data dir can be served again.
     again = start_serve(data)
     assert again.terminate() == 0
+
+
+def test_log_lines_carry_our_prefix_and_no_logger_names(tmp_path: Path) -> None:
+    token = tmp_path / "token"
+    token.write_text("s3cret-token-of-enough-length\n")
+    token.chmod(0o600)
+    serve = start_serve(tmp_path / "data", "--auth-token-file", str(token))
+    assert serve.terminate() == 0
+    logged = [ln for ln in serve.lines if not ln.startswith(("listening on ", "metrics on "))]
+    assert logged, serve.output()
+    for line in logged:
+        assert line.startswith("tfprof-collector: "), line
+        assert "tfprof.collector." not in line, line
+    assert any(ln.startswith("tfprof-collector: warning: bearer tokens") for ln in logged)

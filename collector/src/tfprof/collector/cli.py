@@ -32,11 +32,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class _OneStyle(logging.Formatter):
+    """Log lines read like every other line of ours: ``tfprof-collector: ...``, the level
+    named only when it is not INFO, no logger names."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        level = "" if record.levelno == logging.INFO else f"{record.levelname.lower()}: "
+        return f"tfprof-collector: {level}{super().format(record)}"
+
+
 def _setup_logging(level: str) -> None:
     logger = logging.getLogger("tfprof")
     if not logger.handlers:
         handler = logging.StreamHandler()
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        handler.setFormatter(_OneStyle("%(message)s"))
         logger.addHandler(handler)
     logger.setLevel(getattr(logging, level.upper(), logging.INFO))
 

@@ -87,7 +87,7 @@ def write(jobs: list[JobData], args: argparse.Namespace) -> int:
         target = write_timeline(timeline, args.output, args.format)
     except OSError as exc:  # the output the user named cannot be created or written
         raise PathError.from_os("output", args.output, exc) from exc
-    print(f"wrote {target}: {timeline.num_slices:,} slices", file=sys.stderr)
+    print(f"tfprof-collector: wrote {target}: {timeline.num_slices:,} slices", file=sys.stderr)
     return timeline.num_slices
 
 
