@@ -18,6 +18,31 @@ from tfprof.collector.commands import COMMANDS
 from tfprof.core.errors import TfprofError
 from tfprof.core.version import __version__
 
+EXAMPLES = {
+    "serve": "tfprof-collector serve --listen 0.0.0.0:50051 --data-dir /var/lib/tfprof",
+    "jobs": "tfprof-collector jobs --data-dir /var/lib/tfprof",
+    "export": "tfprof-collector export --data-dir /var/lib/tfprof --job train -o train.pftrace",
+    "import": "tfprof-collector import --data-dir /var/lib/tfprof --job baseline step*.json",
+    "merge": "tfprof-collector merge --as jobs a.json b.json -o both.json.gz",
+    "summary": "tfprof-collector summary tfprof-trace.json --view kernels --top 20",
+    "advise": "tfprof-collector advise --data-dir /var/lib/tfprof --job train",
+}
+
+
+class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Descriptions as written; each option's default shown unless its help says it."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        default = action.default
+        if (
+            action.option_strings
+            and default not in (None, False, argparse.SUPPRESS)
+            and "default" not in text
+        ):
+            text += " (default: %(default)s)"
+        return text
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
@@ -29,6 +54,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for command in COMMANDS:
         command.register(sub)
+    for name, command_parser in sub.choices.items():
+        command_parser.formatter_class = _HelpFormatter
+        command_parser.epilog = f"example:\n  {EXAMPLES[name]}"
     return parser
 
 

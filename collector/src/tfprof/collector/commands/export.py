@@ -54,7 +54,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         description="Merge stored jobs into one timeline: Chrome JSON, Perfetto, "
         "XPlane (TensorBoard/XProf) or TensorFlow StepStats.",
     )
-    p.add_argument("--data-dir", required=True, metavar="DIR")
+    p.add_argument(
+        "--data-dir",
+        required=True,
+        metavar="DIR",
+        help="collector data dir to read (never created)",
+    )
     p.add_argument(
         "--job", action="append", metavar="NAME", help="job to include (repeatable; default: all)"
     )

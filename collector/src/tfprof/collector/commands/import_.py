@@ -23,9 +23,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "tfprof's Chrome (.json[.gz]) and Perfetto (.pftrace) exports, and TensorFlow "
         "RunMetadata/StepStats (.pb, .pbtxt).",
     )
-    p.add_argument("files", nargs="+", metavar="FILE")
+    p.add_argument("files", nargs="+", metavar="FILE", help="trace files to store, in order")
     p.add_argument("--job", required=True, metavar="NAME", help="job name to store them under")
-    p.add_argument("--data-dir", required=True, metavar="DIR")
+    p.add_argument(
+        "--data-dir", required=True, metavar="DIR", help="collector data dir (created if missing)"
+    )
     p.add_argument(
         "--as",
         dest="as_",

@@ -28,9 +28,17 @@ def _tasks(tasks: list[str]) -> str:
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
-        "jobs", help="list stored job runs: state, hosts, tasks, record counts, time ranges"
+        "jobs",
+        help="list stored job runs: state, hosts, tasks, record counts, time ranges",
+        description="List the job runs stored in a data dir: state (streaming, finished, "
+        "incomplete), streams, tasks, records, dropped records, first and last record, hosts.",
     )
-    p.add_argument("--data-dir", required=True, metavar="DIR")
+    p.add_argument(
+        "--data-dir",
+        required=True,
+        metavar="DIR",
+        help="collector data dir to list (never created)",
+    )
     p.set_defaults(func=run)
 
 

@@ -17,7 +17,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "of one job and share its tracks, one after another; --as jobs: each file is a "
         "job of its own, on its own tracks, side by side.",
     )
-    p.add_argument("inputs", nargs="+", metavar="IN")
+    p.add_argument("inputs", nargs="+", metavar="IN", help="trace files to merge, in order")
     p.add_argument(
         "--as",
         dest="as_",

@@ -25,8 +25,8 @@ views:
   jobs            per job: processes, GPUs, kernel/copy/memset/sync time, records, dropped
 
 Filters apply in this order: --min-micros, --show/--hide-name-regex, --order-by, --top;
---select picks the fields shown. Field names are those of --format json (README.md,
-"Summaries and advice").
+--select picks the fields shown. Field names are those of --format json (the header
+of --format csv lists them).
 """
 
 
