@@ -44,7 +44,8 @@ def test_the_hook_runs_from_the_folder_alone(tmp_path: Path) -> None:
     code = (
         "import sys; sys.path.append(sys.argv[1]); "
         "import tfprof.agent.hook, tfprof.agent.sources.replay, tfprof.agent.sources.cupti; "
-        "from tfprof.core.formats import load_trace; print(len(load_trace(sys.argv[2]).columns['kind']))"
+        "from tfprof.core.formats import load_trace; "
+        "print(len(load_trace(sys.argv[2]).columns['kind']))"
         "; print(sorted({m.__file__.startswith(sys.argv[1]) for n, m in sys.modules.items() "
         "if n.startswith('tfprof.')}))"
     )
