@@ -20,7 +20,7 @@ from tests.unit.agent_cupti_fakes import (
     fill_memcpy,
 )
 from tfprof.agent.sources.base import SourceUnavailable
-from tfprof.agent.sources.cupti import NOT_INSTALLED, CuptiSource
+from tfprof.agent.sources.cupti import CuptiSource, not_installed
 from tfprof.agent.sources.cupti_errors import driver_cuda_version
 from tfprof.core.records import RecordKind
 
@@ -74,7 +74,9 @@ def test_missing_cupti_python_is_source_unavailable(monkeypatch: pytest.MonkeyPa
     monkeypatch.setitem(sys.modules, "cupti", None)  # import cupti -> ImportError
     with pytest.raises(SourceUnavailable, match=r"^cupti-python is not installed") as info:
         CuptiSource().start(RecordingSink())
-    assert str(info.value) == NOT_INSTALLED
+    assert str(info.value) == not_installed()
+    # The one line names the exact install command for this interpreter.
+    assert f"`{sys.executable} -m pip install cupti-python`" in str(info.value)
 
 
 def test_importing_the_module_does_not_import_cupti() -> None:

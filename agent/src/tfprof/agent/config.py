@@ -80,6 +80,12 @@ OPTIONS: dict[str, Option] = {
     "socket": Option("TFPROF_SOCKET", "", "(internal) the launcher's Unix socket"),
     "run_id": Option("TFPROF_RUN_ID", "", "(internal) this run's id"),
     "run_dir": Option("TFPROF_RUN_DIR", "", "(internal) the launcher's scratch directory"),
+    "cupti_path": Option(
+        "TFPROF_CUPTI_PATH", "", "(internal) the launcher's cupti-python, for jobs without one"
+    ),
+    "cupti_abi": Option(
+        "TFPROF_CUPTI_ABI", "", "(internal) the interpreter ABI that cupti-python is built for"
+    ),
     # Tests only: pretend this host's clock is off by that much, so tests can show that
     # merge aligns hosts through the estimated offset. Not a number: no skew.
     "test_clock_skew_ns": Option(
@@ -117,6 +123,9 @@ class AgentConfig(NamedTuple):
     run_dir: str
     rank: str  # the rank the job declares for this process ("" when none)
     clock_skew_ns: int  # tests only, see TFPROF_TEST_CLOCK_SKEW_NS
+    # The launcher's cupti-python (a folder to add to sys.path) and the ABI it needs.
+    cupti_path: str = ""
+    cupti_abi: str = ""
 
     @property
     def replay_path(self) -> str | None:
@@ -213,6 +222,8 @@ def load(environ: Mapping[str, str] | None = None) -> AgentConfig:
         run_dir=raw("run_dir"),
         rank=_rank(env),
         clock_skew_ns=_skew(raw("test_clock_skew_ns")),
+        cupti_path=raw("cupti_path"),
+        cupti_abi=raw("cupti_abi"),
     )
 
 
@@ -263,9 +274,12 @@ def child_environment(
     run_id: str,
     run_dir: str,
     socket: str,
+    cupti_path: str = "",
+    cupti_abi: str = "",
 ) -> dict[str, str]:
     """The job's environment: ``environ`` with the bootstrap first on ``PYTHONPATH`` and
-    what the launcher decided (job name, resolved source, its socket) for every hook."""
+    what the launcher decided (job name, resolved source, its socket, its cupti-python
+    for interpreters without one) for every hook."""
     env = dict(environ)
     path = env.get("PYTHONPATH", "")
     env["PYTHONPATH"] = bootstrap_dir + (os.pathsep + path if path else "")
@@ -275,6 +289,8 @@ def child_environment(
         ("run_id", run_id),
         ("run_dir", run_dir),
         ("socket", socket),
+        ("cupti_path", cupti_path),
+        ("cupti_abi", cupti_abi),
     ):
         env[OPTIONS[key].env] = value
     return env

@@ -280,7 +280,11 @@ def _pick_source(cfg: config.AgentConfig) -> Source | None:
     if cfg.source == "cupti":
         from tfprof.agent.sources.cupti import CuptiSource
 
-        return CuptiSource(buffer_bytes=cfg.cupti_buffer_bytes, flush_period_ms=cfg.cupti_flush_ms)
+        return CuptiSource(
+            buffer_bytes=cfg.cupti_buffer_bytes,
+            flush_period_ms=cfg.cupti_flush_ms,
+            launcher_cupti=(cfg.cupti_path, cfg.cupti_abi),
+        )
     path = cfg.replay_path
     if path is not None:
         # Replay runs once per job: the first traced process to claim it.

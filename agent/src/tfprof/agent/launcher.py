@@ -20,13 +20,13 @@ import tempfile
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tfprof.agent import clock
+from tfprof.agent import bundle, clock
 from tfprof.agent.config import AgentConfig, child_environment, validate_job_name
 from tfprof.agent.errors import CommandNotExecutable, CommandNotFound, UsageError
 from tfprof.agent.signals import FORWARDED_SIGNALS, SignalForwarder
+from tfprof.agent.sources.cupti import interpreter_abi
 from tfprof.core.version import __version__
 
 if TYPE_CHECKING:
@@ -37,8 +37,6 @@ if TYPE_CHECKING:
     from tfprof.collector.embedded import EmbeddedCollector
 
 log = logging.getLogger("tfprof.agent.launcher")
-
-BOOTSTRAP_DIR = str(Path(__file__).resolve().parent / "bootstrap")
 
 
 def notice(message: str) -> None:
@@ -76,6 +74,8 @@ def python_started_without_site(command: Sequence[str]) -> bool:
 
 
 def resolve_source(cfg: AgentConfig) -> str:
+    if cfg.source == f"replay:{bundle.DEMO}":
+        return f"replay:{bundle.demo_trace()}"
     if cfg.source != "auto":
         if cfg.replay_path is not None and not os.path.isfile(cfg.replay_path):
             raise UsageError(f"replay trace not found: {cfg.replay_path}")
@@ -234,9 +234,19 @@ class Run:
         return os.path.join(self.run_dir, "agent.sock")
 
     def child_env(self) -> dict[str, str]:
+        # The job's Python may lack tfprof: its hook comes from a folder made here.
+        try:
+            bootstrap_dir, cupti_path = bundle.build(
+                self.run_dir, with_cupti=self.source == "cupti"
+            )
+        except OSError as exc:
+            notice(f"cannot write the bootstrap folder ({exc}); the job runs untraced")
+            return dict(self.environ)
         return child_environment(
             self.environ,
-            bootstrap_dir=BOOTSTRAP_DIR,
+            bootstrap_dir=bootstrap_dir,
+            cupti_path=cupti_path,
+            cupti_abi=interpreter_abi() if cupti_path else "",
             job=self.job,
             source=self.source,
             run_id=self.run_id,

@@ -92,7 +92,7 @@ class RecordTable:
             raise ValueError(f"unknown columns: {sorted(unknown)}")
         zeros = array.array("q", bytes(8 * length))
         cols = [columns.get(name, zeros) for name in COLUMNS]
-        for name, col in zip(COLUMNS, cols, strict=True):
+        for name, col in zip(COLUMNS, cols):
             if len(col) != length:
                 raise ValueError(f"column {name} has {len(col)} values, expected {length}")
         return cls(cols)
@@ -101,7 +101,9 @@ class RecordTable:
         return len(self.columns[0])
 
     def append(self, values: Sequence[int]) -> None:
-        for col, value in zip(self.columns, values, strict=True):
+        if len(values) != len(self.columns):
+            raise ValueError(f"{len(values)} values for {len(self.columns)} columns")
+        for col, value in zip(self.columns, values):
             col.append(value)
 
     def add_kernel(

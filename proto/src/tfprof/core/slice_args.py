@@ -113,7 +113,7 @@ def parse_value(arg: SliceArg, value: Any) -> tuple[int, ...]:
         return ()  # RATE is derived from bytes and duration; nothing to store
     if arg.type is ArgType.DIM3:
         parts: Sequence[Any] = (
-            value if isinstance(value, list | tuple) else _DIGITS.findall(str(value))
+            value if isinstance(value, (list, tuple)) else _DIGITS.findall(str(value))
         )
         dims = tuple(n for n in map(_integer, parts) if n is not None)
         return dims if len(parts) == len(dims) == 3 else ()

@@ -39,7 +39,8 @@ class TrackKind(enum.Enum):
     CPU = "cpu"
 
 
-@dataclass(frozen=True, slots=True, order=True)
+# No slots=True: the in-process hook imports this on Python 3.9 too.
+@dataclass(frozen=True, order=True)
 class TrackKey:
     """One timeline track. Build with ``stream``/``memcpy``/``cpu``; never by hand-made strings."""
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import shlex
+import sys
 import threading
 from collections.abc import Sequence
 from types import ModuleType
@@ -20,7 +22,47 @@ from tfprof.agent.sources.base import Sink, SourceUnavailable
 if TYPE_CHECKING:
     from tfprof.agent.sources.cupti_records import RecordConverter
 
-NOT_INSTALLED = "cupti-python is not installed in this interpreter (pip install cupti-python)"
+
+def interpreter_abi() -> str:
+    """What a compiled extension such as cupti-python needs of the interpreter running
+    it: implementation and version, ABI flags (e.g. free-threaded) and platform."""
+    import sysconfig
+
+    tag = sys.implementation.cache_tag or sys.implementation.name
+    return f"{tag}{getattr(sys, 'abiflags', '')}-{sysconfig.get_platform()}"
+
+
+def not_installed(why: str = "") -> str:
+    """The one line a job without cupti-python gets: the install command for its Python."""
+    return (
+        f"cupti-python is not installed in this interpreter{why} (install it with "
+        f"`{shlex.quote(sys.executable)} -m pip install cupti-python`)"
+    )
+
+
+def import_cupti(launcher_path: str = "", launcher_abi: str = "") -> ModuleType:
+    """cupti-python's ``cupti`` module: the job's own, else the launcher's (``launcher_path``,
+    built for ``launcher_abi``) when this interpreter can load it."""
+    try:
+        from cupti import cupti
+
+        return cupti
+    except ImportError as exc:
+        if exc.name != "cupti" or not launcher_path:
+            # Installed but broken (a missing library, say) is its own problem.
+            raise SourceUnavailable(not_installed() if exc.name == "cupti" else str(exc)) from exc
+    abi = interpreter_abi()
+    if launcher_abi != abi:
+        raise SourceUnavailable(
+            not_installed(f", and the launcher's is built for {launcher_abi}, not {abi}")
+        )
+    # Last on the path: the job's own packages (numpy, say) still come first.
+    sys.path.append(launcher_path)
+    try:
+        from cupti import cupti
+    except ImportError as exc:
+        raise SourceUnavailable(not_installed(f", and the launcher's failed: {exc}")) from exc
+    return cupti
 
 
 def _kinds_to_enable(cupti: ModuleType) -> list[int]:
@@ -54,8 +96,14 @@ class CuptiSource:
 
     name = "cupti"
 
-    def __init__(self, buffer_bytes: int = 8 << 20, flush_period_ms: int = 0) -> None:
+    def __init__(
+        self,
+        buffer_bytes: int = 8 << 20,
+        flush_period_ms: int = 0,
+        launcher_cupti: tuple[str, str] = ("", ""),
+    ) -> None:
         self.buffer_bytes = buffer_bytes
+        self.launcher_cupti = launcher_cupti  # (folder, ABI): see import_cupti
         self.flush_period_ms = flush_period_ms
         self.dropped = 0  # records lost in our own callback (also reported to the sink)
         self._cupti: ModuleType | None = None
@@ -76,10 +124,7 @@ class CuptiSource:
 
     def bind(self, sink: Sink) -> None:
         """Import cupti-python and prepare the callbacks, without touching CUPTI itself."""
-        try:
-            from cupti import cupti
-        except ImportError as exc:
-            raise SourceUnavailable(NOT_INSTALLED) from exc
+        cupti = import_cupti(*self.launcher_cupti)
         from tfprof.agent.sources.cupti_records import RecordConverter
 
         self._cupti = cupti

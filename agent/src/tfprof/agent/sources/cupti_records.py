@@ -103,8 +103,8 @@ class RecordConverter:
         known = codes >= 0
         leftovers: list[Any] = []
         if not known.all():
-            leftovers = [a for a, ok in zip(activities, known.tolist(), strict=True) if not ok]
-            activities = [a for a, ok in zip(activities, known.tolist(), strict=True) if ok]
+            leftovers = [a for a, ok in zip(activities, known.tolist()) if not ok]
+            activities = [a for a, ok in zip(activities, known.tolist()) if ok]
             codes = codes[known]
             n = len(activities)
         parts: list[Any] = []
@@ -136,9 +136,7 @@ class RecordConverter:
             if family == DEVICE:
                 self._add_devices(recs)
             elif family == CONTEXT:
-                for ctx, dev in zip(
-                    recs["context_id"].tolist(), recs["device_id"].tolist(), strict=True
-                ):
+                for ctx, dev in zip(recs["context_id"].tolist(), recs["device_id"].tolist()):
                     self.context_device[ctx] = dev
             else:
                 out_parts.append(self._fill(family, recs))

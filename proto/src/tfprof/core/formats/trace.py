@@ -65,12 +65,12 @@ class RecordedTrace:
     def span_ns(self) -> int:
         """From the first start (0) to the latest end."""
         starts, durs = self.columns["start_ns"], self.columns["duration_ns"]
-        return max((s + d for s, d in zip(starts, durs, strict=True)), default=0)
+        return max((s + d for s, d in zip(starts, durs)), default=0)
 
     def per_stream_counts(self) -> dict[tuple[int, int], dict[str, int]]:
         counts: dict[tuple[int, int], dict[str, int]] = {}
         cols = self.columns
-        for kind, device, stream in zip(cols["kind"], cols["device"], cols["stream"], strict=True):
+        for kind, device, stream in zip(cols["kind"], cols["device"], cols["stream"]):
             per = counts.setdefault((device, stream), {"kernel": 0, "memcpy": 0, "memset": 0})
             label = CATEGORIES[kind]
             per[label] = per.get(label, 0) + 1  # "sync" only where there are syncs
@@ -188,5 +188,7 @@ def arg_columns(args: Mapping[str, Any], wanted: Iterable[SliceArg]) -> dict[str
     for arg in wanted:
         parsed = parse_value(arg, find(args, arg))
         if parsed:
-            values.update(zip(arg.columns, (max(0, v) for v in parsed), strict=True))
+            if len(parsed) != len(arg.columns):
+                raise ValueError(f"{arg}: {len(parsed)} values for {len(arg.columns)} columns")
+            values.update(zip(arg.columns, (max(0, v) for v in parsed)))
     return values
