@@ -140,12 +140,11 @@ def test_several_jobs_and_none() -> None:
 
 
 def test_next_commands_name_the_real_paths() -> None:
-    text = short_summary([make_job()], data_dir="/runs/my data", trace="out/t.json.gz")
+    text = short_summary([make_job()], trace="my runs/t.json.gz")
     assert text.endswith(
         "tfprof: next:\n"
-        "  tfprof-collector summary --data-dir '/runs/my data'\n"
-        "  tfprof-collector advise --data-dir '/runs/my data'\n"
-        "  tfprof-collector export --data-dir '/runs/my data' --format perfetto "
-        "-o out/t.pftrace\n"
+        "  tfprof-collector summary 'my runs/t.json.gz'\n"
+        "  tfprof-collector advise 'my runs/t.json.gz'\n"
+        "  tfprof-collector merge 'my runs/t.json.gz' --format perfetto -o 'my runs/t.pftrace'\n"
     )
     assert "next:" not in short_summary([make_job()])

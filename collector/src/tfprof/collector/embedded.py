@@ -44,4 +44,4 @@ class EmbeddedCollector:
             timeline = build_timeline(jobs)
         with progress(f"tfprof: writing {os.fspath(output)}", unit="bytes") as advance:
             write_timeline(timeline, os.fspath(output), progress=advance)
-        return short_summary(jobs, data_dir=self._data_dir, trace=output)
+        return short_summary(jobs, trace=output)

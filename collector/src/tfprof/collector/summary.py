@@ -105,33 +105,33 @@ def _job_lines(job: JobData, top: int) -> list[str]:
     return lines + _indented(out.getvalue())
 
 
-def _next_steps(data_dir: str | os.PathLike[str], trace: str | os.PathLike[str]) -> list[str]:
-    """The commands that look further, with this run's real paths."""
-    d = shlex.quote(os.fspath(data_dir))
-    stem = os.fspath(trace)
+def _next_steps(trace: str | os.PathLike[str]) -> list[str]:
+    """The commands that look further. The embedded store is deleted at job end, so they
+    read the trace file written, which ``summary``, ``advise`` and ``merge`` all take."""
+    path = os.fspath(trace)
+    stem = path
     for suffix in (".json.gz", ".json"):
         if stem.endswith(suffix):
             stem = stem[: -len(suffix)]
             break
-    perfetto = shlex.quote(stem + ".pftrace")
+    t, perfetto = shlex.quote(path), shlex.quote(stem + ".pftrace")
     return [
         "tfprof: next:",
-        f"{INDENT}tfprof-collector summary --data-dir {d}",
-        f"{INDENT}tfprof-collector advise --data-dir {d}",
-        f"{INDENT}tfprof-collector export --data-dir {d} --format perfetto -o {perfetto}",
+        f"{INDENT}tfprof-collector summary {t}",
+        f"{INDENT}tfprof-collector advise {t}",
+        f"{INDENT}tfprof-collector merge {t} --format perfetto -o {perfetto}",
     ]
 
 
 def short_summary(
     jobs: Sequence[JobData],
     top: int = 5,
-    data_dir: str | os.PathLike[str] | None = None,
     trace: str | os.PathLike[str] | None = None,
 ) -> str:
-    """The summary text; with ``data_dir`` (and the ``trace`` written) the next commands."""
+    """The summary text; with the ``trace`` file written, the commands to run next."""
     if not jobs:
         return "tfprof: no traced processes\n"
     lines = [line for job in jobs for line in _job_lines(job, top)]
-    if data_dir is not None:
-        lines += _next_steps(data_dir, trace if trace is not None else "trace.json")
+    if trace is not None:
+        lines += _next_steps(trace)
     return "\n".join(lines) + "\n"
