@@ -86,6 +86,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except TfprofError as exc:
         print(f"tfprof-collector: {exc}", file=sys.stderr)
         return exc.exit_code
+    except KeyboardInterrupt:
+        # Ctrl-C: one line, no traceback; outputs are renamed into place only when whole.
+        print("tfprof-collector: interrupted", file=sys.stderr)
+        return 130
     except BrokenPipeError:
         # Whoever read our output went away (`... | head`): not a failure worth a
         # traceback. Point stdout at /dev/null so the exit's flush cannot fail again.

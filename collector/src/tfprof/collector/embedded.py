@@ -14,6 +14,7 @@ from tfprof.collector.merge import build_timeline
 from tfprof.collector.server import CollectorServer
 from tfprof.collector.store import Store
 from tfprof.collector.summary import short_summary
+from tfprof.collector.terminal import progress
 
 
 class EmbeddedCollector:
@@ -38,6 +39,9 @@ class EmbeddedCollector:
 
     def write_trace(self, output: str | os.PathLike[str]) -> str:
         """Merge every stored job into one timeline at ``output``; the end-of-run summary."""
-        jobs = Store(self._data_dir).load_jobs()
-        write_timeline(build_timeline(jobs), os.fspath(output))
-        return short_summary(jobs)
+        with progress("tfprof: loading the run's records"):
+            jobs = Store(self._data_dir).load_jobs()
+            timeline = build_timeline(jobs)
+        with progress(f"tfprof: writing {os.fspath(output)}", unit="bytes") as advance:
+            write_timeline(timeline, os.fspath(output), progress=advance)
+        return short_summary(jobs, trace=output)

@@ -4,14 +4,27 @@ Built on rich. Style (bold) goes out only when the output is a terminal and NO_C
 not set, both as rich detects them; anywhere else the text is plain and stable for
 scripts: columns two spaces apart, no trailing spaces. Nothing is ever wrapped or cut,
 so a long kernel name keeps its one line, as the terminal itself would show it.
+
+``progress`` shows long work (loading, exporting, importing) on stderr, on a terminal only.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+import sys
+from collections.abc import Callable, Iterator, Sequence
 from typing import TextIO
 
 from rich.console import Console, RenderableType
+from rich.progress import (
+    BarColumn,
+    FileSizeColumn,
+    Progress,
+    ProgressColumn,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+)
 from rich.table import Table
 from rich.text import Text
 
@@ -65,3 +78,38 @@ class TextWriter:
             self._console.print(renderable)
         # rich pads every cell to its column's width, the last one too.
         self._out.writelines(line.rstrip() + "\n" for line in captured.get().splitlines())
+
+
+def _ignore(amount: float = 1) -> None:
+    """Progress that goes nowhere: the output is not a terminal."""
+
+
+@contextlib.contextmanager
+def progress(
+    description: str, total: float | None = None, *, unit: str = "", out: TextIO | None = None
+) -> Iterator[Callable[[float], None]]:
+    """Shows ``description`` with a spinner, elapsed time and what was done so far, on
+    ``out`` (stderr) while the block runs; yields ``advance(amount)``.
+
+    Only on a terminal: piped or redirected, nothing at all is written. ``unit`` "bytes"
+    shows sizes, anything else a count (``total`` None: no bar, as the end is unknown).
+    The line is cleared when the block ends, also on an error or Ctrl-C.
+    """
+    console = Console(file=sys.stderr if out is None else out)
+    if not console.is_terminal:
+        yield _ignore
+        return
+    done: ProgressColumn = (
+        FileSizeColumn() if unit == "bytes" else TextColumn(f"{{task.completed:,.0f}} {unit}")
+    )
+    columns: list[str | ProgressColumn] = [SpinnerColumn(), TextColumn("{task.description}")]
+    if total is not None:
+        columns.append(BarColumn())
+    columns += [done, TimeElapsedColumn()]
+    with Progress(*columns, console=console, transient=True) as bar:
+        task = bar.add_task(description, total=total)
+
+        def advance(amount: float = 1) -> None:
+            bar.advance(task, amount)
+
+        yield advance

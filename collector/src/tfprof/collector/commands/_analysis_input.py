@@ -39,6 +39,13 @@ def add_input_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def load_record_set(args: argparse.Namespace) -> RecordSet:
+    from tfprof.collector.terminal import progress
+
+    with progress("loading"):
+        return _load(args)
+
+
+def _load(args: argparse.Namespace) -> RecordSet:
     from tfprof.collector.timespec import first_event_ns, parse_time
 
     if args.files and args.data_dir:

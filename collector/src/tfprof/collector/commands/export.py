@@ -72,6 +72,7 @@ def write(jobs: list[JobData], args: argparse.Namespace) -> int:
     from tfprof.collector.errors import InvalidArgument
     from tfprof.collector.export import format_for, write_timeline
     from tfprof.collector.merge import build_timeline
+    from tfprof.collector.terminal import progress
     from tfprof.collector.timespec import first_event_ns, parse_time, parse_window
 
     format_for(args.output, args.format)  # a bad name fails before any work
@@ -87,9 +88,11 @@ def write(jobs: list[JobData], args: argparse.Namespace) -> int:
             parse_time(since, first, "--since") if since else None,
             parse_time(until, first, "--until") if until else None,
         )
-    timeline = build_timeline(jobs, group_by=args.group_by, window_ns=window)
+    with progress("merging jobs"):
+        timeline = build_timeline(jobs, group_by=args.group_by, window_ns=window)
     try:
-        target = write_timeline(timeline, args.output, args.format)
+        with progress(f"writing {args.output}", unit="bytes") as advance:
+            target = write_timeline(timeline, args.output, args.format, advance)
     except OSError as exc:  # the output the user named cannot be created or written
         raise PathError.from_os("output", args.output, exc) from exc
     print(f"tfprof-collector: wrote {target}: {timeline.num_slices:,} slices", file=sys.stderr)
@@ -98,8 +101,10 @@ def write(jobs: list[JobData], args: argparse.Namespace) -> int:
 
 def run(args: argparse.Namespace) -> int:
     from tfprof.collector.store import Store
+    from tfprof.collector.terminal import progress
 
-    jobs = Store(args.data_dir, create=False).load_jobs(args.job or None)
+    with progress(f"loading {args.data_dir}"):
+        jobs = Store(args.data_dir, create=False).load_jobs(args.job or None)
     if not jobs:
         raise NotFound(f"no jobs stored in {args.data_dir}")
     write(jobs, args)

@@ -43,10 +43,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def run(args: argparse.Namespace) -> int:
     from tfprof.collector.importer import import_files
     from tfprof.collector.store import Store
+    from tfprof.collector.terminal import progress
 
-    run_id, records = import_files(
-        Store(args.data_dir), args.files, args.job, args.as_ == "steps", args.shift
-    )
+    with progress(f"importing {len(args.files)} file(s) into {args.data_dir}"):
+        run_id, records = import_files(
+            Store(args.data_dir), args.files, args.job, args.as_ == "steps", args.shift
+        )
     print(
         f"imported {len(args.files)} file(s) as job {args.job} run {run_id}: {records:,} records",
         file=sys.stderr,

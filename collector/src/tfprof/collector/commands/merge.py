@@ -34,6 +34,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def run(args: argparse.Namespace) -> int:
     from tfprof.collector.commands.export import write
     from tfprof.collector.importer import jobs_from_files
+    from tfprof.collector.terminal import progress
 
-    write(jobs_from_files(args.inputs, args.as_ == "steps", args.shift), args)
+    with progress(f"reading {len(args.inputs)} file(s)"):
+        jobs = jobs_from_files(args.inputs, args.as_ == "steps", args.shift)
+    write(jobs, args)
     return 0

@@ -113,13 +113,18 @@ def reporter_for(path: str | os.PathLike[str], fmt: str | None = None) -> Report
 
 
 def write_timeline(
-    timeline: Timeline, path: str | os.PathLike[str], fmt: str | None = None
+    timeline: Timeline,
+    path: str | os.PathLike[str],
+    fmt: str | None = None,
+    progress: Callable[[int], None] | None = None,
 ) -> Path:
     """Render ``timeline`` to ``path`` (gzip-compressed when it ends in ``.gz``).
 
     Returns the file written: ``path`` itself, or for xplane the ``.xplane.pb`` file
     inside the log dir ``path``. The output appears whole or not at all: it is written
-    next to its final name and renamed into place, so a reader never sees half a trace.
+    next to its final name and renamed into place, so a reader never sees half a trace,
+    and an error or Ctrl-C leaves nothing behind. ``progress`` is told every (uncompressed)
+    byte count the reporter writes.
     """
     name = format_for(path, fmt)
     options: dict[str, Any] = {}
@@ -136,7 +141,7 @@ def write_timeline(
     partial = target.with_name(f".{target.name}.partial-{os.getpid()}")
     try:
         with open(partial, "wb") as raw:
-            counted = _Counting(raw)
+            counted = _Counting(raw, progress)
             if target.name.lower().endswith(".gz"):
                 with gzip.GzipFile(
                     filename=target.name[:-3],
@@ -145,7 +150,7 @@ def write_timeline(
                     compresslevel=GZIP_LEVEL,
                     mtime=0,
                 ) as zipped:
-                    counted = _Counting(zipped)
+                    counted = _Counting(zipped, progress)
                     reporter.render(counted)
             else:
                 reporter.render(counted)
@@ -166,12 +171,15 @@ def write_timeline(
 class _Counting:
     """Counts the (uncompressed) bytes a reporter writes."""
 
-    def __init__(self, out: BinaryOutput) -> None:
+    def __init__(self, out: BinaryOutput, progress: Callable[[int], None] | None) -> None:
         self.out = out
         self.written = 0
+        self._progress = progress
 
     def write(self, data: bytes | memoryview, /) -> Any:
         self.written += len(data)
+        if self._progress is not None:
+            self._progress(len(data))
         return self.out.write(data)
 
 
