@@ -259,8 +259,9 @@ def test_cupti_source_without_a_driver_is_one_line(tmp_path: Path) -> None:
     )
     assert run.returncode == 0
     assert run.stdout == "ok\n"
-    lines = [line for line in run.stderr.splitlines() if "CUDA driver" in line]
-    assert len(lines) == 1, run.stderr
+    # One notice; the end-of-run summary may say again, indented, why no GPU work shows.
+    notices = [x for x in run.stderr.splitlines() if x.startswith("tfprof:") and "CUDA driver" in x]
+    assert len(notices) == 1, run.stderr
     assert "Traceback" not in run.stderr
 
 
