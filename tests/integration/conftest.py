@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -37,8 +38,15 @@ def collector_cmd(*args: str) -> list[str]:
     return [sys.executable, "-m", "tfprof.collector.cli", *args]
 
 
-# Launchers started by tests spool here, never in the user's ~/.cache.
+# Launchers started by tests spool here, never in the user's ~/.cache; removed at the
+# end of the session (remove_test_spool).
 SPOOL = tempfile.mkdtemp(prefix="tfprof-test-spool-")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def remove_test_spool() -> Iterator[None]:
+    yield
+    shutil.rmtree(SPOOL, ignore_errors=True)
 
 
 def clean_env(**extra: str) -> dict[str, str]:

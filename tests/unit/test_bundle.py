@@ -11,7 +11,7 @@ import pytest
 
 from tfprof.agent import bundle
 from tfprof.agent.config import load
-from tfprof.agent.launcher import resolve_source
+from tfprof.agent.prestart import resolve_source
 from tfprof.agent.sources.base import SourceUnavailable
 from tfprof.agent.sources.cupti import import_cupti, interpreter_abi, not_installed
 

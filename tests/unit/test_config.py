@@ -270,3 +270,31 @@ def test_the_child_environment_carries_the_flags_and_the_launchers_decisions() -
 def test_test_clock_skew_is_read_leniently(raw: str, skew: int) -> None:
     assert load({"TFPROF_TEST_CLOCK_SKEW_NS": raw}).clock_skew_ns == skew
     assert load({}).clock_skew_ns == 0
+
+
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [
+        ("http://h:50051", "without a scheme"),
+        ("grpc://h:50051", "without a scheme"),
+        ("h:0", "out of range"),
+        ("h:65536", "out of range"),
+        ("h", "expected HOST:PORT"),
+        ("h:port", "expected HOST:PORT"),
+        ("h/x:1", "expected HOST:PORT"),
+    ],
+)
+def test_collector_addresses_are_checked_and_named_as_typed(value: str, says: str) -> None:
+    from tfprof.agent.config import validate_collector
+
+    with pytest.raises(ConfigError, match=says) as flag:
+        validate_collector(value, "--collector")
+    assert str(flag.value).startswith(f"--collector {value}:")
+    with pytest.raises(ConfigError, match=says) as env:
+        load({"TFPROF_COLLECTOR": value})
+    assert str(env.value).startswith("TFPROF_COLLECTOR=")
+
+
+def test_good_collector_addresses_pass() -> None:
+    for value in ("collector:50051", "10.0.0.1:1", "[::1]:65535"):
+        assert load({"TFPROF_COLLECTOR": value}).collector == value

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import itertools
 import json
 import re
@@ -307,3 +308,54 @@ def test_column_shifts_match_with_and_without_numpy(monkeypatch: pytest.MonkeyPa
     assert fast == slow
     assert all(type(col) is array.array for col in fast + slow)
     assert list(slow[1][:4]) == [0, (1 << 32) - 2, (1 << 32) - 1, (1 << 32) - 4]
+
+
+def test_stop_from_another_thread_during_start_never_joins_an_unstarted_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The hook's exit may call stop() while start() is between creating the replay
+    # thread and starting it: stop() must wait for the start, not fail on join().
+    path = _kineto_kernels(tmp_path, [0, 10])
+    source = ReplaySource(path, speed=None)
+    errors: list[BaseException] = []
+
+    def stop_now() -> None:
+        try:
+            source.stop(time.monotonic() + 30)
+        except BaseException as exc:  # what the test looks for
+            errors.append(exc)
+
+    real_start = threading.Thread.start
+    stopper = threading.Thread(target=stop_now)
+
+    def start_with_a_stop_in_between(self: threading.Thread) -> None:
+        if self.name == "tfprof-replay":
+            real_start(stopper)
+            stopper.join(0.5)  # fixed code: stop() waits on the lock start() holds
+        real_start(self)
+
+    monkeypatch.setattr(threading.Thread, "start", start_with_a_stop_in_between)
+    sink = FakeSink()
+    source.start(sink)
+    stopper.join(30)
+    assert not stopper.is_alive()
+    assert errors == []
+    assert len(sink.rows()) == 2
+
+
+def test_check_replay_trace_reads_only_the_start(tmp_path: Path) -> None:
+    from tfprof.agent.errors import UsageError
+    from tfprof.agent.sources.replay import check_replay_trace
+
+    good = tmp_path / "t.json.gz"
+    good.write_bytes(gzip.compress(b'  {"traceEvents": [' + b" " * 10_000_000))
+    check_replay_trace(str(good))  # the start looks like JSON: the rest is replay's job
+    for name, data in (("a.txt", b"hello"), ("b.gz", gzip.compress(b"hello")),
+                       ("c.gz", b"\x1f\x8bnot gzip"), ("d.json", b"")):  # fmt: skip
+        (tmp_path / name).write_bytes(data)
+        with pytest.raises(UsageError, match=str(tmp_path / name)):
+            check_replay_trace(str(tmp_path / name))
+    with pytest.raises(UsageError, match="not found"):
+        check_replay_trace(str(tmp_path / "missing.json"))
+    with pytest.raises(UsageError, match="not found"):
+        check_replay_trace(str(tmp_path))

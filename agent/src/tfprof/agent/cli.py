@@ -12,6 +12,7 @@ import logging
 import os
 import signal
 import sys
+import textwrap
 from collections.abc import Sequence
 
 from tfprof.agent import config
@@ -33,10 +34,20 @@ FLAGGED_OPTIONS = (
 )
 
 
+# What a default looks like when the option's own default is empty.
+EMPTY_DEFAULTS = {
+    "collector": "none: an embedded collector writes the trace",
+    "job": "the command's name, a timestamp and a random suffix",
+    "output": "tfprof-JOB.trace.json.gz in the current directory",
+    "tls_ca": "none: plaintext gRPC",
+}
+
+
 def _help(key: str) -> str:
     opt = config.OPTIONS[key]
-    default = f" (default: {opt.default})" if opt.default else ""
-    return f"{opt.doc}{default} [env {opt.env}]"
+    default = opt.default or EMPTY_DEFAULTS.get(key, "")
+    shown = f" (default: {default})" if default else ""
+    return f"{opt.doc}{shown} [env {opt.env}]".replace("%", "%%")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -44,17 +55,27 @@ def build_parser() -> argparse.ArgumentParser:
         prog="tfprof-agent",
         description="Profile the GPU activity of an unmodified job: kernels, copies and "
         "memsets of every Python process, streamed to a tfprof collector.",
+        epilog="example: tfprof-agent run -- python train.py   (tfprof-agent COMMAND --help "
+        "for each command)",
     )
-    parser.add_argument("--version", action="version", version=f"tfprof-agent {__version__}")
+    parser.add_argument(
+        "--version", action="version", version=f"tfprof-agent {__version__}",
+        help="print the version and exit",
+    )  # fmt: skip
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     run = sub.add_parser(
         "run",
         help="run CMD with every Python process of it traced",
-        description="Run CMD unmodified (no code change, no LD_PRELOAD) with every Python "
-        "process it starts traced. The exit status, output and signals of CMD pass "
-        "through unchanged. Without --collector, an embedded collector writes the trace "
-        "to --output when the job ends.",
-        epilog="example: tfprof-agent run --job mnist -- python train.py --epochs 1",
+        description=textwrap.fill(
+            "Run CMD unmodified (no code change, no LD_PRELOAD) with every Python process "
+            "it starts traced. The exit status, output and signals of CMD pass through "
+            "unchanged. Without --collector, an embedded collector writes the trace to "
+            "--output when the job ends; an --output that names an existing file replaces "
+            "it, while a default name never replaces a file (NAME-2... is used instead)."
+        ),
+        epilog="examples:\n  tfprof-agent run --job mnist -o mnist.json.gz -- python train.py"
+        "\n  tfprof-agent run --collector collector.example:50051 -- torchrun train.py",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     run.add_argument("--collector", metavar="HOST:PORT", help=_help("collector"))
     run.add_argument("--job", metavar="NAME", help=_help("job"))
@@ -66,7 +87,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--exit-timeout", metavar="SECONDS", help=_help("exit_timeout"))
     run.add_argument("--tls-ca", metavar="PEM", help=_help("tls_ca"))
     run.add_argument("--spool-dir", metavar="DIR", help=_help("spool_dir"))
-    run.add_argument("cmd", nargs=argparse.REMAINDER, metavar="CMD [ARGS...]")
+    run.add_argument(
+        "cmd", nargs=argparse.REMAINDER, metavar="CMD [ARGS...]",
+        help="the command to run and its arguments (put -- before it if it starts with -)",
+    )  # fmt: skip
 
     flush = sub.add_parser(
         "flush-spool",
@@ -75,9 +99,12 @@ def build_parser() -> argparse.ArgumentParser:
         "down or too slow when the job ended). Every stream goes to the collector it was "
         "meant for, or to --collector. The collector stores each record once, however "
         "often a batch is delivered. Exit status 0 when nothing is left.",
+        epilog="example: tfprof-agent flush-spool --collector collector.example:50051",
     )
     flush.add_argument(
-        "--collector", metavar="HOST:PORT", help="deliver here instead of the recorded address"
+        "--collector",
+        metavar="HOST:PORT",
+        help="deliver here instead of the recorded address (default: the recorded address)",
     )
     flush.add_argument("--tls-ca", metavar="PEM", help=_help("tls_ca"))
     flush.add_argument("--spool-dir", metavar="DIR", help=_help("spool_dir"))
@@ -96,7 +123,7 @@ def flush_spool_command(args: argparse.Namespace, cfg: config.AgentConfig) -> in
     from tfprof.agent.flush import flush_spool
     from tfprof.agent.spool import Spool
 
-    target = config.validate_collector(args.collector or "") or None
+    target = config.validate_collector(args.collector or "", "--collector") or None
     spool = Spool(cfg.spool_dir, cfg.spool_bytes)
     result = flush_spool(
         spool,
@@ -105,12 +132,12 @@ def flush_spool_command(args: argparse.Namespace, cfg: config.AgentConfig) -> in
         timeout=args.timeout,
     )
     print(
-        f"tfprof-agent: delivered {result.delivered_records:,} records in "
+        f"tfprof: delivered {result.delivered_records:,} records in "
         f"{result.delivered_streams} stream(s) from {spool.root}",
         file=sys.stderr,
     )
     for left in result.left:
-        print(f"tfprof-agent: not delivered: {left}", file=sys.stderr)
+        print(f"tfprof: not delivered: {left}", file=sys.stderr)
     return 1 if result.left else 0
 
 
@@ -124,7 +151,7 @@ def _setup_logging(level: str) -> None:
     logger = logging.getLogger("tfprof")
     if not logger.handlers:
         handler = logging.StreamHandler()
-        handler.setFormatter(logging.Formatter("tfprof: %(levelname)s %(name)s: %(message)s"))
+        handler.setFormatter(logging.Formatter("tfprof: %(message)s"))
         logger.addHandler(handler)
     logger.setLevel(getattr(logging, level, logging.WARNING))
     logger.propagate = False
@@ -144,13 +171,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not command:
             parser.error("run: missing CMD")
     try:
+        if args.collector:  # a bad flag is reported as the flag the user typed
+            config.validate_collector(args.collector, "--collector")
         environ = config.with_flags(_flags(args))
         cfg = config.load(environ)
         _setup_logging(cfg.log_level)
+        # The job's environment is copied already: its own GRPC_* settings stay.
+        config.quiet_grpc_logging()
         if args.command == "flush-spool":
             return flush_spool_command(args, cfg)
         from tfprof.agent import launcher, signals
 
+        if cfg.collector:
+            from tfprof.agent.client import check_address
+
+            label = "--collector" if args.collector else config.OPTIONS["collector"].env
+            check_address(cfg.collector, label)
         signals.block_signals()
         return launcher.run(cfg, command, environ)
     except TfprofError as exc:

@@ -74,7 +74,37 @@ class CollectorClient:
 
 
 def describe(exc: grpc.RpcError) -> str:
-    """``CODE: details`` of a failed call, e.g. ``UNAUTHENTICATED: missing token``."""
+    """What went wrong with a call, in words: ``connection refused``, ``TLS handshake
+    failed ...``, else ``CODE: details`` (e.g. ``UNAUTHENTICATED: missing token``)."""
     code = exc.code() if hasattr(exc, "code") else None
     details = exc.details() if hasattr(exc, "details") else str(exc)
-    return f"{code.name if code else 'ERROR'}: {details}"
+    text = str(details or "")
+    if code == grpc.StatusCode.UNAVAILABLE:
+        lowered = text.lower()
+        if "connection refused" in lowered:
+            return "connection refused: is a collector listening there?"
+        if "handshake" in lowered or "ssl" in lowered:
+            return (
+                "TLS handshake failed: give --tls-ca only for a collector that serves TLS, "
+                "and the CA that signed its certificate"
+            )
+        if "resolv" in lowered or "lookup" in lowered:
+            return "cannot resolve the host name"
+        if "deadline" in lowered or "timeout" in lowered or "timed out" in lowered:
+            return "no answer in time"
+    if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+        return "no answer in time"
+    return f"{code.name if code else 'ERROR'}: {text}"
+
+
+def check_address(address: str, flag: str = "--collector") -> None:
+    """Raise ``UsageError`` naming ``flag`` unless ``address``'s host name resolves."""
+    import socket
+
+    from tfprof.agent.errors import UsageError
+
+    host, _, port = address.rpartition(":")
+    try:
+        socket.getaddrinfo(host.strip("[]"), int(port), type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError) as exc:
+        raise UsageError(f"{flag} {address}: cannot resolve {host} ({exc})") from None

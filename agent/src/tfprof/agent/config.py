@@ -28,9 +28,13 @@ OPTIONS: dict[str, Option] = {
     "collector": Option(
         "TFPROF_COLLECTOR", "", "HOST:PORT of a tfprof collector; empty runs one embedded"
     ),
-    "job": Option("TFPROF_JOB", "", "job name; default: the command's name and a timestamp"),
+    "job": Option("TFPROF_JOB", "", "job name: 1-64 of A-Z a-z 0-9 . _ -"),
     "output": Option(
-        "TFPROF_OUTPUT", "", "embedded mode's trace file, .json or .json.gz (Chrome trace format)"
+        "TFPROF_OUTPUT",
+        "",
+        "embedded mode's trace file; its suffix picks the format: .json.gz, .json (Chrome), "
+        ".pftrace, .perfetto-trace (Perfetto), .xplane.pb (XPlane; an existing directory "
+        "too), .pbtxt, .pb (StepStats); an existing file is replaced",
     ),
     "source": Option(
         "TFPROF_SOURCE",
@@ -151,13 +155,29 @@ def validate_source(value: str) -> str:
     raise ConfigError(f"TFPROF_SOURCE={value!r}: expected cupti, none, auto or replay:PATH")
 
 
-def validate_collector(value: str) -> str:
+def validate_collector(value: str, label: str = "") -> str:
+    """``value`` if it is ``HOST:PORT`` (``[IPv6]:PORT`` too), else ``ConfigError``
+    naming ``label``: the flag the user typed, or the variable by default."""
     if not value:
         return value
+    where = f"{label} {value}" if label else f"{OPTIONS['collector'].env}={value!r}"
+    if "://" in value:
+        raise ConfigError(f"{where}: give HOST:PORT without a scheme (the collector speaks gRPC)")
     host, sep, port = value.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ConfigError(f"TFPROF_COLLECTOR={value!r}: expected HOST:PORT")
+    if not sep or not host or any(c in host for c in "/ ") or not port.isdigit():
+        raise ConfigError(f"{where}: expected HOST:PORT")
+    if not 0 < int(port) < 65536:
+        raise ConfigError(f"{where}: port {port} is out of range (1-65535)")
     return value
+
+
+def quiet_grpc_logging() -> None:
+    """Silence gRPC's C-core log lines (TLS handshake failures and the like) in the
+    launcher, which shares its stderr with the job; our own lines say what failed.
+    Call after the job's environment was copied and before grpc is imported: the job
+    keeps its own GRPC_* settings."""
+    os.environ["GRPC_VERBOSITY"] = "NONE"
+    os.environ.pop("GRPC_TRACE", None)
 
 
 def _number(env: str, raw: str, kind: Callable[[str], float], minimum: float) -> float:

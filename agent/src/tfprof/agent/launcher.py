@@ -8,23 +8,29 @@ collector and, when none is named, runs one embedded and writes the trace at the
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import logging
 import os
-import re
 import shutil
 import signal
 import socket
 import sys
 import tempfile
 import threading
-import time
 from collections.abc import Mapping, Sequence
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from tfprof.agent import bundle, clock
-from tfprof.agent.config import AgentConfig, child_environment, validate_job_name
+from tfprof.agent.config import AgentConfig, child_environment
 from tfprof.agent.errors import CommandNotExecutable, CommandNotFound, UsageError
+from tfprof.agent.prestart import (
+    check_command,
+    default_job_name,
+    free_path,
+    notice,
+    python_started_without_site,
+    resolve_source,
+)
 from tfprof.agent.signals import FORWARDED_SIGNALS, SignalForwarder
 from tfprof.agent.sources.cupti import interpreter_abi
 from tfprof.core.version import __version__
@@ -37,53 +43,6 @@ if TYPE_CHECKING:
     from tfprof.collector.embedded import EmbeddedCollector
 
 log = logging.getLogger("tfprof.agent.launcher")
-
-
-def notice(message: str) -> None:
-    sys.stderr.write(f"tfprof: {message}\n")
-    sys.stderr.flush()
-
-
-def cuda_driver_present() -> bool:
-    try:
-        ctypes.CDLL("libcuda.so.1")
-    except OSError:
-        return False
-    return True
-
-
-def default_job_name(command: Sequence[str]) -> str:
-    words = [w for w in command if not w.startswith("-")]
-    base = os.path.basename(words[0]) if words else "job"
-    if re.match(r"python[0-9.]*$", base) and len(words) > 1:
-        base = os.path.basename(words[1])
-    base = re.sub(r"\.py$", "", base)
-    base = re.sub(r"[^A-Za-z0-9._-]+", "-", base).strip("-._") or "job"
-    return validate_job_name(f"{base[:40]}-{time.strftime('%Y%m%d-%H%M%S')}")
-
-
-def python_started_without_site(command: Sequence[str]) -> bool:
-    if not command or not re.match(r"python[0-9.]*$", os.path.basename(command[0])):
-        return False
-    for arg in command[1:]:
-        if arg == "--" or not arg.startswith("-") or arg in ("-c", "-m"):
-            return False
-        if not arg.startswith("--") and "S" in arg[1:]:
-            return True
-    return False
-
-
-def resolve_source(cfg: AgentConfig) -> str:
-    if cfg.source == f"replay:{bundle.DEMO}":
-        return f"replay:{bundle.demo_trace()}"
-    if cfg.source != "auto":
-        if cfg.replay_path is not None and not os.path.isfile(cfg.replay_path):
-            raise UsageError(f"replay trace not found: {cfg.replay_path}")
-        return cfg.source
-    if cuda_driver_present():
-        return "cupti"
-    notice("no CUDA driver found: GPU tracing is off, host metrics only (--source none)")
-    return "none"
 
 
 class Run:
@@ -104,15 +63,20 @@ class Run:
         self.cfg = cfg
         self.command = list(command)
         self.environ = environ
-        # First: without a collector to talk to, nothing else is worth starting.
+        # Checked in this order, before anything starts or prints: the command, then a
+        # collector to talk to, then where the trace goes, then the source.
+        check_command(command, environ)
         self._embedded_type = None if cfg.collector else _embedded_collector_type()
         self.job = cfg.job or default_job_name(command)
+        self.output = cfg.output or f"tfprof-{self.job}.trace.json.gz"
+        if self._embedded_type is not None:
+            _embedded_module().check_output(self.output)
         self.run_id = os.urandom(6).hex()
         self.source = resolve_source(cfg)
         self.host = socket.gethostname()
         self.run_dir = tempfile.mkdtemp(prefix="tfprof-")
-        self.output = cfg.output or f"tfprof-{self.job}.trace.json.gz"
         self.embedded: EmbeddedCollector | None = None
+        self._keep_run_dir = False  # the embedded store holds records not written out
         self.clock: tuple[int, int] = (0, 0)
         self._warned_collector = False
         self._links_by_pid: dict[int, ProcessLink] = {}
@@ -294,8 +258,11 @@ class Run:
             self._finish(code)
         except Exception as exc:  # the job's status matters more than our trace
             notice(f"failed to finish the trace ({type(exc).__name__}: {exc})")
+            if self.embedded is not None and not self._keep_run_dir:
+                self._keep_store()
         finally:
-            shutil.rmtree(self.run_dir, ignore_errors=True)
+            if not self._keep_run_dir:
+                shutil.rmtree(self.run_dir, ignore_errors=True)
         return code
 
     def _abort(self) -> None:
@@ -326,11 +293,19 @@ class Run:
         def finish(link: ProcessLink) -> None:
             results[id(link)] = link.finish(timeout=self.cfg.delivery_timeout_s, exit_code=code)
 
-        finishers = [threading.Thread(target=finish, args=(link,)) for link in links]
-        for t in finishers:
-            t.start()
-        for t in finishers:
-            t.join()
+        # Only started threads are joined: a start() that fails (no threads left) must
+        # not leave an unstarted thread in the list; that link finishes here instead.
+        finishers: list[threading.Thread] = []
+        for link in links:
+            thread = threading.Thread(target=finish, args=(link,), name="tfprof-finish")
+            try:
+                thread.start()
+            except RuntimeError:
+                finish(link)
+            else:
+                finishers.append(thread)
+        for thread in finishers:
+            thread.join()
         left = [link for link in links if not results.get(id(link), False)]
         records = sum(link.sender.undelivered_records for link in left)
         if records and self.spool is not None:
@@ -343,14 +318,63 @@ class Run:
         if self.embedded is not None:
             self.embedded.stop(grace=5.0)
             self._write_trace()
+        else:
+            self._report_remote(links, left)
+
+    def _report_remote(self, links: list[ProcessLink], left: list[ProcessLink]) -> None:
+        """Where the job went and how to get at it: nothing is written locally."""
+        delivered = sum(link.sender.records_acked for link in links)
+        dropped = sum(
+            link.sender.dropped
+            + link.dropped_queue
+            + int((link.goodbye or {}).get("dropped_tracer", 0))
+            for link in links
+        )
+        spooled = max(
+            0,
+            sum(link.sender.undelivered_records for link in left)
+            - sum(link.sender.dropped for link in left),
+        )
+        # The address is not repeated: a failure to reach it was said once already.
+        notice(
+            f"job {self.job} (run {self.run_id}): {delivered:,} records delivered, "
+            f"{spooled:,} spooled, {dropped:,} dropped"
+        )
+        notice(
+            f"on the collector's host: `tfprof-collector export --data-dir DIR --job {self.job}"
+            f" -o {self.job}.trace.json.gz` writes the trace; `tfprof-collector summary "
+            f"--data-dir DIR --job {self.job}` summarises it"
+        )
 
     def _write_trace(self) -> None:
         assert self.embedded is not None
-        sys.stderr.write(self.embedded.write_trace(self.output))
-        notice(f"trace written to {os.path.abspath(self.output)} (open in ui.perfetto.dev)")
+        output = os.path.abspath(self.output)
+        if not self.cfg.output:  # a name we chose never replaces a file: the next free one
+            output = self.output = free_path(output)
+        replaced = os.path.exists(output)
+        try:
+            summary = self.embedded.write_trace(output)
+        except Exception as exc:  # disk full, directory gone: the records stay on disk
+            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            notice(f"cannot write the trace to {output} ({why})")
+            self._keep_store()
+            return
+        sys.stderr.write(summary)
+        again = " (replaced the file that was there)" if replaced else ""
+        notice(f"trace written to {output}{again} (open in ui.perfetto.dev)")
+
+    def _keep_store(self) -> None:
+        """Keep the embedded store rather than delete records never written out."""
+        assert self.embedded is not None
+        self._keep_run_dir = True
+        store = self.embedded.data_dir
+        notice(
+            f"the records are kept in {store}: `tfprof-collector export --data-dir {store} "
+            f"-o {os.path.abspath(self.output)}` writes the trace again"
+        )
 
 
-def _embedded_collector_type() -> type[EmbeddedCollector]:
+def _embedded_module() -> ModuleType:
     # `from tfprof.collector import embedded`: the facade is the agent's only door in.
     try:
         from tfprof.collector import embedded
@@ -359,7 +383,12 @@ def _embedded_collector_type() -> type[EmbeddedCollector]:
             f"no collector is installed here ({exc.name or exc}): name one with "
             "--collector HOST:PORT, or install tfprof-collector for the embedded one"
         ) from exc
-    return embedded.EmbeddedCollector
+    return embedded
+
+
+def _embedded_collector_type() -> type[EmbeddedCollector]:
+    collector_type: type[EmbeddedCollector] = _embedded_module().EmbeddedCollector
+    return collector_type
 
 
 def run(cfg: AgentConfig, command: Sequence[str], environ: Mapping[str, str]) -> int:

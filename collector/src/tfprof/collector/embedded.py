@@ -9,12 +9,32 @@ from __future__ import annotations
 
 import os
 
-from tfprof.collector.export import write_timeline
+from tfprof.collector.errors import PathError
+from tfprof.collector.export import SUFFIXES, UnknownFormatError, format_for, write_timeline
 from tfprof.collector.merge import build_timeline
 from tfprof.collector.server import CollectorServer
 from tfprof.collector.store import Store
 from tfprof.collector.summary import short_summary
 from tfprof.collector.terminal import progress
+
+# The trace file names the embedded collector can write, from the export registry.
+OUTPUT_SUFFIXES: tuple[str, ...] = tuple(suffix for suffix, _ in SUFFIXES)
+
+
+def check_output(output: str | os.PathLike[str], flag: str = "--output") -> None:
+    """Raise (``InvalidArgument``, exit 2) unless a trace can be written to ``output``:
+    a known suffix (or an existing directory, for xplane) in a writable directory.
+    Called before the job starts, so a bad name never costs a run."""
+    path = os.fspath(output)
+    try:
+        fmt = format_for(path)
+    except UnknownFormatError as exc:  # its message lists the suffixes
+        raise UnknownFormatError(f"{flag}: {exc}") from None
+    where = path if fmt == "xplane" and os.path.isdir(path) else os.path.dirname(path) or "."
+    if not os.path.isdir(where):
+        raise PathError(f"{flag} {path}: directory {where} does not exist")
+    if not os.access(where, os.W_OK | os.X_OK):
+        raise PathError(f"{flag} {path}: directory {where} is not writable")
 
 
 class EmbeddedCollector:
@@ -23,6 +43,11 @@ class EmbeddedCollector:
     def __init__(self, data_dir: str) -> None:
         self._data_dir = data_dir
         self._server = CollectorServer("127.0.0.1:0", data_dir)
+
+    @property
+    def data_dir(self) -> str:
+        """Where the records are stored; ``tfprof-collector export --data-dir`` reads it."""
+        return self._data_dir
 
     def start(self) -> str:
         """Start serving; the address the job's relay streams to."""

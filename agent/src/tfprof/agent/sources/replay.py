@@ -20,9 +20,12 @@ from __future__ import annotations
 
 import array
 import contextlib
+import gzip
+import os
 import socket
 import threading
 import time
+import zlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -35,6 +38,9 @@ CHUNK_RECORDS = 8192
 PACE_WINDOW_S = 0.01
 LOOP_GAP_NS = 1_000_000
 _CORRELATION_MOD = (1 << 32) - 1  # correlation is uint32 on the wire; ids 1 .. 2**32-1
+
+_GZIP_MAGIC = b"\x1f\x8b"
+_HEAD_BYTES = 4096  # enough to skip leading whitespace of a JSON trace
 
 _numpy_module: Any = False  # False: not looked for yet; None: not installed
 
@@ -68,6 +74,32 @@ def _shift_correlations(col: array.array[int], shift: int) -> array.array[int]:
         out = np.where(c != 0, (c - 1 + shift) % _CORRELATION_MOD + 1, 0).astype(np.int64)
         return array.array("q", out.tobytes())
     return array.array("q", [(c - 1 + shift) % _CORRELATION_MOD + 1 if c else 0 for c in col])
+
+
+def check_replay_trace(path: str) -> None:
+    """Raise ``UsageError`` (one line) unless ``path`` looks like a trace replay can read.
+
+    Reads only the file's start (gzip magic, then the first bytes of JSON), so it stays
+    cheap for big traces; the launcher calls it before the job starts.
+    """
+    from tfprof.agent.errors import UsageError
+
+    if not os.path.isfile(path):
+        raise UsageError(f"replay trace not found: {path}")
+    try:
+        with open(path, "rb") as f:
+            head = f.read(_HEAD_BYTES)
+        if head[:2] == _GZIP_MAGIC:
+            with gzip.open(path, "rb") as f:
+                head = f.read(_HEAD_BYTES)
+    except (OSError, EOFError, zlib.error) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise UsageError(f"replay trace {path}: cannot read it ({why})") from None
+    if head.lstrip()[:1] not in (b"{", b"["):
+        raise UsageError(
+            f"replay trace {path}: not a trace replay can read (Chrome, TF timeline or "
+            "Kineto JSON, gzip or not)"
+        )
 
 
 class _Chunk:
@@ -119,18 +151,23 @@ class ReplaySource:
             ) from None
         names = array.array("q", [sink.intern(text) for text in trace.names])
         sink.add_devices(_devices(trace))
-        self._total = len(trace) * self.repeat
-        self._sink = sink
-        self._thread = threading.Thread(
+        thread = threading.Thread(
             target=self._run, args=(sink, trace, names), name="tfprof-replay", daemon=True
         )
-        self._thread.start()
+        # Published only once started, under the lock stop() reads them under: a stop()
+        # from another thread never joins a thread that has not started.
+        with self._lock:
+            self._total = len(trace) * self.repeat
+            self._sink = sink
+            thread.start()
+            self._thread = thread
 
     def tracer_clock_ns(self) -> int | None:
         return None  # timestamps are already host realtime
 
     def stop(self, deadline: float) -> None:
-        thread, sink = self._thread, self._sink
+        with self._lock:
+            thread, sink = self._thread, self._sink
         if thread is None or sink is None:
             return
         thread.join(max(0.0, deadline - time.monotonic()))
