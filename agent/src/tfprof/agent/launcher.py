@@ -322,7 +322,7 @@ class Run:
         for t in finishers:
             t.join()
         left = [link for link in links if not results.get(id(link), False)]
-        records = sum(link.sender.undelivered_records for link in left)
+        records = sum(link.sender.spooled_records for link in left)
         if records and self.spool is not None:
             notice(
                 f"{records:,} records of {len(left)} process(es) not delivered to "
