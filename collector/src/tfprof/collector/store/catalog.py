@@ -14,8 +14,9 @@ from pathlib import Path
 from google.protobuf.message import DecodeError
 
 from tfprof.collector.store.files import is_streaming, size_and_mtime
-from tfprof.collector.store.loader import UnreadableStream, check_int64, record_shift, stream_dirs
+from tfprof.collector.store.loader import UnreadableStream, check_int64, stream_dirs
 from tfprof.collector.store.summary import StreamSummary, read_log_state
+from tfprof.collector.validate import record_shift
 from tfprof.proto import collector_pb2 as pb
 
 log = logging.getLogger("tfprof.collector.store")

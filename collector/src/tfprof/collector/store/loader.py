@@ -23,6 +23,7 @@ from tfprof.collector.model import (
     empty_records,
 )
 from tfprof.collector.store.summary import read_log_state
+from tfprof.collector.validate import record_shift
 from tfprof.core import batchlog
 from tfprof.proto import collector_pb2 as pb
 
@@ -39,14 +40,6 @@ def check_int64(what: str, value: int) -> int:
     if not -INT64_MAX <= value <= INT64_MAX:
         raise UnreadableStream(f"{what} {value} does not fit in 64 bits")
     return value
-
-
-def record_shift(hello: pb.Hello) -> int:
-    """Nanoseconds that move the stream's raw record times onto the collector clock."""
-    tracer_shift = 0
-    if hello.clock.tracer_ns:
-        tracer_shift = hello.clock.realtime_ns - hello.clock.tracer_ns
-    return hello.clock_offset_ns + tracer_shift
 
 
 def _device(d: pb.Device) -> DeviceMeta:
