@@ -19,10 +19,10 @@ from tfprof.proto import collector_pb2 as pb
 POISON = 7_258_118_400_000_000_000  # each snapshot in bounds, their difference is not
 
 
-def stored(tmp_path: Path, batches: int = 10, per_batch: int = 3, **hello_kw: object) -> Path:
+def stored(tmp_path: Path, batches: int = 10, per_batch: int = 3) -> Path:
     """A finished stream of ``batches`` batches; its directory."""
     store = Store(tmp_path, fsync=False)
-    w = store.open_stream(hello(**hello_kw))
+    w = store.open_stream(hello())
     for i in range(1, batches + 1):
         w.append(batch(i, [1_000 * i + k for k in range(per_batch)]))
     w.finish(pb.Goodbye(records_sent=batches * per_batch))
