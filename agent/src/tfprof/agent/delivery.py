@@ -22,7 +22,7 @@ from typing import Protocol
 import grpc
 
 from tfprof.agent.client import BACKOFF_MAX_S, CollectorClient, describe
-from tfprof.agent.spool import Spool, SpoolFile
+from tfprof.agent.spool import Spool, SpoolFile, keep_leftovers
 from tfprof.proto import collector_pb2 as pb
 
 log = logging.getLogger("tfprof.agent.delivery")
@@ -368,26 +368,13 @@ class StreamDelivery:
             try:
                 if self._spool_file is None:
                     self._spool_file = self.spool.open_stream(self.hello, self.client.target)
-                data = [self._load_locked(e) for e in entries]
-                kept = entries[: self._spool_file.rewrite(data)]
-            except (OSError, ValueError) as exc:
-                # The old log (if any) is intact: what was spilled before stays.
-                log.warning("cannot spool undelivered batches: %s", exc)
-                kept = [e for e in entries if e.data is None and self._spool_file is not None]
-            lost = sum(e.records for e in entries) - sum(e.records for e in kept)
-            self.dropped += lost
-            self.spooled_records = sum(e.records for e in kept)
-            if self._spool_file is None:
-                return
-            try:
-                if self._goodbye is not None:
-                    self._goodbye.dropped_relay += lost  # counted where the trace shows it
-                    self._spool_file.write_goodbye(self._goodbye)
             except OSError as exc:
-                log.warning("cannot write the spooled stream's goodbye: %s", exc)
-            finally:
-                self._spool_file.close()
+                log.warning("cannot spool undelivered batches: %s", exc)
+            if self._spool_file is not None:
+                kept = keep_leftovers(self._spool_file, entries, self._goodbye)
                 self._spool_file = None
+            self.spooled_records = sum(e.records for e in kept)
+            self.dropped += sum(e.records for e in entries) - self.spooled_records
 
     def _release_spool_if_delivered(self) -> None:
         with self._cond:

@@ -29,10 +29,10 @@ import logging
 import os
 import shutil
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Protocol, TypeVar
 
 from google.protobuf.message import DecodeError
 
@@ -130,6 +130,7 @@ class SpoolFile:
             self._unlock()
             raise
         self._reader: BinaryIO | None = None
+        self._disk_full = False
 
     def _open_log(self) -> tuple[io.FileIO, int]:
         # Unbuffered: a write the disk refuses must leave nothing behind in a buffer.
@@ -153,8 +154,10 @@ class SpoolFile:
             with contextlib.suppress(OSError):
                 os.ftruncate(self._log.fileno(), offset)
                 self._log.seek(offset)
-            log.warning("the spool in %s is full (%s): batches are dropped and counted",
-                        self.spool.root, exc.strerror or exc)  # fmt: skip
+            if not self._disk_full:  # once per stream, not per batch
+                self._disk_full = True
+                log.warning("the spool in %s is full (%s): batches are dropped and counted",
+                            self.spool.root, exc.strerror or exc)  # fmt: skip
             return None
         return offset
 
@@ -197,6 +200,14 @@ class SpoolFile:
         self._log.close()
         self._log, self._version = self._open_log()
         return kept
+
+    def cut_to(self, offset: int) -> None:
+        """Drop the log's entries from ``offset`` on: room for the goodbye on a full
+        disk, whose counts matter more than the batches they displace."""
+        size = self._log.seek(0, os.SEEK_END)
+        os.ftruncate(self._log.fileno(), offset)
+        self._log.seek(offset)
+        self.spool.release(max(0, size - offset))
 
     def write_goodbye(self, goodbye: pb.Goodbye) -> None:
         write_atomic(self.directory / "goodbye.pb", goodbye.SerializeToString())
@@ -288,3 +299,71 @@ def claim(directory: Path) -> SpooledStream | None:
     except (OSError, DecodeError) as exc:
         problems.append(f"goodbye.pb unreadable ({exc}): the stream stays incomplete")
     return SpooledStream(directory, hello, target, batches, goodbye, lockf, problems)
+
+
+class Leftover(Protocol):
+    """An undelivered batch at the job's end: in memory (``data``) or already in the
+    spool's log at ``offset``."""
+
+    records: int
+    data: bytes | None
+    offset: int
+
+
+L = TypeVar("L", bound=Leftover)
+
+
+def keep_leftovers(
+    spool_file: SpoolFile, batches: Sequence[L], goodbye: pb.Goodbye | None
+) -> list[L]:
+    """Leave ``batches`` in the spool and close it; returns those kept. The goodbye is
+    written with every record that could not be kept added to its ``dropped_relay``."""
+    try:
+        placed = _place(spool_file, batches)
+        if goodbye is not None:
+            placed = _write_goodbye(spool_file, placed, batches, goodbye)
+    finally:
+        spool_file.close()
+    return [b for _, b in placed]
+
+
+def _place(spool_file: SpoolFile, batches: Sequence[L]) -> list[tuple[int, L]]:
+    """Replace the log with ``batches``, as many as fit: (offset, batch) of each kept.
+    Where the disk has no room for a new log, the old one (what spilled) stays and the
+    rest is appended to it as far as it goes (readers put batches back in seq order)."""
+    try:
+        data = [b.data if b.data is not None else spool_file.read(b.offset) for b in batches]
+        kept = spool_file.rewrite(data)
+    except (OSError, ValueError) as exc:
+        log.warning("cannot rewrite the spool (%s); keeping what it holds", exc)
+        placed = [(b.offset, b) for b in batches if b.data is None]
+        for b in batches:
+            if b.data is not None:
+                offset = spool_file.append(b.data)
+                if offset is None:
+                    break
+                placed.append((offset, b))
+        return sorted(placed, key=lambda p: p[0])
+    offset, placed = len(batchlog.MAGIC), []
+    for b, d in zip(batches[:kept], data, strict=False):
+        placed.append((offset, b))
+        offset += batchlog.entry_size(len(d))
+    return placed
+
+
+def _write_goodbye(
+    spool_file: SpoolFile, placed: list[tuple[int, L]], batches: Sequence[L], goodbye: pb.Goodbye
+) -> list[tuple[int, L]]:
+    """On a full disk, batches give way to the goodbye, last first: its counts say what
+    was lost, the batches only what it was."""
+    base, total = goodbye.dropped_relay, sum(b.records for b in batches)
+    while True:
+        goodbye.dropped_relay = base + total - sum(b.records for _, b in placed)
+        try:
+            spool_file.write_goodbye(goodbye)
+            return placed
+        except OSError as exc:
+            if not placed:
+                log.warning("cannot write the spooled stream's goodbye: %s", exc)
+                return placed
+            spool_file.cut_to(placed.pop()[0])
