@@ -66,9 +66,10 @@ def run(args: argparse.Namespace) -> int:
         for i in infos
     ]
     TextWriter(sys.stdout).table(header, rows)
-    for i in infos:
-        for line in _notes(i):
-            print(f"{i.name} {i.run_id}: {line}")
+    notes = [f"{i.name} {i.run_id}: {line}" for i in infos for line in _notes(i)]
+    if notes:
+        print()  # under the table, after a blank line
+        print("\n".join(notes))
     return 0
 
 
