@@ -293,8 +293,12 @@ class Hook:
         if self._launcher_lost is not None:
             with self._count_lock:
                 lost = self.undelivered + self.dropped_queue
+                handed = self.records_sent - self.undelivered
+            # What the launcher had received is stored only as far as it delivered it
+            # before it died; the collector's count of the stream says how far.
             warn(f"{lost:,} GPU records of this process were not delivered: the tfprof "
-                 f"launcher went away ({self._launcher_lost})")  # fmt: skip
+                 f"launcher went away ({self._launcher_lost}) after {handed:,} were "
+                 "handed to it")  # fmt: skip
 
     def after_fork_child(self) -> Hook:
         """A forked child keeps nothing of the parent's sender; it starts its own.
