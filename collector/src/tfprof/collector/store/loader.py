@@ -175,6 +175,8 @@ def _read_batches(directory: Path, hello: pb.Hello, stream: StreamData) -> None:
 
 def _note_damage(directory: Path, stream: StreamData) -> None:
     state = read_log_state(directory)  # what the damaged entries held, from the cache
+    if not state.damage:
+        return  # a torn tail being written by a live collector
     stream.lost_records = state.lost_records
     lost = "an unknown number of" if state.lost_records is None else f"{state.lost_records:,}"
     for damage in state.damage:

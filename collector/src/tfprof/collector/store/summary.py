@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from tfprof.collector.store.files import is_streaming
 from tfprof.core import batchlog
 from tfprof.proto import collector_pb2 as pb
 
@@ -104,6 +105,8 @@ def read_log_state(directory: Path) -> LogState:
         if batch.seq > summary.last_seq:  # else an old duplicate entry
             summary.add(batch, 0)
     summary.log_bytes = scan.end
+    if scan.damage and scan.damage[-1].reason == "torn tail" and is_streaming(directory):
+        scan.damage.pop()  # an entry being written right now, not damage
     if rescan and cached is not None:
         written = cached.records + cached.lost_records
         summary.lost_records = max(0, written - readable_in_cache)
