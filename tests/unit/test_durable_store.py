@@ -148,6 +148,7 @@ def test_a_torn_small_file_costs_only_its_stream(tmp_path: Path, name: str) -> N
     torn.write_bytes(torn.read_bytes()[:3] + b"\xff\xff")
     (info,) = good.list_jobs()
     assert any(s.startswith("s2:") for s in info.skipped)
+    assert (info.state, info.reason) == ("incomplete", "unreadable files")
     (job,) = good.load_jobs()
     assert sum(s.num_records for s in job.streams) == (30 if name == "hello.pb" else 31)
 

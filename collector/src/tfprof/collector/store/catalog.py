@@ -90,6 +90,7 @@ def run_info(name: str, run_id: str, run_dir: Path) -> JobInfo | None:
             continue
         except DecodeError:
             _skip(info, f"{stream_dir.name}: hello.pb unreadable, stream left out", None)
+            info.finished = False
             continue
         info.streams += 1
         hosts.add(hello.host)
@@ -103,6 +104,7 @@ def run_info(name: str, run_id: str, run_dir: Path) -> JobInfo | None:
             shift = check_int64("record clock shift", record_shift(hello))
         except UnreadableStream as exc:
             _skip(info, f"{stream_dir.name}: {exc}, stream left out", summary.records)
+            info.finished = False
             continue
         info.records += summary.records
         if summary.first_start_ns is not None and summary.last_end_ns is not None:
