@@ -348,13 +348,6 @@ class StreamDelivery:
         self._spool_leftovers()
         return False
 
-    @property
-    def undelivered_records(self) -> int:
-        with self._cond:
-            return sum(e.records for e in self._pending) + sum(
-                e.records for e in self._inflight.values()
-            )
-
     def _spool_leftovers(self) -> None:
         """Keep what is undelivered in the spool; count what cannot be kept as dropped
         (the spool's limit, or a full disk) and record that count in the goodbye."""
