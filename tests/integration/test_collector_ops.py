@@ -201,8 +201,10 @@ def test_jobs_lists_states_and_retention_runs_at_start(tmp_path: Path) -> None:
             requests.put(batch(1, 7))
             assert [next(acks).seq, next(acks).seq] == [0, 1]
             listing = run_cli("jobs", "--data-dir", str(data))
-            states = {ln.split()[0]: ln.split()[2] for ln in listing.splitlines()[1:]}
+            table, _, notes = listing.partition("\n\n")  # notes follow a blank line
+            states = {ln.split()[0]: ln.split()[2] for ln in table.splitlines()[1:]}
             assert states == {"cut": "incomplete", "done": "finished", "live": "streaming"}
+            assert "cut run1: incomplete: agent lost: no goodbye from 1 stream(s)" in notes
             assert "TASKS" in listing.splitlines()[0]
             requests.put(_END)
             list(acks)

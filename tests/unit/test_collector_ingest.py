@@ -247,3 +247,27 @@ def test_a_hostile_string_base_or_clock_in_a_batch_is_refused() -> None:
         check_batch(b)
     b.clock_rtt_ns = 1_000
     check_batch(b)
+
+
+POISON = 7_258_118_400_000_000_000  # each clock snapshot in bounds, their difference not
+
+
+def test_values_readers_derive_are_checked_at_ingest(
+    collector: CollectorServer, stub: pb_grpc.CollectorStub
+) -> None:
+    poisoned = bad_hello(**{"clock.realtime_ns": POISON, "clock.tracer_ns": -POISON})
+    err = rejected(stub, [poisoned, batch(1, [1])])
+    assert err.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "out of range" in (err.details() or "")
+    assert list(collector.store.jobs_dir.rglob("*")) == []
+    huge = pb.AgentMessage(goodbye=pb.Goodbye(dropped_relay=2**64 - 1))
+    err = rejected(stub, [hello(), batch(1, [1]), huge])
+    assert err.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "goodbye counts" in (err.details() or "")
+    # A tracer clock far from realtime moves records past int64: refused, not wrapped.
+    shifted = bad_hello(stream_id="s2", **{"clock.realtime_ns": POISON, "clock.tracer_ns": 1})
+    err = rejected(stub, [shifted, batch(1, [POISON - 1])])
+    assert err.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "clock shift" in (err.details() or "")
+    (job,) = collector.store.load_jobs()  # what was accepted still reads
+    assert job.num_records == 1

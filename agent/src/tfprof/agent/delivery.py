@@ -22,7 +22,7 @@ from typing import Protocol
 import grpc
 
 from tfprof.agent.client import BACKOFF_MAX_S, CollectorClient, describe
-from tfprof.agent.spool import Spool, SpoolFile
+from tfprof.agent.spool import Spool, SpoolFile, keep_leftovers
 from tfprof.proto import collector_pb2 as pb
 
 log = logging.getLogger("tfprof.agent.delivery")
@@ -86,7 +86,8 @@ class StreamDelivery:
         self._next_seq = next_seq
         self.acked_seq = 0
         self.records_acked = 0
-        self.dropped = 0  # records lost for good (spool full)
+        self.dropped = 0  # records lost for good (spool full: its limit or the disk)
+        self.spooled_records = 0  # records left in the spool when the job ended
         self.connected = False
         self.last_error: str | None = None
         self._goodbye: pb.Goodbye | None = None
@@ -347,35 +348,26 @@ class StreamDelivery:
         self._spool_leftovers()
         return False
 
-    @property
-    def undelivered_records(self) -> int:
-        with self._cond:
-            return sum(e.records for e in self._pending) + sum(
-                e.records for e in self._inflight.values()
-            )
-
     def _spool_leftovers(self) -> None:
+        """Keep what is undelivered in the spool; count what cannot be kept as dropped
+        (the spool's limit, or a full disk) and record that count in the goodbye."""
         with self._cond:
             self._requeue_inflight_locked()
             entries = [e for e in self._pending if e.seq > self.acked_seq]
             if self.spool is None:
                 self.dropped += sum(e.records for e in entries)
                 return
+            kept: list[_Entry] = []
             try:
-                data = [self._load_locked(e) for e in entries]
                 if self._spool_file is None:
                     self._spool_file = self.spool.open_stream(self.hello, self.client.target)
-                kept = self._spool_file.rewrite(data)
-                lost = sum(e.records for e in entries[kept:])
-                self.dropped += lost
-                if self._goodbye is not None:
-                    self._goodbye.dropped_relay += lost  # the spool is full: counted
-                    self._spool_file.write_goodbye(self._goodbye)
-                self._spool_file.close()
             except OSError as exc:
                 log.warning("cannot spool undelivered batches: %s", exc)
-                self.dropped += sum(e.records for e in entries)
-            self._spool_file = None
+            if self._spool_file is not None:
+                kept = keep_leftovers(self._spool_file, entries, self._goodbye)
+                self._spool_file = None
+            self.spooled_records = sum(e.records for e in kept)
+            self.dropped += sum(e.records for e in entries) - self.spooled_records
 
     def _release_spool_if_delivered(self) -> None:
         with self._cond:

@@ -32,6 +32,8 @@ def flush_spool(
 
     ``target`` overrides each stream's recorded collector; with ``only_target`` the
     streams recorded for other collectors are left alone (a launcher flushing on start).
+    A folder is deleted only when all of it was read and delivered; one that is partly
+    unreadable is delivered as far as it reads and kept (listed in ``left``).
     """
     result = FlushResult()
     clients: dict[str, CollectorClient] = {}
@@ -50,15 +52,21 @@ def flush_spool(
                 client = clients.get(address) or clients.setdefault(address, make_client(address))
                 delivery = StreamDelivery(client, stream.hello)
                 records = delivery.resume(stream.batches)
-                if delivery.finish(stream.goodbye, timeout):
-                    size = sum(f.stat().st_size for f in directory.iterdir() if f.is_file())
-                    shutil.rmtree(directory, ignore_errors=True)
-                    spool.release(size)
-                    result.delivered_streams += 1
-                    result.delivered_records += records
-                    log.info("delivered spooled stream %s (%d records)", directory, records)
-                else:
+                if not delivery.finish(stream.goodbye, timeout):
                     result.left.append(f"{directory} ({delivery.last_error or 'not delivered'})")
+                    continue
+                result.delivered_streams += 1
+                result.delivered_records += records
+                if stream.problems:
+                    # Delivered what could be read; the rest stays for a person to see.
+                    why = "; ".join(stream.problems)
+                    log.warning("spooled stream %s delivered in part, kept: %s", directory, why)
+                    result.left.append(f"{directory} (kept, partly unreadable: {why})")
+                    continue
+                size = sum(f.stat().st_size for f in directory.iterdir() if f.is_file())
+                shutil.rmtree(directory, ignore_errors=True)
+                spool.release(size)
+                log.info("delivered spooled stream %s (%d records)", directory, records)
             finally:
                 stream.close()
     finally:

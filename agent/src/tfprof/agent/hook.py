@@ -5,6 +5,11 @@ queues the source's record frames (bounded; when full it drops and counts instea
 blocking) and sends them from a daemon thread over the launcher's Unix socket. It never
 raises into user code: every failure becomes one ``tfprof:`` line on stderr and the
 process carries on untraced. Standard library only, until a source needs more.
+
+If the launcher dies (SIGKILL), the job keeps running: the send to its socket fails,
+the hook says so once, drops what it still holds and what the source traces from then
+on, counts all of it (``undelivered``, ``dropped_queue``) and prints the count at exit,
+since no launcher is left to carry it to the collector.
 """
 
 from __future__ import annotations
@@ -48,16 +53,17 @@ def warn(message: str) -> None:
 
 
 class FrameQueue:
-    """Bounded by bytes; ``put`` never blocks unless asked to."""
+    """Bounded by bytes; ``put`` never blocks unless asked to. Each frame carries the
+    number of records in it, so frames that can no longer be sent are counted."""
 
     def __init__(self, max_bytes: int) -> None:
-        self._frames: collections.deque[bytes] = collections.deque()
+        self._frames: collections.deque[tuple[bytes, int]] = collections.deque()
         self._bytes = 0
         self._max = max_bytes
         self._cond = threading.Condition()
         self.closed = False
 
-    def put(self, frame: bytes, wait: bool = False, force: bool = False) -> bool:
+    def put(self, frame: bytes, wait: bool = False, force: bool = False, records: int = 0) -> bool:
         with self._cond:
             while not force and self._bytes + len(frame) > self._max and self._frames:
                 if not wait or self.closed:
@@ -65,21 +71,36 @@ class FrameQueue:
                 self._cond.wait(0.1)
             if self.closed and not force:
                 return False
-            self._frames.append(frame)
+            self._frames.append((frame, records))
             self._bytes += len(frame)
             self._cond.notify_all()
             return True
 
-    def get(self, timeout: float) -> bytes | None:
+    def take(self, timeout: float) -> tuple[bytes, int] | None:
+        """The next frame and the records in it; None when there is none in time."""
         with self._cond:
             if not self._frames and not self.closed:
                 self._cond.wait(timeout)
             if not self._frames:
                 return None
-            frame = self._frames.popleft()
+            frame, records = self._frames.popleft()
             self._bytes -= len(frame)
             self._cond.notify_all()
-            return frame
+            return frame, records
+
+    def get(self, timeout: float) -> bytes | None:
+        taken = self.take(timeout)
+        return None if taken is None else taken[0]
+
+    def discard(self) -> int:
+        """Close and empty the queue; the records the discarded frames held."""
+        with self._cond:
+            self.closed = True
+            records = sum(n for _, n in self._frames)
+            self._frames.clear()
+            self._bytes = 0
+            self._cond.notify_all()
+            return records
 
     def close(self) -> None:
         with self._cond:
@@ -112,6 +133,10 @@ class Hook:
         self.records_sent = 0
         self.dropped_queue = 0
         self.dropped_tracer = 0
+        # Records handed over but never delivered because the launcher went away (its
+        # socket failed): nobody is left to store the count, so it is said on stderr.
+        self.undelivered = 0
+        self._launcher_lost: str | None = None
         self._count_lock = threading.Lock()
         self._submit_lock = threading.Lock()
         self._sock: socket.socket | None = None
@@ -133,7 +158,7 @@ class Hook:
         with self._submit_lock:
             base, pending = self.strings.take_pending()
             frame = frames.encode_records_frame(table, base, pending, self.dropped_queue)
-            if self.queue.put(frame, wait=wait):
+            if self.queue.put(frame, wait=wait, records=n):
                 with self._count_lock:
                     self.records_sent += n
                 return True
@@ -208,18 +233,27 @@ class Hook:
             self._fail()
             return
         self._sock = sock
+        sending = 0  # records of the frame being sent, lost if the send fails
         try:
             sock.sendall(frames.encode_json_frame(FrameType.HELLO, self._hello()), NO_SIGPIPE)
             while True:
-                frame = self.queue.get(timeout=0.5)
-                if frame is None:
+                taken = self.queue.take(timeout=0.5)
+                if taken is None:
                     if self.queue.closed:
                         break
                     continue
+                frame, sending = taken
                 sock.sendall(frame, NO_SIGPIPE)
+                sending = 0
         except OSError as exc:
-            warn(f"lost the connection to the tfprof launcher ({exc}); records are dropped")
-            self._fail()
+            # The launcher is gone (killed, crashed): the job goes on untraced, and what
+            # this process traced from here on is counted, not silently lost.
+            self._launcher_lost = exc.strerror or str(exc)
+            warn(
+                f"lost the connection to the tfprof launcher ({self._launcher_lost}); "
+                "GPU records of this process are dropped from now on (counted at exit)"
+            )
+            self._fail(sending)
         finally:
             try:
                 sock.close()
@@ -227,10 +261,10 @@ class Hook:
                 pass
             self._delivered.set()
 
-    def _fail(self) -> None:
-        self.queue.close()
-        while self.queue.get(timeout=0) is not None:
-            pass
+    def _fail(self, in_flight: int = 0) -> None:
+        lost = self.queue.discard() + in_flight
+        with self._count_lock:
+            self.undelivered += lost
         self._delivered.set()
 
     def shutdown(self) -> None:
@@ -256,6 +290,15 @@ class Hook:
         if not self._delivered.wait(max(0.0, deadline - time.monotonic())):
             left = len(self.queue)
             warn(f"gave up delivering {left} frames of GPU records at exit (TFPROF_EXIT_TIMEOUT)")
+        if self._launcher_lost is not None:
+            with self._count_lock:
+                lost = self.undelivered + self.dropped_queue
+                handed = self.records_sent - self.undelivered
+            # What the launcher had received is stored only as far as it delivered it
+            # before it died; the collector's count of the stream says how far.
+            warn(f"{lost:,} GPU records of this process were not delivered: the tfprof "
+                 f"launcher went away ({self._launcher_lost}) after {handed:,} were "
+                 "handed to it")  # fmt: skip
 
     def after_fork_child(self) -> Hook:
         """A forked child keeps nothing of the parent's sender; it starts its own.

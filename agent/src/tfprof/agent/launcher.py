@@ -307,7 +307,7 @@ class Run:
         for thread in finishers:
             thread.join()
         left = [link for link in links if not results.get(id(link), False)]
-        records = sum(link.sender.undelivered_records for link in left)
+        records = sum(link.sender.spooled_records for link in left)
         if records and self.spool is not None:
             notice(
                 f"{records:,} records of {len(left)} process(es) not delivered to "

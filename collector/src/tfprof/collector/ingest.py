@@ -12,7 +12,7 @@ from tfprof.collector.errors import FailedPrecondition, StorageUnavailable, Unsu
 from tfprof.collector.metrics import CollectorMetrics
 from tfprof.collector.store import Store
 from tfprof.collector.store.writer import StreamWriter
-from tfprof.collector.validate import check_batch, check_hello
+from tfprof.collector.validate import check_batch, check_goodbye, check_hello, record_shift
 from tfprof.core.version import PROTOCOL_VERSION
 from tfprof.proto import collector_pb2 as pb
 
@@ -30,6 +30,7 @@ class IngestStream:
         self.records = 0
         self.duplicates = 0
         self._dropped_seen = 0  # highest cumulative ``Batch.dropped`` counted so far
+        self._shift = 0  # what readers add to this stream's record times
 
     def hello(self, hello: pb.Hello) -> int:
         if self.writer is not None:
@@ -45,6 +46,7 @@ class IngestStream:
         except OSError as exc:
             raise StorageUnavailable(f"cannot open stream {hello.stream_id}: {exc}") from exc
         self.hello_msg = hello
+        self._shift = record_shift(hello)
         self._dropped_seen = self.writer.summary.dropped_queue
         if self.metrics is not None:
             self.metrics.stream_opened()
@@ -62,7 +64,11 @@ class IngestStream:
     def batch(self, batch: pb.Batch) -> int:
         if self.writer is None:
             raise FailedPrecondition("batch before hello")
-        stats = check_batch(batch)
+        assert self.hello_msg is not None
+        if batch.clock_updated:  # readers move later times by the fresh offset
+            self._shift = record_shift(self.hello_msg) - self.hello_msg.clock_offset_ns
+            self._shift += batch.clock_offset_ns
+        stats = check_batch(batch, self._shift)
         try:
             written = self.writer.append(batch, (stats.first_start_ns, stats.last_end_ns))
         except OSError as exc:
@@ -85,6 +91,7 @@ class IngestStream:
     def goodbye(self, goodbye: pb.Goodbye) -> None:
         if self.writer is None:
             raise FailedPrecondition("goodbye before hello")
+        check_goodbye(goodbye)
         try:
             self.writer.finish(goodbye)
         except OSError as exc:

@@ -61,6 +61,9 @@ def _task_meta(prep: PreparedStream) -> dict[str, Any]:
         "records_outside_window": stream.num_records - int(kind.shape[0]),
         "time_range_ns": _time_range([prep]),
         "dropped": _drop_dict(stream.dropped),
+        # Stored parts that could not be read, and the records they held (None: unknown).
+        "skipped": list(stream.skipped),
+        "records_lost": stream.lost_records,
     }
 
 
@@ -122,6 +125,8 @@ def timeline_metadata(
                 "records": {k: sum(t["records"][k] for t in task_meta) for k in _KIND_COUNTS},
                 "time_range_ns": _time_range(prepared.streams),
                 "dropped": _drop_dict(dropped),
+                "skipped": list(job.skipped)
+                + [f"{t['task']}: {what}" for t in task_meta for what in t["skipped"]],
             }
         )
     return {

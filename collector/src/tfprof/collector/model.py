@@ -81,6 +81,10 @@ class StreamData:
     dropped: DropCounts = field(default_factory=DropCounts)
     finished: bool = False
     exit_code: int | None = None
+    # What of the stored stream could not be read (damaged log bytes, a torn goodbye),
+    # and the records that held (None: unknown).
+    skipped: list[str] = field(default_factory=list)
+    lost_records: int | None = 0
 
     @property
     def num_records(self) -> int:
@@ -96,6 +100,8 @@ class JobData:
     name: str
     run_id: str
     streams: list[StreamData] = field(default_factory=list)
+    # Streams left out whole because they could not be read: "<stream>: <why>".
+    skipped: list[str] = field(default_factory=list)
 
     @property
     def label(self) -> str:

@@ -31,6 +31,13 @@ MAX_CLOCK_OFFSET_NS = 365 * 86_400 * 10**9
 # the bound keeps a hostile string_base from blowing up every later load of the job.
 MAX_STRINGS = 1 << 20
 MAX_DURATION_NS = NS_PER_DAY
+INT64_MAX = 2**63 - 1
+# Each value may be in range while what readers derive from them is not (a realtime and
+# tracer snapshot of opposite signs): the stream's shift is bounded as well.
+MAX_SHIFT_NS = MAX_TIME_NS + MAX_CLOCK_OFFSET_NS
+# uint64 fields readers hold as int64 (numpy columns, sums in the trace metadata).
+UINT64_RECORD_FIELDS = ("bytes",)
+UINT64_HOST_FIELDS = ("rss_bytes", "read_bytes", "write_bytes")
 MAX_TEXT = 256  # host, task, agent version, source
 MAX_ARGV_BYTES = 64 << 10
 
@@ -70,7 +77,44 @@ def check_hello(hello: pb.Hello) -> None:
     ):
         if abs(value) > MAX_TIME_NS:
             raise InvalidArgument(f"{name} {value} ns is out of range")
+    shift = record_shift(hello)
+    if abs(shift) > MAX_SHIFT_NS:
+        raise InvalidArgument(
+            f"clock snapshot realtime {hello.clock.realtime_ns} ns and tracer time "
+            f"{hello.clock.tracer_ns} ns put record times {shift} ns away, out of range"
+        )
     _check_devices(hello.devices)
+
+
+def record_shift(hello: pb.Hello) -> int:
+    """Nanoseconds that move the stream's raw record times onto the collector clock."""
+    tracer_shift = hello.clock.realtime_ns - hello.clock.tracer_ns if hello.clock.tracer_ns else 0
+    return hello.clock_offset_ns + tracer_shift
+
+
+def check_goodbye(goodbye: pb.Goodbye) -> None:
+    """Counts readers add up must stay in int64, alone and together."""
+    counts = {
+        "records_sent": goodbye.records_sent,
+        "dropped_queue": goodbye.dropped_queue,
+        "dropped_tracer": goodbye.dropped_tracer,
+        "dropped_relay": goodbye.dropped_relay,
+    }
+    if sum(counts.values()) > INT64_MAX:
+        raise InvalidArgument(f"goodbye counts out of range: {counts}")
+
+
+def _check_shifted(what: str, low: int, high: int, shift_ns: int) -> None:
+    if low + shift_ns < -INT64_MAX or high + shift_ns > INT64_MAX:
+        raise InvalidArgument(f"{what} {high} ns moved by the stream's clock shift "
+                              f"{shift_ns} ns is out of range")  # fmt: skip
+
+
+def _check_uint64(what: str, msg: object, fields: tuple[str, ...]) -> None:
+    for name in fields:
+        values = getattr(msg, name)
+        if len(values) and max(values) > INT64_MAX:
+            raise InvalidArgument(f"{what} {name} {max(values)} is out of range")
 
 
 def _check_clock(offset_ns: int, rtt_ns: int) -> None:
@@ -107,10 +151,17 @@ def _check_times(what: str, times: np.ndarray) -> None:
         raise InvalidArgument(f"{what} {high} ns is after the year 2200")
 
 
-def check_batch(batch: pb.Batch) -> BatchStats:
-    """Validate a whole batch; returns what the store's per-stream summary needs."""
+def check_batch(batch: pb.Batch, shift_ns: int = 0) -> BatchStats:
+    """Validate a whole batch; returns what the store's per-stream summary needs.
+
+    ``shift_ns``: the stream's record shift as readers will apply it (the batch's own
+    clock update included); shifted times must stay in int64."""
     if batch.seq == 0:
         raise InvalidArgument("batch sequence numbers start at 1")
+    if batch.dropped > INT64_MAX:
+        raise InvalidArgument(f"dropped count {batch.dropped} is out of range")
+    _check_uint64("record", batch.records, UINT64_RECORD_FIELDS)
+    _check_uint64("host sample", batch.host, UINT64_HOST_FIELDS)
     n = _check_columns(batch.records, RECORD_FIELDS, "record", sparse=True)
     _check_columns(batch.host, HOST_FIELDS, "host sample", sparse=False)
     for s in batch.strings:
@@ -144,8 +195,11 @@ def check_batch(batch: pb.Batch) -> BatchStats:
         else:
             ends = starts
         first, last = int(starts.min()), int(ends.max())
+        _check_shifted("record time", first, last, shift_ns)
     if len(batch.host.time_ns):
-        _check_times("host sample time_ns", np.array(batch.host.time_ns, dtype=np.int64))
+        host_times = np.array(batch.host.time_ns, dtype=np.int64)
+        _check_times("host sample time_ns", host_times)
+        _check_shifted("host sample time", int(host_times.min()), int(host_times.max()), shift_ns)
         cpu = batch.host.cpu_percent
         if not all(math.isfinite(c) and c >= 0 for c in cpu):
             raise InvalidArgument("host sample cpu_percent must be finite and >= 0")

@@ -4,7 +4,9 @@ STATE is ``streaming`` while a live collector holds one of the run's streams ope
 flock it keeps on the stream's log, released by the kernel if the collector dies),
 ``finished`` once every stream said goodbye, else ``incomplete`` (an agent died, or is
 reconnecting / will replay its spool). Counts come from per-stream summaries, so listing
-does not parse every batch.
+does not parse every batch. Under the table, each incomplete run says why, and each run
+with unreadable parts (damaged log entries, torn files) says what was skipped, where, and
+how many records that cost.
 """
 
 from __future__ import annotations
@@ -12,6 +14,10 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tfprof.collector.store.catalog import JobInfo
 
 
 def _ts(ns: int | None) -> str:
@@ -68,4 +74,18 @@ def run(args: argparse.Namespace) -> int:
         for i in infos
     ]
     TextWriter(sys.stdout).table(header, rows)
+    notes = [f"{i.name} {i.run_id}: {line}" for i in infos for line in _notes(i)]
+    if notes:
+        print()  # under the table, after a blank line
+        print("\n".join(notes))
     return 0
+
+
+def _notes(info: JobInfo) -> list[str]:
+    """Why a run is incomplete, and what of it could not be read."""
+    notes = [f"incomplete: {info.reason}"] if info.reason else []
+    notes += [f"skipped {what}" for what in info.skipped]
+    if info.skipped:
+        lost = "unknown" if info.lost_records is None else f"{info.lost_records:,}"
+        notes.append(f"records lost in skipped parts: {lost}")
+    return notes

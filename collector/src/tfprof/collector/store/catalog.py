@@ -6,14 +6,20 @@ was appended since a stream's summary was last written.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from google.protobuf.message import DecodeError
+
 from tfprof.collector.store.files import is_streaming, size_and_mtime
-from tfprof.collector.store.loader import record_shift, stream_dirs
-from tfprof.collector.store.summary import StreamSummary, read_summary
+from tfprof.collector.store.loader import UnreadableStream, check_int64, stream_dirs
+from tfprof.collector.store.summary import StreamSummary, read_log_state
+from tfprof.collector.validate import record_shift
 from tfprof.proto import collector_pb2 as pb
+
+log = logging.getLogger("tfprof.collector.store")
 
 # Job run states shown by ``jobs`` (see ``JobInfo.state``).
 STREAMING, FINISHED, INCOMPLETE = "streaming", "finished", "incomplete"
@@ -37,6 +43,10 @@ class JobInfo:
     bytes: int = 0
     last_write: float = 0.0  # newest mtime in the run, seconds since 1970
     path: Path | None = None
+    # What could not be read: "<stream>: <what> (<records> records lost)".
+    skipped: list[str] = field(default_factory=list)
+    lost_records: int | None = 0  # records in skipped parts; None: some unknown
+    reason: str = ""  # why an incomplete run is incomplete
 
 
 def runs(jobs_dir: Path) -> Iterator[tuple[str, str, Path]]:
@@ -72,17 +82,31 @@ def run_info(name: str, run_id: str, run_dir: Path) -> JobInfo | None:
     hosts, tasks = set(), set()
     streaming = False
     span = StreamSummary()
+    no_goodbye = 0
     for stream_dir in stream_dirs(run_dir):
         try:
             hello = pb.Hello.FromString((stream_dir / "hello.pb").read_bytes())
         except FileNotFoundError:
             continue
+        except DecodeError:
+            _skip(info, f"{stream_dir.name}: hello.pb unreadable, stream left out", None)
+            info.finished = False
+            continue
         info.streams += 1
         hosts.add(hello.host)
         tasks.add(hello.task or str(hello.pid))
-        summary = read_summary(stream_dir)
+        state = read_log_state(stream_dir)
+        summary = state.summary
+        for i, damage in enumerate(state.damage):
+            lost = state.lost_records if i == 0 else 0  # the stream's count, once
+            _skip(info, f"{stream_dir.name}: batches.log {damage}", lost)
+        try:
+            shift = check_int64("record clock shift", record_shift(hello))
+        except UnreadableStream as exc:
+            _skip(info, f"{stream_dir.name}: {exc}, stream left out", summary.records)
+            info.finished = False
+            continue
         info.records += summary.records
-        shift = record_shift(hello)
         if summary.first_start_ns is not None and summary.last_end_ns is not None:
             span.widen(summary.first_start_ns + shift, summary.last_end_ns + shift)
         dropped_queue = summary.dropped_queue
@@ -92,12 +116,29 @@ def run_info(name: str, run_id: str, run_dir: Path) -> JobInfo | None:
             info.dropped += bye.dropped_tracer + bye.dropped_relay
         except FileNotFoundError:
             info.finished = False
+            no_goodbye += 1
+        except DecodeError:
+            info.finished = False
+            _skip(info, f"{stream_dir.name}: goodbye.pb unreadable", 0)
         info.dropped += dropped_queue
         streaming = streaming or is_streaming(stream_dir)
-    if info.streams == 0:
+    if info.streams == 0 and not info.skipped:
         return None
     info.hosts, info.tasks = sorted(hosts), sorted(tasks)
     info.first_ns, info.last_ns = span.first_start_ns, span.last_end_ns
     info.state = STREAMING if streaming else FINISHED if info.finished else INCOMPLETE
+    if info.state == INCOMPLETE:
+        reasons = [f"agent lost: no goodbye from {no_goodbye} stream(s)"] if no_goodbye else []
+        info.reason = "; ".join(reasons + (["unreadable files"] if info.skipped else []))
     info.bytes, info.last_write = size_and_mtime(run_dir)
     return info
+
+
+def _skip(info: JobInfo, what: str, lost: int | None) -> None:
+    """Note a part of the run that could not be read, with a warning naming it."""
+    log.warning("job %s run %s: %s", info.name, info.run_id, what)
+    info.skipped.append(what)
+    if lost is None or info.lost_records is None:
+        info.lost_records = None
+    else:
+        info.lost_records += lost

@@ -1,10 +1,17 @@
-"""Loading a stored stream back as columnar records (``StreamData``)."""
+"""Loading a stored stream back as columnar records (``StreamData``).
+
+One unreadable stream (a torn hello, a clock whose shift leaves int64) is left out of
+its run with one warning naming it, never failing every job of the data dir; damaged
+log entries are skipped and listed in ``StreamData.skipped``.
+"""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import numpy as np
+from google.protobuf.message import DecodeError
 
 from tfprof.collector.model import (
     HOST_COLUMNS,
@@ -15,16 +22,24 @@ from tfprof.collector.model import (
     empty_host,
     empty_records,
 )
+from tfprof.collector.store.summary import read_log_state
+from tfprof.collector.validate import record_shift
 from tfprof.core import batchlog
 from tfprof.proto import collector_pb2 as pb
 
+log = logging.getLogger("tfprof.collector.store")
 
-def record_shift(hello: pb.Hello) -> int:
-    """Nanoseconds that move the stream's raw record times onto the collector clock."""
-    tracer_shift = 0
-    if hello.clock.tracer_ns:
-        tracer_shift = hello.clock.realtime_ns - hello.clock.tracer_ns
-    return hello.clock_offset_ns + tracer_shift
+INT64_MAX = 2**63 - 1
+
+
+class UnreadableStream(ValueError):
+    """A stored stream whose values cannot be used (they would overflow int64)."""
+
+
+def check_int64(what: str, value: int) -> int:
+    if not -INT64_MAX <= value <= INT64_MAX:
+        raise UnreadableStream(f"{what} {value} does not fit in 64 bits")
+    return value
 
 
 def _device(d: pb.Device) -> DeviceMeta:
@@ -48,7 +63,13 @@ def load_run(name: str, run_id: str, run_dir: Path) -> JobData:
     """Every stream of one job run."""
     job = JobData(name=name, run_id=run_id)
     for stream_dir in stream_dirs(run_dir):
-        stream = load_stream(stream_dir)
+        try:
+            stream = load_stream(stream_dir)
+        except (DecodeError, UnreadableStream, OverflowError) as exc:
+            why = f"{stream_dir.name}: {exc or type(exc).__name__}"
+            log.warning("job %s run %s: stream %s left out", name, run_id, why)
+            job.skipped.append(why)
+            continue
         if stream is not None:
             job.streams.append(stream)
     return job
@@ -68,25 +89,31 @@ def load_stream(directory: Path) -> StreamData | None:
         task=hello.task or str(hello.pid),
         argv=list(hello.argv),
         source=hello.source,
-        record_shift_ns=record_shift(hello),
+        record_shift_ns=check_int64("record clock shift", record_shift(hello)),
         host_shift_ns=hello.clock_offset_ns,
         clock_rtt_ns=hello.clock_rtt_ns,
         devices={d.ordinal: _device(d) for d in hello.devices},
     )
-    _read_batches(directory / "batches.log", hello, stream)
+    _read_batches(directory, hello, stream)
     try:
         goodbye = pb.Goodbye.FromString((directory / "goodbye.pb").read_bytes())
     except FileNotFoundError:
         return stream
+    except DecodeError:
+        log.warning("stream %s: goodbye.pb is unreadable; the stream counts as unfinished",
+                    directory)  # fmt: skip
+        stream.skipped.append("goodbye.pb unreadable")
+        return stream
     stream.finished = True
     stream.dropped.queue = max(stream.dropped.queue, goodbye.dropped_queue)
-    stream.dropped.tracer = goodbye.dropped_tracer
-    stream.dropped.relay = goodbye.dropped_relay
+    stream.dropped.tracer = check_int64("dropped tracer count", goodbye.dropped_tracer)
+    stream.dropped.relay = check_int64("dropped relay count", goodbye.dropped_relay)
+    check_int64("dropped queue count", stream.dropped.queue)
     stream.exit_code = goodbye.exit_code
     return stream
 
 
-def _read_batches(log_path: Path, hello: pb.Hello, stream: StreamData) -> None:
+def _read_batches(directory: Path, hello: pb.Hello, stream: StreamData) -> None:
     """Fill ``stream``'s records, host samples, names and devices from its log."""
     record_parts: dict[str, list[np.ndarray]] = {c: [] for c in RECORD_COLUMNS}
     host_parts: dict[str, list[np.ndarray]] = {c: [] for c in HOST_COLUMNS}
@@ -95,7 +122,8 @@ def _read_batches(log_path: Path, hello: pb.Hello, stream: StreamData) -> None:
     # A batch with a fresh clock estimate replaces the hello's offset from then on; the
     # stream keeps one shift, so later times are moved by the difference here.
     clock_delta = 0
-    for raw in batchlog.read(log_path):
+    scan = batchlog.Scan(batchlog.V2, 0)
+    for raw in batchlog.read(directory / "batches.log", 0, scan):
         batch = pb.Batch.FromString(raw)
         if batch.seq in seen:
             continue
@@ -130,6 +158,10 @@ def _read_batches(log_path: Path, hello: pb.Hello, stream: StreamData) -> None:
                 host_parts[col].append(part)
     if record_parts["kind"]:
         stream.records = {c: np.concatenate(parts) for c, parts in record_parts.items()}
+        starts = stream.records["start_ns"]
+        # Shifted times must stay in int64: numpy would wrap them silently.
+        check_int64("shifted record time", int(starts.max()) + stream.record_shift_ns)
+        check_int64("shifted record time", int(starts.min()) + stream.record_shift_ns)
     else:
         stream.records = empty_records()
     if host_parts["time_ns"]:
@@ -137,3 +169,17 @@ def _read_batches(log_path: Path, hello: pb.Hello, stream: StreamData) -> None:
     else:
         stream.host_samples = empty_host()
     stream.strings = strings
+    if scan.damage:
+        _note_damage(directory, stream)
+
+
+def _note_damage(directory: Path, stream: StreamData) -> None:
+    state = read_log_state(directory)  # what the damaged entries held, from the cache
+    if not state.damage:
+        return  # a torn tail being written by a live collector
+    stream.lost_records = state.lost_records
+    lost = "an unknown number of" if state.lost_records is None else f"{state.lost_records:,}"
+    for damage in state.damage:
+        stream.skipped.append(f"batches.log: {damage}")
+    log.warning("stream %s: skipped %s of batches.log (%s records lost)", directory,
+                "; ".join(str(d) for d in state.damage), lost)  # fmt: skip

@@ -1,17 +1,19 @@
 """A stream's counts and time range, cached in summary.json for a prefix of its log.
 
 summary.json is a cache, never fsync'ed: it covers the first ``log_bytes`` of the log,
-and readers parse only what was appended after it, so listing jobs stays cheap.
+and readers parse only what was appended after it, so listing jobs stays cheap. It
+also remembers how many records the damaged part of a log held (``read_log_state``).
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from tfprof.collector.store.files import is_streaming
 from tfprof.core import batchlog
 from tfprof.proto import collector_pb2 as pb
 
@@ -27,6 +29,7 @@ class StreamSummary:
     first_start_ns: int | None = None  # raw record times, before the clock shift
     last_end_ns: int | None = None
     dropped_queue: int = 0
+    lost_records: int = 0  # in entries found damaged since (not in ``records``)
 
     def add(self, batch: pb.Batch, entry_bytes: int) -> None:
         self.log_bytes += entry_bytes
@@ -55,21 +58,59 @@ class StreamSummary:
             self.last_end_ns = last if self.last_end_ns is None else max(self.last_end_ns, last)
 
 
+@dataclass
+class LogState:
+    """A stream's summary (readable records only) and what of its log is damaged."""
+
+    summary: StreamSummary
+    damage: list[batchlog.Damage] = field(default_factory=list)
+    # Records in damaged entries; None when some were never counted (unknown).
+    lost_records: int | None = 0
+
+
 def read_summary(directory: Path) -> StreamSummary:
-    """The stream's summary, brought up to date with the log's tail (torn tail left out)."""
-    log_path = directory / "batches.log"
-    summary = StreamSummary()
+    """The stream's summary of its readable records (see ``read_log_state``)."""
+    return read_log_state(directory).summary
+
+
+def _cached(directory: Path, log_size: int) -> StreamSummary | None:
     try:
-        cached = json.loads((directory / "summary.json").read_text())
-        candidate = StreamSummary(**cached)
-        if 0 <= candidate.log_bytes <= log_path.stat().st_size:
-            summary = candidate
+        candidate = StreamSummary(**json.loads((directory / "summary.json").read_text()))
     except (OSError, ValueError, TypeError):
-        pass  # missing, torn or stale: rescan the whole log
-    for raw in batchlog.read(log_path, summary.log_bytes):
-        batch = pb.Batch.FromString(raw)
-        if batch.seq <= summary.last_seq:
-            summary.log_bytes += batchlog.LENGTH.size + len(raw)  # an old duplicate entry
+        return None  # missing, torn or stale: rescan the whole log
+    return candidate if 0 <= candidate.log_bytes <= log_size else None
+
+
+def read_log_state(directory: Path) -> LogState:
+    """The stream's summary, brought up to date with the log's tail.
+
+    Every entry's checksum is verified (cheap next to parsing); only the entries past
+    the cached summary are parsed. Damage inside the cached prefix makes it a full
+    rescan, and the records the cache counted there but no longer reads are ``lost``.
+    """
+    data = batchlog.read_bytes(directory / "batches.log")
+    cached = _cached(directory, len(data))
+    scan = batchlog.Scan(batchlog.V2, 0)
+    good = list(batchlog.entries(data, 0, scan))
+    covered = cached.log_bytes if cached is not None else 0
+    rescan = cached is None or any(d.offset < covered for d in scan.damage)
+    summary = StreamSummary() if rescan or cached is None else cached
+    readable_in_cache = 0
+    for offset, raw in good:
+        if offset < covered and not rescan:
             continue
-        summary.add(batch, batchlog.LENGTH.size + len(raw))
-    return summary
+        batch = pb.Batch.FromString(raw)
+        if offset < covered:
+            readable_in_cache += len(batch.records.kind)
+        if batch.seq > summary.last_seq:  # else an old duplicate entry
+            summary.add(batch, 0)
+    summary.log_bytes = scan.end
+    if scan.damage and scan.damage[-1].reason == "torn tail" and is_streaming(directory):
+        scan.damage.pop()  # an entry being written right now, not damage
+    if rescan and cached is not None:
+        written = cached.records + cached.lost_records
+        summary.lost_records = max(0, written - readable_in_cache)
+    state = LogState(summary, scan.damage, summary.lost_records)
+    if any(d.offset + d.nbytes > covered and d.reason != "torn tail" for d in scan.damage):
+        state.lost_records = None  # damage the cache never counted: records unknown
+    return state

@@ -11,7 +11,9 @@ never duplicate records. One ``StreamWriter`` per stream directory is shared by 
 call that opens it (a reconnect racing the old call's teardown), its appends serialised
 by a lock; an ``flock`` on batches.log keeps a second collector process out, and tells
 ``jobs`` and retention that a live collector has the stream open. A torn final entry
-(crash mid-write) is ignored on load and cut off when the stream is reopened.
+(crash mid-write) is ignored on load and cut off when the stream is reopened. Each
+entry carries a checksum (``tfprof.core.batchlog``), so readers skip and report a
+damaged entry instead of misreading everything after it.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from pathlib import Path
 
 from tfprof.collector.errors import Conflict
 from tfprof.collector.store.files import flock_within, fsync_dir, write_atomic
-from tfprof.collector.store.summary import StreamSummary, read_summary
+from tfprof.collector.store.summary import StreamSummary, read_log_state
 from tfprof.core import batchlog
 from tfprof.proto import collector_pb2 as pb
 
@@ -63,10 +65,18 @@ class StreamWriter:
         hello_path = directory / "hello.pb"
         if not hello_path.exists():
             write_atomic(hello_path, hello.SerializeToString(), durable=fsync)
-        self.summary: StreamSummary = read_summary(directory)
-        if log_path.stat().st_size > self.summary.log_bytes:
-            # A torn tail must not prefix the next entry.
-            os.truncate(log_path, self.summary.log_bytes)
+        state = read_log_state(directory)
+        self.summary: StreamSummary = state.summary
+        if state.damage and state.damage[-1].reason == "torn tail":
+            # A torn tail must not prefix the next entry; damage before it is kept for
+            # readers to report.
+            os.truncate(log_path, state.damage[-1].offset)
+        # A new log gets checksummed entries, its header going out with the first one;
+        # a log of an older release keeps its format.
+        self._version = batchlog.V2
+        self._header = log_path.stat().st_size == 0
+        if not self._header and batchlog.file_version(log_path) == batchlog.V1:
+            self._version = batchlog.V1
         if created and fsync:
             # Every directory entry on the way must be durable, down from jobs/, or a
             # host crash could take a first run's acknowledged batches with it.
@@ -87,7 +97,11 @@ class StreamWriter:
         with self._lock:
             if batch.seq <= self.summary.last_seq:
                 return 0
-            written = batchlog.append(self._log, data)
+            written = 0
+            if self._header:
+                self._log.write(batchlog.MAGIC)
+                written, self._header = len(batchlog.MAGIC), False
+            written += batchlog.append(self._log, data, self._version)
             self._log.flush()
             if self.fsync:
                 os.fdatasync(self._log.fileno())
