@@ -330,11 +330,7 @@ class Run:
             + int((link.goodbye or {}).get("dropped_tracer", 0))
             for link in links
         )
-        spooled = max(
-            0,
-            sum(link.sender.undelivered_records for link in left)
-            - sum(link.sender.dropped for link in left),
-        )
+        spooled = sum(link.sender.spooled_records for link in left)
         # The address is not repeated: a failure to reach it was said once already.
         notice(
             f"job {self.job} (run {self.run_id}): {delivered:,} records delivered, "
