@@ -148,3 +148,12 @@ def test_advise_shows_offsets_from_the_window_start_and_json_keeps_both(
         (evidence["longest_idle_at_ns"] - T0) / 1e9
     )
     assert finding["start_offset_s"] == 0.0
+
+
+def test_a_long_kernel_name_is_shortened_in_the_table_only() -> None:
+    from tfprof.collector.analysis.render import MAX_TEXT_CELL, cell
+
+    name = "void at::native::kernel<" + "x" * 3000 + ">"
+    short = cell("name", name)
+    assert len(short) == MAX_TEXT_CELL and short.endswith("...") and name.startswith(short[:-3])
+    assert cell("name", "gemm") == "gemm"

@@ -99,7 +99,14 @@ def column(name: str, values: Sequence[Any]) -> tuple[str, list[str]]:
     return f"{base.upper()} ({unit})", [f"{float(v) / size:,.{digits}f}" for v in numbers]
 
 
+# Widest text cell of a table: C++ template kernel names run to thousands of characters and
+# would pad every row to their width. json and csv keep the whole text.
+MAX_TEXT_CELL = 100
+
+
 def cell(name: str, value: Any) -> str:
+    if isinstance(value, str) and len(value) > MAX_TEXT_CELL:
+        return value[: MAX_TEXT_CELL - 3] + "..."
     if isinstance(value, list):
         return "; ".join(str(v) for v in value) or "-"
     if isinstance(value, float):
