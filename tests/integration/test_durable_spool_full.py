@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.tmpfs import small_tmpfs
 from tfprof.collector.store import Store
 
 from .conftest import agent_cmd, clean_env, start_collector
@@ -23,16 +24,8 @@ pytestmark = pytest.mark.timeout(300)
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
     """A real 256 KiB tmpfs; skipped where mounting is not permitted."""
-    mnt = tmp_path / "small"
-    mnt.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tfprof-test", str(mnt)],
-                          capture_output=True, text=True, check=False)  # fmt: skip
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
-    try:
+    with small_tmpfs(tmp_path / "small", "256k") as mnt:
         yield mnt
-    finally:
-        subprocess.run(["umount", str(mnt)], check=False)
 
 
 def test_a_spool_on_a_full_disk_stores_or_counts_every_record(

@@ -4,12 +4,12 @@ flush.py), against a real collector and a real full tmpfs."""
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.tmpfs import small_tmpfs
 from tests.unit.test_client import UNREACHABLE, batch, hello
 from tfprof.agent.client import CollectorClient
 from tfprof.agent.delivery import StreamDelivery
@@ -25,16 +25,8 @@ pytestmark = pytest.mark.timeout(60)
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
     """A real 64 KiB tmpfs (we run as root here); skipped where mounting is refused."""
-    mnt = tmp_path / "small"
-    mnt.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tfprof-test", str(mnt)],
-                          capture_output=True, text=True, check=False)  # fmt: skip
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
-    try:
+    with small_tmpfs(tmp_path / "small", "64k") as mnt:
         yield mnt
-    finally:
-        subprocess.run(["umount", str(mnt)], check=False)
 
 
 def stored(server: CollectorServer) -> tuple[int, int]:
