@@ -20,18 +20,17 @@ from __future__ import annotations
 
 import array
 import contextlib
-import gzip
 import os
 import socket
 import threading
 import time
-import zlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from tfprof.agent import clock
 from tfprof.agent.sources.base import Sink, SourceUnavailable
 from tfprof.core.formats import RecordedTrace, TraceFormatError, load_trace
+from tfprof.core.formats.load import looks_like_json_trace
 from tfprof.core.records import COLUMNS, DeviceInfo, RecordTable
 
 CHUNK_RECORDS = 8192
@@ -39,8 +38,6 @@ PACE_WINDOW_S = 0.01
 LOOP_GAP_NS = 1_000_000
 _CORRELATION_MOD = (1 << 32) - 1  # correlation is uint32 on the wire; ids 1 .. 2**32-1
 
-_GZIP_MAGIC = b"\x1f\x8b"
-_HEAD_BYTES = 4096  # enough to skip leading whitespace of a JSON trace
 
 _numpy_module: Any = False  # False: not looked for yet; None: not installed
 
@@ -87,15 +84,12 @@ def check_replay_trace(path: str) -> None:
     if not os.path.isfile(path):
         raise UsageError(f"replay trace not found: {path}")
     try:
-        with open(path, "rb") as f:
-            head = f.read(_HEAD_BYTES)
-        if head[:2] == _GZIP_MAGIC:
-            with gzip.open(path, "rb") as f:
-                head = f.read(_HEAD_BYTES)
-    except (OSError, EOFError, zlib.error) as exc:
-        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise UsageError(f"replay trace {path}: cannot read it ({why})") from None
-    if head.lstrip()[:1] not in (b"{", b"["):
+        readable = looks_like_json_trace(path)
+    except OSError as exc:
+        raise UsageError(f"replay trace {path}: cannot read it ({exc.strerror or exc})") from None
+    except TraceFormatError as exc:
+        raise UsageError(f"replay trace {exc}") from None
+    if not readable:
         raise UsageError(
             f"replay trace {path}: not a trace replay can read (Chrome, TF timeline or "
             "Kineto JSON, gzip or not)"

@@ -22,6 +22,7 @@ from tfprof.core.formats.stepstats import STEPSTATS_SUFFIXES, read_stepstats
 from tfprof.core.formats.trace import RecordedTrace
 
 _GZIP_MAGIC = b"\x1f\x8b"
+_HEAD_BYTES = 4096  # enough to skip the leading whitespace of a JSON trace
 _PERFETTO_PACKET_TAG = b"\x0a"  # field 1, length-delimited: a Trace's first packet
 
 
@@ -49,6 +50,25 @@ def read_trace(path: str | os.PathLike[str]) -> RecordedTrace:
         f"{where}: not a trace tfprof can import (Chrome/TF timeline/Kineto JSON, "
         ".pftrace, RunMetadata/StepStats .pb/.pbtxt)"
     )
+
+
+def looks_like_json_trace(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` starts like a JSON trace, gzipped or not, reading only its start.
+
+    Cheap for big files (the launcher asks before the job starts); what the rest holds is
+    ``load_trace``'s to judge. ``TraceFormatError`` when the gzip stream is corrupt,
+    ``OSError`` when the file cannot be read.
+    """
+    where = os.fspath(path)
+    with open(where, "rb") as f:
+        head = f.read(_HEAD_BYTES)
+    if head[:2] == _GZIP_MAGIC:
+        try:
+            with gzip.open(where, "rb") as f:
+                head = f.read(_HEAD_BYTES)
+        except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+            raise TraceFormatError(f"{where}: corrupt gzip data ({exc})") from None
+    return head.lstrip()[:1] in (b"{", b"[")
 
 
 def load_trace(path: str | os.PathLike[str]) -> RecordedTrace:
