@@ -13,11 +13,7 @@ they are named after the file, their GPUs after the file's name.
 
 from __future__ import annotations
 
-import gzip
-import json
 import os
-import zlib
-from decimal import Decimal
 from typing import Any
 
 import numpy as np
@@ -32,12 +28,10 @@ from tfprof.collector.model import (
     StreamData,
     empty_host,
 )
-from tfprof.core.formats import TraceFormatError, load_events
+from tfprof.core.formats import TraceFormatError, load_events, read_json_trace
 from tfprof.core.formats.tfprof_chrome import TOOL_NAME, origin_ns
 from tfprof.core.formats.trace import Event, RecordedTrace, event_args, us_to_ns
 from tfprof.core.tracks import TrackKey, TrackKind
-
-_GZIP_MAGIC = b"\x1f\x8b"
 
 
 def job_from_trace(path: str | os.PathLike[str]) -> JobData:
@@ -69,23 +63,14 @@ def _our_export(where: str) -> tuple[list[Event], dict[str, Any]] | None:
     """(events, top-level object) of a JSON file of ours; None for anything else, which
     the format readers then read (and report on) as usual."""
     try:
-        with open(where, "rb") as f:
-            raw = f.read()
-        if raw[:2] == _GZIP_MAGIC:
-            raw = gzip.decompress(raw)
-        if raw.lstrip()[:1] != b"{":
-            return None
-        doc = json.loads(raw, parse_float=Decimal)
-    except (OSError, EOFError, zlib.error, ValueError):
+        events, doc = read_json_trace(where)
+    except (OSError, TraceFormatError):
         return None
-    other = doc.get("otherData") if isinstance(doc, dict) else None
+    other = doc.get("otherData")
     tool = other.get("tool") if isinstance(other, dict) else None
-    events = doc.get("traceEvents") if isinstance(doc, dict) else None
     if not (isinstance(tool, dict) and tool.get("name") == TOOL_NAME):
         return None
-    if not isinstance(events, list) or not events:
-        return None
-    return [e for e in events if isinstance(e, dict)], doc
+    return events, doc
 
 
 def _job_from_export(

@@ -9,7 +9,7 @@ need are imported only when such a file is read.
 
 from tfprof.core.errors import FormatUnavailable, TraceFormatError
 from tfprof.core.formats.events import load_events
-from tfprof.core.formats.load import load_trace, read_trace
+from tfprof.core.formats.load import load_trace, read_json_trace, read_trace
 from tfprof.core.formats.trace import (
     FORMAT_KINETO,
     FORMAT_TF_TIMELINE,
@@ -26,5 +26,6 @@ __all__ = [
     "TraceFormatError",
     "load_events",
     "load_trace",
+    "read_json_trace",
     "read_trace",
 ]

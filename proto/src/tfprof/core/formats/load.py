@@ -78,6 +78,15 @@ def load_trace(path: str | os.PathLike[str]) -> RecordedTrace:
     cannot be read at all.
     """
     where = os.fspath(path)
+    events, meta = read_json_trace(where)
+    return load_events(where, events, meta)
+
+
+def read_json_trace(path: str | os.PathLike[str]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The events and the top-level object (``{}`` for Chrome's bare-array form) of a JSON
+    trace, gzipped or not. ``TraceFormatError`` for anything else, ``OSError`` when the
+    file cannot be read."""
+    where = os.fspath(path)
     with open(where, "rb") as f:
         raw = f.read()
     if raw[:2] == _GZIP_MAGIC:
@@ -106,4 +115,4 @@ def load_trace(path: str | os.PathLike[str]) -> RecordedTrace:
         raise TraceFormatError(f"{where}: traceEvents is a {type(events).__name__}, not a list")
     if not events:
         raise TraceFormatError(f"{where}: traceEvents is empty")
-    return load_events(where, [e for e in events if isinstance(e, dict)], meta)
+    return [e for e in events if isinstance(e, dict)], meta
