@@ -34,6 +34,7 @@ from tfprof.agent.sources.cupti_records import format_uuid
 from tfprof.core.records import COLUMNS, RecordKind
 
 KERNEL_EXPECTED = {
+    **dict.fromkeys(COLUMNS, 0),
     "kind": RecordKind.KERNEL,
     "start_ns": T0,
     "duration_ns": 250,
@@ -58,6 +59,7 @@ KERNEL_EXPECTED = {
     "sync_type": 0,
 }
 MEMCPY_EXPECTED = {
+    **dict.fromkeys(COLUMNS, 0),
     "kind": RecordKind.MEMCPY,
     "start_ns": T0 + 10,
     "duration_ns": 500,

@@ -36,7 +36,7 @@ INT64_MAX = 2**63 - 1
 # tracer snapshot of opposite signs): the stream's shift is bounded as well.
 MAX_SHIFT_NS = MAX_TIME_NS + MAX_CLOCK_OFFSET_NS
 # uint64 fields readers hold as int64 (numpy columns, sums in the trace metadata).
-UINT64_RECORD_FIELDS = ("bytes",)
+UINT64_RECORD_FIELDS = ("bytes", "thread", "external_id", "address")
 UINT64_HOST_FIELDS = ("rss_bytes", "read_bytes", "write_bytes")
 MAX_TEXT = 256  # host, task, agent version, source
 MAX_ARGV_BYTES = 64 << 10

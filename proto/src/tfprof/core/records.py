@@ -20,6 +20,9 @@ class RecordKind(IntEnum):
     MEMCPY = 2
     MEMSET = 3
     SYNC = 4  # CUPTI SYNCHRONIZATION: a host wait; ``sync_type`` says which kind
+    API = 5  # a CUDA runtime or driver API call on a host thread (``cbid``, ``return_value``)
+    MARKER = 6  # a host range: NVTX, framework op, user annotation (``category`` says which)
+    MEMORY = 7  # a device allocation or free (CUPTI MEMORY2): ``memory_op``, ``address``
 
 
 # CUPTI_SYNCHRONIZATION_INVALID_VALUE: the stream of a context-wide synchronisation.
@@ -50,9 +53,19 @@ COLUMNS: tuple[str, ...] = (
     "dst_kind",
     "dst_device",
     "sync_type",
+    # Host side (API, MARKER, MEMORY records; zero for GPU activity).
+    "thread",  # OS thread id of the host thread that made the call / opened the range
+    "cbid",  # API: CUPTI callback id (CUpti_runtime_api_trace_cbid / driver cbid)
+    "return_value",  # API: CUresult / cudaError_t the call returned
+    "external_id",  # framework correlation (Kineto "External id", NVTX range id); 0 = none
+    "address",  # MEMORY: device address of the block
+    "memory_op",  # MEMORY: CUpti_ActivityMemoryOperationType (1 allocation, 2 release)
+    "category",  # API: 1 runtime, 2 driver; MARKER: string-table index of its domain
 )
 COLUMN_INDEX = {name: i for i, name in enumerate(COLUMNS)}
 NUM_COLUMNS = len(COLUMNS)
+# GPU activity rows end with the host-side columns, all zero.
+_HOST_ZEROS = (0,) * (NUM_COLUMNS - COLUMN_INDEX["thread"])
 
 
 class DeviceInfo(TypedDict, total=False):
@@ -143,6 +156,7 @@ class RecordTable:
                 0,
                 0,
                 0,
+                *_HOST_ZEROS,
             )
         )
 
@@ -179,6 +193,7 @@ class RecordTable:
                 dst_kind,
                 dst_device,
                 0,
+                *_HOST_ZEROS,
             )
         )  # fmt: skip
 
@@ -212,6 +227,7 @@ class RecordTable:
                 0,
                 0,
                 0,
+                *_HOST_ZEROS,
             )
         )  # fmt: skip
 
@@ -240,6 +256,7 @@ class RecordTable:
                 name,
                 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
                 sync_type,
+                *_HOST_ZEROS,
             )
         )  # fmt: skip
 

@@ -36,6 +36,12 @@ class _RecordKindEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_RecordKind
     MEMSET: _RecordKind.ValueType  # 3
     SYNC: _RecordKind.ValueType  # 4
     """CUPTI SYNCHRONIZATION: a host wait (sync_type says which)"""
+    API: _RecordKind.ValueType  # 5
+    """CUDA runtime/driver API call on a host thread"""
+    MARKER: _RecordKind.ValueType  # 6
+    """host range: NVTX, framework op, user annotation"""
+    MEMORY: _RecordKind.ValueType  # 7
+    """device allocation or free (CUPTI MEMORY2)"""
 
 class RecordKind(_RecordKind, metaclass=_RecordKindEnumTypeWrapper): ...
 
@@ -45,6 +51,12 @@ MEMCPY: RecordKind.ValueType  # 2
 MEMSET: RecordKind.ValueType  # 3
 SYNC: RecordKind.ValueType  # 4
 """CUPTI SYNCHRONIZATION: a host wait (sync_type says which)"""
+API: RecordKind.ValueType  # 5
+"""CUDA runtime/driver API call on a host thread"""
+MARKER: RecordKind.ValueType  # 6
+"""host range: NVTX, framework op, user annotation"""
+MEMORY: RecordKind.ValueType  # 7
+"""device allocation or free (CUPTI MEMORY2)"""
 Global___RecordKind: _TypeAlias = RecordKind  # noqa: Y015
 
 @_typing.final
@@ -249,6 +261,13 @@ class Records(_message.Message):
     DST_KIND_FIELD_NUMBER: _builtins.int
     DST_DEVICE_FIELD_NUMBER: _builtins.int
     SYNC_TYPE_FIELD_NUMBER: _builtins.int
+    THREAD_FIELD_NUMBER: _builtins.int
+    CBID_FIELD_NUMBER: _builtins.int
+    RETURN_VALUE_FIELD_NUMBER: _builtins.int
+    EXTERNAL_ID_FIELD_NUMBER: _builtins.int
+    ADDRESS_FIELD_NUMBER: _builtins.int
+    MEMORY_OP_FIELD_NUMBER: _builtins.int
+    CATEGORY_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def kind(self) -> _containers.RepeatedScalarFieldContainer[Global___RecordKind.ValueType]: ...
     @_builtins.property
@@ -305,6 +324,36 @@ class Records(_message.Message):
     def sync_type(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
         """SYNC: CUpti_ActivitySynchronizationType"""
 
+    @_builtins.property
+    def thread(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """Host side: zero for GPU activity records.
+        OS thread id of the calling host thread
+        """
+
+    @_builtins.property
+    def cbid(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """API: CUPTI callback id"""
+
+    @_builtins.property
+    def return_value(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """API: CUresult / cudaError_t"""
+
+    @_builtins.property
+    def external_id(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """framework correlation (Kineto External id, NVTX range id)"""
+
+    @_builtins.property
+    def address(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """MEMORY: device address"""
+
+    @_builtins.property
+    def memory_op(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """MEMORY: 1 allocation, 2 release (CUPTI's enum)"""
+
+    @_builtins.property
+    def category(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """API: 1 runtime, 2 driver; MARKER: string index of its domain"""
+
     def __init__(
         self,
         *,
@@ -331,10 +380,17 @@ class Records(_message.Message):
         dst_kind: _abc.Iterable[_builtins.int] | None = ...,
         dst_device: _abc.Iterable[_builtins.int] | None = ...,
         sync_type: _abc.Iterable[_builtins.int] | None = ...,
+        thread: _abc.Iterable[_builtins.int] | None = ...,
+        cbid: _abc.Iterable[_builtins.int] | None = ...,
+        return_value: _abc.Iterable[_builtins.int] | None = ...,
+        external_id: _abc.Iterable[_builtins.int] | None = ...,
+        address: _abc.Iterable[_builtins.int] | None = ...,
+        memory_op: _abc.Iterable[_builtins.int] | None = ...,
+        category: _abc.Iterable[_builtins.int] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["block_x", b"block_x", "block_y", b"block_y", "block_z", b"block_z", "bytes", b"bytes", "context", b"context", "copy_kind", b"copy_kind", "correlation", b"correlation", "device", b"device", "dst_device", b"dst_device", "dst_kind", b"dst_kind", "duration_ns", b"duration_ns", "dynamic_smem", b"dynamic_smem", "grid_x", b"grid_x", "grid_y", b"grid_y", "grid_z", b"grid_z", "kind", b"kind", "name", b"name", "registers", b"registers", "src_kind", b"src_kind", "start_ns", b"start_ns", "static_smem", b"static_smem", "stream", b"stream", "sync_type", b"sync_type"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["address", b"address", "block_x", b"block_x", "block_y", b"block_y", "block_z", b"block_z", "bytes", b"bytes", "category", b"category", "cbid", b"cbid", "context", b"context", "copy_kind", b"copy_kind", "correlation", b"correlation", "device", b"device", "dst_device", b"dst_device", "dst_kind", b"dst_kind", "duration_ns", b"duration_ns", "dynamic_smem", b"dynamic_smem", "external_id", b"external_id", "grid_x", b"grid_x", "grid_y", b"grid_y", "grid_z", b"grid_z", "kind", b"kind", "memory_op", b"memory_op", "name", b"name", "registers", b"registers", "return_value", b"return_value", "src_kind", b"src_kind", "start_ns", b"start_ns", "static_smem", b"static_smem", "stream", b"stream", "sync_type", b"sync_type", "thread", b"thread"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
