@@ -135,6 +135,23 @@ def test_jobs_lists_what_was_skipped_and_why_a_run_is_incomplete(
     assert "records lost in skipped parts: 3" in out
 
 
+@pytest.mark.parametrize("view", ["kernels", "streams", "gpus"])
+def test_summary_says_what_a_damaged_log_cost(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], view: str
+) -> None:
+    from tfprof.collector.cli import main
+
+    d = stored(tmp_path)
+    log = d / "batches.log"
+    data = bytearray(log.read_bytes())
+    data[entry_offsets(log)[2] + batchlog.HEADER.size] ^= 1  # the 3rd batch: 3 records
+    log.write_bytes(bytes(data))
+    assert main(["summary", "--data-dir", str(tmp_path), "--view", view]) == 0
+    out = capsys.readouterr().out
+    assert "job train: 3 records could not be read from the store" in out
+    assert "checksum mismatch" in out
+
+
 @pytest.mark.parametrize("name", ["hello.pb", "goodbye.pb"])
 def test_a_torn_small_file_costs_only_its_stream(tmp_path: Path, name: str) -> None:
     stored(tmp_path / "a")

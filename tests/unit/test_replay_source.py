@@ -126,7 +126,7 @@ def test_max_speed_emits_every_record_once(rel: str) -> None:
 def test_repeat_shifts_loops_forward_without_overlap() -> None:
     path = _trace_file("kineto-hta/event_sync_multi_stream.json.gz")
     trace = load_trace(path)
-    sink, _, _ = _run(path, repeat=3)
+    sink, _, _ = _run(path, speed=1e6, repeat=3)  # a finite speed: exact timing
     rows = sink.rows()
     assert len(rows) == 3 * len(trace)
     t0 = min(r["start_ns"] for r in rows)
@@ -153,7 +153,7 @@ def test_many_loops_of_a_short_trace(monkeypatch: pytest.MonkeyPatch, use_numpy:
         monkeypatch.setattr(replay, "_numpy", lambda: None)
     path = _trace_file("kineto-hta/simple_add.json.gz")
     trace = load_trace(path)
-    sink, _, _ = _run(path, repeat=1000)
+    sink, _, _ = _run(path, speed=1e6, repeat=1000)  # 16.5 ms of pacing: timing stays exact
     rows = sink.rows()
     assert len(rows) == 1000 * len(trace)
     assert all(len(t) <= replay.CHUNK_RECORDS for t in sink.tables)
@@ -166,6 +166,34 @@ def test_many_loops_of_a_short_trace(monkeypatch: pytest.MonkeyPatch, use_numpy:
     assert Counter(_key(r, sink, t0) for r in last) == _trace_keys(trace, shift=999 * period)
     corr = [r["correlation"] for r in rows]
     assert 0 not in corr and len(set(corr)) == len(corr)
+
+
+@needs_traces
+def test_max_speed_with_repeats_compresses_time_into_one_recording() -> None:
+    # 1000 loops of a 16.5 s recording at max: stamped over ~16.5 s, not 4.6 hours
+    # past the wall clock; every duration and offset divided by the repeat count.
+    path = _trace_file("kineto-hta/simple_add.json.gz")
+    trace = load_trace(path)
+    n, repeat = len(trace), 1000
+    sink, before, after = _run(path, speed=None, repeat=repeat)
+    rows = sink.rows()
+    assert len(rows) == repeat * n
+    starts = [r["start_ns"] for r in rows]
+    assert starts == sorted(starts) and before <= starts[0] <= after
+    period = -(-(trace.span_ns + LOOP_GAP_NS) // repeat)
+    assert max(r["start_ns"] + r["duration_ns"] for r in rows) - starts[0] <= repeat * period
+    first, last = rows[:n], rows[-n:]  # emitted loop by loop
+    t_first, t_last = first[0]["start_ns"], last[0]["start_ns"]
+    expected = Counter(
+        ((trace.column("start_ns")[i] - trace.column("start_ns")[0]) // repeat,
+         max(1, d // repeat) if (d := trace.column("duration_ns")[i]) else 0)
+        for i in range(n)
+    )  # fmt: skip
+    for loop, t in ((first, t_first), (last, t_last)):
+        assert Counter((r["start_ns"] - t, r["duration_ns"]) for r in loop) == expected
+    for i in range(1, repeat):  # loops never overlap
+        earlier, later = rows[(i - 1) * n : i * n], rows[i * n : (i + 1) * n]
+        assert max(r["start_ns"] + r["duration_ns"] for r in earlier) <= later[0]["start_ns"]
 
 
 def _kineto_kernels(tmp_path: Path, offsets_us: list[int]) -> str:

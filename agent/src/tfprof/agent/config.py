@@ -42,7 +42,10 @@ OPTIONS: dict[str, Option] = {
         "cupti | replay:PATH | none | auto (cupti when a CUDA driver is present)",
     ),
     "replay_speed": Option(
-        "TFPROF_REPLAY_SPEED", "1.0", "replay pace: 1.0 = as recorded, 2 = twice as fast, max"
+        "TFPROF_REPLAY_SPEED",
+        "1.0",
+        "replay pace: 1.0 = as recorded, 2 = twice as fast, max = as fast as possible"
+        " (with N repeats, max compresses time N-fold)",
     ),
     "replay_repeat": Option("TFPROF_REPLAY_REPEAT", "1", "replay the trace N times back to back"),
     "host_metrics_interval": Option(

@@ -11,6 +11,12 @@ per loop (0 stays 0, "none") so they stay unique. With ``speed=X`` a record is h
 to the sink no earlier than ``(offset + loop shift) / X`` after ``t0`` (batches span
 about ``PACE_WINDOW_S`` of wall time); ``speed=None`` emits as fast as the sink takes.
 
+``speed=None`` (max) with ``repeat=N > 1`` compresses time N-fold (starts, durations,
+gaps): the N loops together span one recording, so a flood of repeats is not stamped
+minutes past the wall clock. Exact timing needs a finite speed, where pacing keeps every
+record at or before the wall clock. One loop at max is exact and ends at most one
+recording's span after it started.
+
 Cost: the chunk tables are built once per trace (short traces are tiled several loops
 per block so batches stay large); each loop then only rebuilds the start and
 correlation columns.
@@ -108,6 +114,7 @@ class _Chunk:
 
 
 _START = COLUMNS.index("start_ns")
+_DURATION = COLUMNS.index("duration_ns")
 _CORRELATION = COLUMNS.index("correlation")
 
 
@@ -244,6 +251,8 @@ class _Plan:
     ) -> None:
         n = len(trace)
         self.repeat = repeat
+        # Time compression at max with repeats (see the module docstring).
+        self.compression = repeat if speed is None else 1
         self.period_ns = trace.span_ns + LOOP_GAP_NS
         correlation = trace.column("correlation")
         self.has_correlation = any(correlation)
@@ -267,6 +276,14 @@ class _Plan:
             else:
                 tiled = base * k
             block.append(tiled)
+        if self.compression > 1:
+            c = self.compression
+            block[_START] = array.array("q", [v // c for v in block[_START]])
+            # A record keeps at least 1 ns: a zero duration would read as an instant.
+            block[_DURATION] = array.array(
+                "q", [max(1, v // c) if v else 0 for v in block[_DURATION]]
+            )
+            self.period_ns = -(-self.period_ns // c)  # rounded up: loops never overlap
         window_ns = None if speed is None else int(PACE_WINDOW_S * 1e9 * speed)
         self._full = _chunks(block, len(block[0]), window_ns)
         rest = repeat % k

@@ -26,11 +26,22 @@ def _host(job: JobRef) -> str:
     )
 
 
+def _damaged(job: JobRef) -> str:
+    lost = "an unknown number of" if job.lost_records is None else f"{job.lost_records:,}"
+    return (
+        f"job {job.label}: {lost} records could not be read from the store and are not"
+        f" counted here: {'; '.join(job.skipped)}"
+    )
+
+
 def notes(rs: RecordSet) -> tuple[str, ...]:
-    """One line per job with no GPU record in the window: why, and what the host did."""
+    """One line per job with no GPU record in the window (why, and what the host did),
+    and one per job whose stored data was partly unreadable (what, and how much)."""
     with_records = set(rs.job.tolist()) if len(rs) else set()
-    return tuple(
+    lines = [
         f"job {job.label}: no GPU activity was recorded: {_reason(job)}; {_host(job)}"
         for j, job in enumerate(rs.jobs)
         if j not in with_records
-    )
+    ]
+    lines += [_damaged(job) for job in rs.jobs if job.skipped]
+    return tuple(lines)

@@ -52,6 +52,10 @@ class JobRef:
     dropped: int
     sources: tuple[str, ...] = ()  # the processes' record sources (cupti, none, replay:...)
     host: HostStats = HostStats()
+    # Unreadable parts of the stored job ("<stream>: <what>") and the records they held
+    # (None: unknown), so every view says what it could not count.
+    skipped: tuple[str, ...] = ()
+    lost_records: int | None = 0
 
 
 @dataclass(frozen=True)
@@ -127,6 +131,11 @@ _COLUMNS = ("device", "stream", "bytes", "copy_kind", "src_kind", "dst_kind", "s
 _TAGS = ("kind", "start", "end", "job", "process", "gpu", "name")
 
 
+def _lost_records(job: JobData) -> int | None:
+    lost = [s.lost_records for s in job.streams if s.skipped]
+    return None if None in lost or job.skipped else sum(n or 0 for n in lost)
+
+
 def prepare(
     jobs: Sequence[JobData], since_ns: int | None = None, until_ns: int | None = None
 ) -> RecordSet:
@@ -151,6 +160,9 @@ def prepare(
                 job.dropped.total,
                 tuple(sorted({s.source for s in job.streams if s.source})),
                 _host_stats(job.streams, window),
+                tuple(job.skipped)
+                + tuple(f"{s.task}: {w}" for s in job.streams for w in s.skipped),
+                _lost_records(job),
             )
         )
         for prep in prepared.streams:
