@@ -88,9 +88,67 @@ def union_busy_ns(
     """Nanoseconds per device covered by the union of ``[start, end)`` per (device,
     stream), beyond what ``covered`` (end of what each stream counted so far) holds;
     ``covered`` is moved forward."""
-    busy: dict[int, int] = {}
     if not len(start):
-        return busy
+        return {}
+    stream_keys, group = _group_streams(device, stream)
+    base = int(start.min())
+    span = int(end.max()) - base + 2  # times relative to base, and -1, fit in [0, span)
+    if len(stream_keys) * span >= 1 << 62:  # absurd spans: one group at a time, no lifts
+        return _union_per_group(device, stream, start, end, covered)
+    rel_start, rel_end = start - base, end - base
+    if bool((rel_start[1:] >= rel_start[:-1]).all()):  # the usual batch: in time order
+        order = np.argsort(group.astype(np.uint16 if len(stream_keys) < 1 << 16 else np.int64),
+                           kind="stable")  # fmt: skip
+    else:
+        order = np.argsort(group * span + rel_start)  # by stream, then start
+    g, s, e = group[order], rel_start[order], rel_end[order]
+    counted = np.array(
+        [max(-1, min(span - 2, covered.get(k, _INT64_MIN) - base)) for k in stream_keys]
+    )
+    # Intervals sorted by start: each adds what it reaches past every earlier one of its
+    # stream. One running maximum serves every stream: each stream's values are lifted
+    # above all of the streams before it.
+    lift = g * span + 1
+    reach = np.maximum(np.maximum.accumulate(e + lift) - lift, counted[g])
+    first = np.flatnonzero(np.concatenate(([True], g[1:] != g[:-1])))
+    before = np.concatenate(([0], reach[:-1]))
+    before[first] = counted[g[first]]
+    added = np.clip(e - np.maximum(s, before), 0, None)
+    per_stream = np.add.reduceat(added, first)
+    last = np.append(first[1:] - 1, len(g) - 1)
+    busy: dict[int, int] = {}
+    for key, ns, reached in zip(
+        stream_keys, per_stream.tolist(), reach[last].tolist(), strict=True
+    ):
+        busy[key[0]] = busy.get(key[0], 0) + ns
+        covered[key] = max(covered.get(key, _INT64_MIN), base + reached)
+    return busy
+
+
+def _group_streams(device: np.ndarray, stream: np.ndarray) -> tuple[list[StreamKey], np.ndarray]:
+    """The distinct (device, stream) pairs (or (device, copy kind)), and each record's index
+    among them."""
+    width = int(stream.max()) + 1
+    if (int(device.max()) + 1) * width <= 1 << 16:  # small ids, as CUDA hands them out
+        pair = device * width + stream
+        present = np.flatnonzero(np.bincount(pair))
+        lookup = np.zeros(int(present[-1]) + 1, np.int64)
+        lookup[present] = np.arange(len(present))
+        return [(p // width, p % width) for p in present.tolist()], lookup[pair]
+    pairs = (device.astype(np.uint64) << np.uint64(32)) | stream.astype(np.uint64)
+    keys, group = np.unique(pairs, return_inverse=True)
+    return [(k >> 32, k & 0xFFFFFFFF) for k in keys.tolist()], group.ravel()
+
+
+def _union_per_group(
+    device: np.ndarray,
+    stream: np.ndarray,
+    start: np.ndarray,
+    end: np.ndarray,
+    covered: dict[StreamKey, int],
+) -> dict[int, int]:
+    """``union_busy_ns`` with a loop over the streams, for spans too long to lift."""
+    busy: dict[int, int] = {}
     order = np.lexsort((start, stream, device))
     device, stream, start, end = device[order], stream[order], start[order], end[order]
     edges = np.flatnonzero((np.diff(device) != 0) | (np.diff(stream) != 0)) + 1
@@ -99,7 +157,6 @@ def union_busy_ns(
         key = (int(device[lo]), int(stream[lo]))
         ends = end[lo:hi]
         counted = covered.get(key, _INT64_MIN)
-        # Intervals sorted by start: each adds what it reaches past every earlier one.
         reach = np.maximum(np.maximum.accumulate(ends), counted)
         before = np.concatenate(([counted], reach[:-1]))
         added = np.clip(ends - np.maximum(start[lo:hi], before), 0, None)
@@ -121,8 +178,8 @@ def batch_figures(records: pb.Records, covered: dict[StreamKey, int]) -> dict[in
         return out
     kind = np.array(records.kind, dtype=np.int64)
     device = _column(records, "device", n)
-    kernels = kind == pb.KERNEL
-    if kernels.any():
+    kernels = np.flatnonzero(kind == pb.KERNEL)
+    if len(kernels):
         start = _column(records, "start_ns", n)[kernels]
         end = start + _column(records, "duration_ns", n)[kernels]
         k_device = device[kernels]
@@ -132,20 +189,20 @@ def batch_figures(records: pb.Records, covered: dict[StreamKey, int]) -> dict[in
         ordinals, counts = np.unique(k_device, return_counts=True)
         for ordinal, count in zip(ordinals.tolist(), counts.tolist(), strict=True):
             out.setdefault(ordinal, GpuFigures()).kernels += count
-    copies = kind == pb.MEMCPY
-    if copies.any():
-        pairs = np.stack((device[copies], _column(records, "copy_kind", n)[copies]))
-        keys, inverse = np.unique(pairs, axis=1, return_inverse=True)
-        counts = np.bincount(inverse.ravel(), minlength=keys.shape[1])
-        nbytes = np.zeros(keys.shape[1], np.int64)
-        np.add.at(nbytes, inverse.ravel(), _column(records, "bytes", n)[copies])
+    copies = np.flatnonzero(kind == pb.MEMCPY)
+    if len(copies):
+        pairs, group = _group_streams(device[copies], _column(records, "copy_kind", n)[copies])
+        counts = np.bincount(group, minlength=len(pairs))
+        nbytes = np.bincount(
+            group, weights=_column(records, "bytes", n)[copies], minlength=len(pairs)
+        )
         for (ordinal, copy_kind), count, size in zip(
-            keys.T.tolist(), counts.tolist(), nbytes.tolist(), strict=True
+            pairs, counts.tolist(), nbytes.tolist(), strict=True
         ):
             gpu = out.setdefault(ordinal, GpuFigures())
             direction = COPY_KINDS.label(copy_kind)
             gpu.copies[direction] = gpu.copies.get(direction, 0) + count
-            gpu.copy_bytes[direction] = gpu.copy_bytes.get(direction, 0) + size
+            gpu.copy_bytes[direction] = gpu.copy_bytes.get(direction, 0) + int(size)
     return out
 
 
