@@ -263,3 +263,12 @@ def test_a_dead_endpoint_shows_in_the_status_line_and_the_view_keeps_running() -
             await pilot.press("q")
 
     asyncio.run(drive())
+
+
+def test_the_live_view_off_a_terminal_points_at_once(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["top", "--collector", "127.0.0.1:9317"]) == 2  # stdout is captured here
+    err = capsys.readouterr().err.splitlines()
+    assert err == [
+        "tfprof-collector: the live view needs a terminal; use --once (with --format json "
+        "for scripts)"
+    ]
