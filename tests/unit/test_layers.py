@@ -21,7 +21,9 @@ ROOT = Path(__file__).resolve().parents[2]
 SOURCE_ROOTS = [ROOT / "proto" / "src", ROOT / "agent" / "src", ROOT / "collector" / "src"]
 EMBEDDED_FACADE = "tfprof.collector.embedded"
 # The collector's third-party dependencies, none of which a training image needs.
-COLLECTOR_ONLY = {"numpy", "orjson", "perfetto", "prometheus_client", "rich", "duckdb", "pyarrow"}
+COLLECTOR_ONLY = {
+    "numpy", "orjson", "perfetto", "prometheus_client", "rich", "textual", "duckdb", "pyarrow"
+}  # fmt: skip
 # Imported by the bootstrap in every traced process, before user code.
 HOOK_ENTRY = "tfprof.agent.hook"
 

@@ -26,6 +26,7 @@ EXAMPLES = {
     "merge": "tfprof-collector merge --as jobs a.json b.json -o both.json.gz",
     "summary": "tfprof-collector summary tfprof-trace.json --view kernels --top 20",
     "advise": "tfprof-collector advise --data-dir /var/lib/tfprof --job train",
+    "top": "tfprof-collector top --collector 127.0.0.1:9317 --once --format json",
 }
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 
 from tfprof.collector.errors import FailedPrecondition, StorageUnavailable, Unsupported
+from tfprof.collector.live import StreamAccount
 from tfprof.collector.metrics import CollectorMetrics
 from tfprof.collector.store import Store
 from tfprof.collector.store.writer import StreamWriter
@@ -31,6 +32,7 @@ class IngestStream:
         self.duplicates = 0
         self._dropped_seen = 0  # highest cumulative ``Batch.dropped`` counted so far
         self._shift = 0  # what readers add to this stream's record times
+        self.live: StreamAccount | None = None  # per-job/GPU figures (collector/live.py)
 
     def hello(self, hello: pb.Hello) -> int:
         if self.writer is not None:
@@ -50,6 +52,7 @@ class IngestStream:
         self._dropped_seen = self.writer.summary.dropped_queue
         if self.metrics is not None:
             self.metrics.stream_opened()
+            self.live = self.metrics.live.open_stream(hello)
         log.info(
             "stream %s of job %s run %s (%s pid %d) opened at seq %d",
             hello.stream_id,
@@ -85,6 +88,10 @@ class IngestStream:
                 self.metrics.duplicate_ignored()
             if batch.dropped > self._dropped_seen:
                 self.metrics.dropped_reported("queue", batch.dropped - self._dropped_seen)
+        if self.live is not None:
+            if written:
+                self.live.batch_stored(batch)
+            self.live.dropped("queue", batch.dropped - self._dropped_seen)
         self._dropped_seen = max(self._dropped_seen, batch.dropped)
         return self.writer.last_seq
 
@@ -100,6 +107,10 @@ class IngestStream:
             self.metrics.dropped_reported("queue", goodbye.dropped_queue - self._dropped_seen)
             self.metrics.dropped_reported("tracer", goodbye.dropped_tracer)
             self.metrics.dropped_reported("relay", goodbye.dropped_relay)
+        if self.live is not None:
+            self.live.dropped("queue", goodbye.dropped_queue - self._dropped_seen)
+            self.live.dropped("tracer", goodbye.dropped_tracer)
+            self.live.dropped("relay", goodbye.dropped_relay)
         self._dropped_seen = max(self._dropped_seen, goodbye.dropped_queue)
         assert self.hello_msg is not None
         log.info(
@@ -116,3 +127,5 @@ class IngestStream:
             writer.close()
             if self.metrics is not None:
                 self.metrics.stream_closed()
+        if self.live is not None:
+            self.live.close()

@@ -1,0 +1,325 @@
+"""Per-job, per-GPU figures of what is being ingested now: what `top` and Grafana show.
+
+Every stored batch adds, per (job, host, GPU): kernel busy time, kernel count, copies and
+copied bytes per direction; every stream adds its drops per job and counts as one live
+process while open. A GPU is its device UUID from the stream's hello and batches, else
+``host/gpu:N`` (as ``StreamData.device_uuid`` names it).
+
+Busy time is the union of kernel intervals per CUDA stream: overlapping kernels of one
+stream count once, kernels of different streams each count (so a job's busy seconds per
+second may pass 1 when its streams run kernels at the same time). The union is exact
+within a batch; across batches each CUDA stream keeps the end of what it counted, and a
+later record that starts before that end counts only beyond it (records of a stream
+arrive in time order, so this loses nothing in practice). Record times are durations on
+one host's clock, so no clock mapping is needed.
+
+Cost per batch is a few numpy passes over its columns, every CUDA stream at once (about
+50 ns a record, bench/live_metrics.py); Python loops run per stream or GPU, never per
+record.
+
+Label cardinality is bounded: a job whose last process closed is forgotten ``retain_s``
+after (long enough for scrapes to see its final figures); at most ``max_jobs`` jobs
+(finished ones are forgotten first to make room) and ``max_gpus`` GPUs per job are kept,
+and what would pass a bound is added under the job or GPU ``<other>`` (not a valid job
+name, so it cannot collide with one).
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from tfprof.core.cupti_labels import COPY_KINDS
+from tfprof.proto import collector_pb2 as pb
+
+OTHER = "<other>"
+RETAIN_S = 300.0
+MAX_JOBS = 1000
+MAX_GPUS = 64
+_INT64_MIN = np.iinfo(np.int64).min
+
+GpuKey = tuple[str, str]  # (host, gpu uuid)
+StreamKey = tuple[int, int]  # (device ordinal, CUDA stream) inside one process
+
+
+@dataclass
+class GpuFigures:
+    """What one job did on one GPU, since the collector started (or the job came back)."""
+
+    busy_ns: int = 0
+    kernels: int = 0
+    copies: dict[str, int] = field(default_factory=dict)  # direction -> count
+    copy_bytes: dict[str, int] = field(default_factory=dict)
+
+    def add(self, other: GpuFigures) -> None:
+        self.busy_ns += other.busy_ns
+        self.kernels += other.kernels
+        for direction, n in other.copies.items():
+            self.copies[direction] = self.copies.get(direction, 0) + n
+        for direction, n in other.copy_bytes.items():
+            self.copy_bytes[direction] = self.copy_bytes.get(direction, 0) + n
+
+
+@dataclass
+class JobFigures:
+    processes: int = 0  # streams open now
+    dropped: dict[str, int] = field(default_factory=dict)  # reason -> records
+    gpus: dict[GpuKey, GpuFigures] = field(default_factory=dict)
+    finished_at: float | None = None  # clock() when its last stream closed
+
+    def copy(self) -> JobFigures:
+        gpus = {}
+        for key, g in self.gpus.items():
+            gpus[key] = GpuFigures(g.busy_ns, g.kernels, dict(g.copies), dict(g.copy_bytes))
+        return JobFigures(self.processes, dict(self.dropped), gpus, self.finished_at)
+
+
+def union_busy_ns(
+    device: np.ndarray,
+    stream: np.ndarray,
+    start: np.ndarray,
+    end: np.ndarray,
+    covered: dict[StreamKey, int],
+) -> dict[int, int]:
+    """Nanoseconds per device covered by the union of ``[start, end)`` per (device,
+    stream), beyond what ``covered`` (end of what each stream counted so far) holds;
+    ``covered`` is moved forward."""
+    if not len(start):
+        return {}
+    stream_keys, group = _group_streams(device, stream)
+    base = int(start.min())
+    span = int(end.max()) - base + 2  # times relative to base, and -1, fit in [0, span)
+    if len(stream_keys) * span >= 1 << 62:  # absurd spans: one group at a time, no lifts
+        return _union_per_group(device, stream, start, end, covered)
+    rel_start, rel_end = start - base, end - base
+    if bool((rel_start[1:] >= rel_start[:-1]).all()):  # the usual batch: in time order
+        order = np.argsort(group.astype(np.uint16 if len(stream_keys) < 1 << 16 else np.int64),
+                           kind="stable")  # fmt: skip
+    else:
+        order = np.argsort(group * span + rel_start)  # by stream, then start
+    g, s, e = group[order], rel_start[order], rel_end[order]
+    counted = np.array(
+        [max(-1, min(span - 2, covered.get(k, _INT64_MIN) - base)) for k in stream_keys]
+    )
+    # Intervals sorted by start: each adds what it reaches past every earlier one of its
+    # stream. One running maximum serves every stream: each stream's values are lifted
+    # above all of the streams before it.
+    lift = g * span + 1
+    reach = np.maximum(np.maximum.accumulate(e + lift) - lift, counted[g])
+    first = np.flatnonzero(np.concatenate(([True], g[1:] != g[:-1])))
+    before = np.concatenate(([0], reach[:-1]))
+    before[first] = counted[g[first]]
+    added = np.clip(e - np.maximum(s, before), 0, None)
+    per_stream = np.add.reduceat(added, first)
+    last = np.append(first[1:] - 1, len(g) - 1)
+    busy: dict[int, int] = {}
+    for key, ns, reached in zip(
+        stream_keys, per_stream.tolist(), reach[last].tolist(), strict=True
+    ):
+        busy[key[0]] = busy.get(key[0], 0) + ns
+        covered[key] = max(covered.get(key, _INT64_MIN), base + reached)
+    return busy
+
+
+def _group_streams(device: np.ndarray, stream: np.ndarray) -> tuple[list[StreamKey], np.ndarray]:
+    """The distinct (device, stream) pairs (or (device, copy kind)), and each record's index
+    among them."""
+    width = int(stream.max()) + 1
+    if (int(device.max()) + 1) * width <= 1 << 16:  # small ids, as CUDA hands them out
+        pair = device * width + stream
+        present = np.flatnonzero(np.bincount(pair))
+        lookup = np.zeros(int(present[-1]) + 1, np.int64)
+        lookup[present] = np.arange(len(present))
+        return [(p // width, p % width) for p in present.tolist()], lookup[pair]
+    pairs = (device.astype(np.uint64) << np.uint64(32)) | stream.astype(np.uint64)
+    keys, group = np.unique(pairs, return_inverse=True)
+    return [(k >> 32, k & 0xFFFFFFFF) for k in keys.tolist()], group.ravel()
+
+
+def _union_per_group(
+    device: np.ndarray,
+    stream: np.ndarray,
+    start: np.ndarray,
+    end: np.ndarray,
+    covered: dict[StreamKey, int],
+) -> dict[int, int]:
+    """``union_busy_ns`` with a loop over the streams, for spans too long to lift."""
+    busy: dict[int, int] = {}
+    order = np.lexsort((start, stream, device))
+    device, stream, start, end = device[order], stream[order], start[order], end[order]
+    edges = np.flatnonzero((np.diff(device) != 0) | (np.diff(stream) != 0)) + 1
+    bounds = [0, *edges.tolist(), len(start)]
+    for lo, hi in itertools.pairwise(bounds):
+        key = (int(device[lo]), int(stream[lo]))
+        ends = end[lo:hi]
+        counted = covered.get(key, _INT64_MIN)
+        reach = np.maximum(np.maximum.accumulate(ends), counted)
+        before = np.concatenate(([counted], reach[:-1]))
+        added = np.clip(ends - np.maximum(start[lo:hi], before), 0, None)
+        busy[key[0]] = busy.get(key[0], 0) + int(added.sum())
+        covered[key] = int(reach[-1])
+    return busy
+
+
+def _column(records: pb.Records, name: str, n: int) -> np.ndarray:
+    values = getattr(records, name)
+    return np.array(values, dtype=np.int64) if len(values) else np.zeros(n, np.int64)
+
+
+def batch_figures(records: pb.Records, covered: dict[StreamKey, int]) -> dict[int, GpuFigures]:
+    """Kernel and copy figures of one batch's records per device ordinal."""
+    n = len(records.kind)
+    out: dict[int, GpuFigures] = {}
+    if not n:
+        return out
+    kind = np.array(records.kind, dtype=np.int64)
+    device = _column(records, "device", n)
+    kernels = np.flatnonzero(kind == pb.KERNEL)
+    if len(kernels):
+        start = _column(records, "start_ns", n)[kernels]
+        end = start + _column(records, "duration_ns", n)[kernels]
+        k_device = device[kernels]
+        k_stream = _column(records, "stream", n)[kernels]
+        for ordinal, ns in union_busy_ns(k_device, k_stream, start, end, covered).items():
+            out.setdefault(ordinal, GpuFigures()).busy_ns += ns
+        ordinals, counts = np.unique(k_device, return_counts=True)
+        for ordinal, count in zip(ordinals.tolist(), counts.tolist(), strict=True):
+            out.setdefault(ordinal, GpuFigures()).kernels += count
+    copies = np.flatnonzero(kind == pb.MEMCPY)
+    if len(copies):
+        pairs, group = _group_streams(device[copies], _column(records, "copy_kind", n)[copies])
+        counts = np.bincount(group, minlength=len(pairs))
+        nbytes = np.bincount(
+            group, weights=_column(records, "bytes", n)[copies], minlength=len(pairs)
+        )
+        for (ordinal, copy_kind), count, size in zip(
+            pairs, counts.tolist(), nbytes.tolist(), strict=True
+        ):
+            gpu = out.setdefault(ordinal, GpuFigures())
+            direction = COPY_KINDS.label(copy_kind)
+            gpu.copies[direction] = gpu.copies.get(direction, 0) + count
+            gpu.copy_bytes[direction] = gpu.copy_bytes.get(direction, 0) + int(size)
+    return out
+
+
+class StreamAccount:
+    """One agent stream's share of the live figures; fed by ingest, one thread at a time."""
+
+    def __init__(self, owner: LiveAccounting, hello: pb.Hello) -> None:
+        self._owner = owner
+        self.job = hello.job
+        self.host = hello.host
+        self._uuids: dict[int, str] = {}
+        self._learn(hello.devices)
+        self._covered: dict[StreamKey, int] = {}
+        self._open = True
+
+    def _learn(self, devices: Iterable[pb.Device]) -> None:
+        for d in devices:
+            if d.uuid:
+                self._uuids[d.ordinal] = d.uuid
+
+    def gpu(self, ordinal: int) -> GpuKey:
+        return self.host, self._uuids.get(ordinal, f"{self.host}/gpu:{ordinal}")
+
+    def batch_stored(self, batch: pb.Batch) -> None:
+        self._learn(batch.devices)
+        figures = batch_figures(batch.records, self._covered)
+        if figures:
+            self._owner.add(self.job, {self.gpu(o): f for o, f in figures.items()})
+
+    def dropped(self, reason: str, count: int) -> None:
+        if count > 0:
+            self._owner.add_dropped(self.job, reason, count)
+
+    def close(self) -> None:
+        if self._open:
+            self._open = False
+            self._owner.stream_closed(self.job)
+
+
+class LiveAccounting:
+    """The figures of every job seen lately; thread-safe (ingest runs on many threads)."""
+
+    def __init__(
+        self,
+        retain_s: float = RETAIN_S,
+        max_jobs: int = MAX_JOBS,
+        max_gpus: int = MAX_GPUS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.retain_s = retain_s
+        self.max_jobs = max_jobs
+        self.max_gpus = max_gpus
+        self._clock = clock
+        self._jobs: dict[str, JobFigures] = {}
+        self._lock = threading.Lock()
+
+    def open_stream(self, hello: pb.Hello) -> StreamAccount:
+        account = StreamAccount(self, hello)
+        with self._lock:
+            self._prune()
+            job = self._job(account.job)
+            job.processes += 1
+            job.finished_at = None
+            account.job = self._label(account.job)
+        return account
+
+    def add(self, job: str, per_gpu: dict[GpuKey, GpuFigures]) -> None:
+        with self._lock:
+            figures = self._job(job)
+            for key, add in per_gpu.items():
+                if key not in figures.gpus and len(figures.gpus) >= self.max_gpus:
+                    key = (key[0], OTHER)
+                figures.gpus.setdefault(key, GpuFigures()).add(add)
+
+    def add_dropped(self, job: str, reason: str, count: int) -> None:
+        with self._lock:
+            dropped = self._job(job).dropped
+            dropped[reason] = dropped.get(reason, 0) + count
+
+    def stream_closed(self, job: str) -> None:
+        with self._lock:
+            figures = self._job(job)
+            figures.processes = max(0, figures.processes - 1)
+            if figures.processes == 0:
+                figures.finished_at = self._clock()
+
+    def snapshot(self) -> dict[str, JobFigures]:
+        """A copy of every job's figures, finished jobs past ``retain_s`` left out."""
+        with self._lock:
+            self._prune()
+            return {name: job.copy() for name, job in self._jobs.items()}
+
+    # -- under the lock ------------------------------------------------------------------
+
+    def _label(self, job: str) -> str:
+        return job if job in self._jobs else OTHER
+
+    def _job(self, job: str) -> JobFigures:
+        figures = self._jobs.get(job)
+        if figures is None:
+            if len(self._jobs) >= self.max_jobs:
+                self._evict_one_finished()
+            if len(self._jobs) >= self.max_jobs:
+                job = OTHER
+            figures = self._jobs.setdefault(job, JobFigures())
+        return figures
+
+    def _evict_one_finished(self) -> None:
+        finished = [
+            (j.finished_at, name) for name, j in self._jobs.items() if j.finished_at is not None
+        ]
+        if finished:
+            del self._jobs[min(finished)[1]]
+
+    def _prune(self) -> None:
+        limit = self._clock() - self.retain_s
+        for name, job in list(self._jobs.items()):
+            if job.finished_at is not None and job.finished_at < limit:
+                del self._jobs[name]

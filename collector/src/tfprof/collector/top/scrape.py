@@ -1,0 +1,99 @@
+"""One read of the collector's Prometheus endpoint, reduced to the per-job/GPU families.
+
+top reads what Grafana reads (one source of truth, no RPC of its own): the ``tfprof_*``
+families collector/metrics.py exposes from collector/live.py's figures.
+"""
+
+from __future__ import annotations
+
+import http.client
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass, field
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from tfprof.collector.errors import CollectorError, InvalidArgument
+
+GpuSeries = tuple[str, str, str]  # (job, host, gpu uuid)
+CopySeries = tuple[str, str, str, str]  # (job, host, gpu uuid, direction)
+MAX_BYTES = 64 << 20  # a scrape of 1,000 jobs on 64 GPUs each is a few MB
+
+
+class MetricsUnavailable(CollectorError):
+    """The metrics endpoint cannot be read now (down, not an HTTP metrics endpoint)."""
+
+
+@dataclass(frozen=True)
+class Scrape:
+    """Counter and gauge values of one scrape; ``at`` is time.monotonic() of the read."""
+
+    at: float
+    busy_seconds: dict[GpuSeries, float] = field(default_factory=dict)
+    kernels: dict[GpuSeries, float] = field(default_factory=dict)
+    copies: dict[CopySeries, float] = field(default_factory=dict)
+    copy_bytes: dict[CopySeries, float] = field(default_factory=dict)
+    dropped: dict[str, float] = field(default_factory=dict)  # job -> records, all reasons
+    processes: dict[str, float] = field(default_factory=dict)  # job -> streams open
+
+
+def metrics_url(address: str) -> str:
+    """``HOST:PORT`` (or a whole ``http://`` URL) of the metrics endpoint as a URL."""
+    if "://" in address:
+        parsed = urllib.parse.urlsplit(address)
+        if parsed.scheme not in ("http", "https") or not parsed.netloc:
+            raise InvalidArgument(f"--collector {address!r}: not an http(s) URL")
+        return address if parsed.path not in ("", "/") else f"{address.rstrip('/')}/metrics"
+    host, sep, port = address.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise InvalidArgument(
+            f"--collector {address!r}: not HOST:PORT of the collector's metrics endpoint "
+            "(the address `serve --metrics-listen` prints)"
+        )
+    return f"http://{host}:{port}/metrics"
+
+
+def read_metrics(url: str, timeout: float = 5.0) -> Scrape:
+    """Fetch and parse one scrape of ``url``."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as reply:
+            body = reply.read(MAX_BYTES + 1)
+    except urllib.error.HTTPError as exc:
+        raise MetricsUnavailable(f"cannot read {url}: HTTP {exc.code} {exc.reason}") from exc
+    except urllib.error.URLError as exc:
+        reason = getattr(exc.reason, "strerror", None) or exc.reason
+        raise MetricsUnavailable(f"cannot read {url}: {reason}") from exc
+    except (OSError, http.client.HTTPException) as exc:
+        raise MetricsUnavailable(f"cannot read {url}: {exc or type(exc).__name__}") from exc
+    if len(body) > MAX_BYTES:
+        raise MetricsUnavailable(f"{url} sent more than {MAX_BYTES >> 20} MiB")
+    try:
+        return parse_metrics(body.decode("utf-8"), time.monotonic())
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise MetricsUnavailable(f"{url} is not a Prometheus metrics endpoint: {exc}") from exc
+
+
+def parse_metrics(text: str, at: float) -> Scrape:
+    """The tfprof_* per-job families of a Prometheus text exposition."""
+    scrape = Scrape(at)
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            labels, value = sample.labels, float(sample.value)
+            job = labels.get("job", "")
+            gpu = (job, labels.get("host", ""), labels.get("gpu_uuid", ""))
+            copy = (*gpu, labels.get("direction", ""))
+            if sample.name == "tfprof_gpu_busy_seconds_total":
+                scrape.busy_seconds[gpu] = value
+            elif sample.name == "tfprof_kernels_total":
+                scrape.kernels[gpu] = value
+            elif sample.name == "tfprof_copies_total":
+                scrape.copies[copy] = value
+            elif sample.name == "tfprof_copy_bytes_total":
+                scrape.copy_bytes[copy] = value
+            elif sample.name == "tfprof_records_dropped_total":
+                scrape.dropped[job] = scrape.dropped.get(job, 0.0) + value
+            elif sample.name == "tfprof_processes":
+                scrape.processes[job] = value
+    return scrape

@@ -1,0 +1,244 @@
+"""Per-job, per-GPU live figures (collector/live.py) and their Prometheus families:
+interval unions against a brute-force reference, per-GPU attribution by UUID, drops,
+processes, and the bounds on label cardinality."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tfprof.collector.ingest import IngestStream
+from tfprof.collector.live import OTHER, LiveAccounting, batch_figures, union_busy_ns
+from tfprof.collector.metrics import LIVE_FAMILIES, CollectorMetrics
+from tfprof.collector.store import Store
+from tfprof.core.version import PROTOCOL_VERSION
+from tfprof.proto import collector_pb2 as pb
+
+T0 = 1_700_000_000 * 10**9
+UUID0 = "GPU-00000000-aaaa-bbbb-cccc-000000000000"
+
+
+def brute_force_union(intervals: list[tuple[int, int]]) -> int:
+    """Length of the union of [start, end) intervals, the textbook way."""
+    total, reach = 0, None
+    for start, end in sorted(intervals):
+        if reach is None or start >= reach:
+            total += end - start
+            reach = end
+        elif end > reach:
+            total += end - reach
+            reach = end
+    return total
+
+
+Columns = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+
+
+def arrays(rows: list[tuple[int, int, int, int]]) -> Columns:
+    """(device, stream, start, end) columns."""
+    cols = np.array(rows, dtype=np.int64).reshape(-1, 4)
+    return cols[:, 0], cols[:, 1], cols[:, 2], cols[:, 3]
+
+
+def test_overlapping_kernels_of_one_stream_count_once_and_streams_add_up() -> None:
+    rows = [
+        (0, 7, 100, 200),  # stream 7: [100, 250) in all = 150
+        (0, 7, 150, 250),
+        (0, 7, 160, 170),  # inside the others: nothing more
+        (0, 8, 150, 250),  # another stream counts on its own: 100
+        (1, 7, 100, 110),  # another device: 10
+    ]
+    covered: dict[tuple[int, int], int] = {}
+    assert union_busy_ns(*arrays(rows), covered) == {0: 250, 1: 10}
+    assert covered == {(0, 7): 250, (0, 8): 250, (1, 7): 110}
+
+
+def test_later_batches_count_only_past_what_each_stream_counted() -> None:
+    covered: dict[tuple[int, int], int] = {}
+    union_busy_ns(*arrays([(0, 7, 100, 200)]), covered)
+    # 150..200 was counted already; 200..260 is new; a gap then 300..310.
+    assert union_busy_ns(*arrays([(0, 7, 150, 260), (0, 7, 300, 310)]), covered) == {0: 70}
+    assert union_busy_ns(*arrays([(0, 7, 120, 180)]), covered) == {0: 0}
+
+
+@pytest.mark.parametrize(
+    ("seed", "shape"),
+    [
+        (0, "in time order"),
+        (1, "in time order"),
+        (2, "shuffled within each batch"),
+        (3, "large stream ids"),  # grouped by np.unique, not a small lookup table
+        (4, "spread over centuries"),  # too long to lift: one stream at a time
+    ],
+)
+def test_the_union_matches_a_brute_force_reference(seed: int, shape: str) -> None:
+    rng = np.random.default_rng(seed)
+    n = 2_000
+    device = rng.integers(0, 3, n)
+    stream = rng.integers(0, 4, n) * (1_000_003 if shape == "large stream ids" else 1)
+    if shape == "spread over centuries":
+        start = np.sort(rng.integers(0, 6 * 10**18, n))
+    else:
+        start = rng.integers(0, 1_000_000, n) + T0
+    end = start + rng.integers(0, 5_000, n)
+    # Fed in three batches cut in time order, as a stream delivers them.
+    order = np.argsort(start, kind="stable")
+    covered: dict[tuple[int, int], int] = {}
+    got: dict[int, int] = {}
+    for part in np.array_split(order, 3):
+        if shape == "shuffled within each batch":
+            part = rng.permutation(part)
+        cols = device[part], stream[part], start[part], end[part]
+        for d, ns in union_busy_ns(*cols, covered).items():
+            got[d] = got.get(d, 0) + ns
+    want: dict[int, int] = {}
+    for d, s in {(int(d), int(s)) for d, s in zip(device, stream, strict=True)}:
+        pick = (device == d) & (stream == s)
+        intervals = list(zip(start[pick].tolist(), end[pick].tolist(), strict=True))
+        want[d] = want.get(d, 0) + brute_force_union(intervals)
+    assert got == want
+
+
+def records(*rows: dict[str, int]) -> pb.Records:
+    """Records from dicts of columns; columns a row leaves out are zero."""
+    out = pb.Records()
+    names = sorted({k for row in rows for k in row})
+    for name in names:
+        getattr(out, name).extend([row.get(name, 0) for row in rows])
+    return out
+
+
+def kernel(start: int, duration: int, device: int = 0, stream: int = 7) -> dict[str, int]:
+    return {"kind": pb.KERNEL, "start_ns": T0 + start, "duration_ns": duration,
+            "device": device, "stream": stream}  # fmt: skip
+
+
+def copy(kind: int, nbytes: int, device: int = 0) -> dict[str, int]:
+    return {"kind": pb.MEMCPY, "start_ns": T0, "duration_ns": 5, "device": device,
+            "copy_kind": kind, "bytes": nbytes, "stream": 7}  # fmt: skip
+
+
+def test_a_batch_is_counted_per_device_and_copy_direction() -> None:
+    batch = records(
+        kernel(0, 100),
+        kernel(50, 100),
+        kernel(0, 30, device=1),
+        copy(1, 1000),
+        copy(1, 24),
+        copy(2, 500),
+        copy(10, 7, device=1),
+        {"kind": pb.MEMSET, "start_ns": T0, "duration_ns": 9, "device": 0},  # not a kernel
+        {"kind": pb.API, "start_ns": T0, "duration_ns": 9},  # host side: not on a GPU
+    )
+    figures = batch_figures(batch, {})
+    assert figures[0].busy_ns == 150 and figures[0].kernels == 2
+    assert figures[0].copies == {"HtoD": 2, "DtoH": 1}
+    assert figures[0].copy_bytes == {"HtoD": 1024, "DtoH": 500}
+    assert figures[1].busy_ns == 30 and figures[1].kernels == 1
+    assert figures[1].copies == {"PtoP": 1} and figures[1].copy_bytes == {"PtoP": 7}
+
+
+def hello(job: str, stream_id: str = "s1", devices: list[pb.Device] | None = None) -> pb.Hello:
+    return pb.Hello(protocol_version=PROTOCOL_VERSION, job=job, run_id="run1",
+                    stream_id=stream_id, host="node-a", pid=100, task="0",
+                    devices=devices or [])  # fmt: skip
+
+
+def batch(seq: int, recs: pb.Records, **fields: object) -> pb.Batch:
+    return pb.Batch(seq=seq, records=recs, **fields)  # type: ignore[arg-type]
+
+
+def stream(store: Store, metrics: CollectorMetrics, msg: pb.Hello) -> IngestStream:
+    ingest = IngestStream(store, metrics)
+    ingest.hello(msg)
+    return ingest
+
+
+def test_ingest_feeds_the_families_by_job_and_gpu_uuid(tmp_path: Path) -> None:
+    metrics, store = CollectorMetrics(), Store(tmp_path / "data")
+    a = stream(store, metrics, hello("alpha", "s1", [pb.Device(ordinal=0, uuid=UUID0)]))
+    b = stream(store, metrics, hello("beta", "s2"))
+    a.batch(batch(1, records(kernel(0, 1_000_000), copy(1, 4096))))
+    # A device named only in a later batch; a replayed batch (same seq) adds nothing.
+    late = [pb.Device(ordinal=1, uuid="GPU-late")]
+    a.batch(batch(2, records(kernel(0, 500_000, device=1)), devices=late, dropped=3))
+    a.batch(batch(2, records(kernel(0, 500_000, device=1)), devices=late, dropped=3))
+    b.batch(batch(1, records(kernel(0, 2_000_000), kernel(0, 2_000_000))))
+
+    def value(name: str, **labels: str) -> float:
+        return metrics.value(name, **{"host": "node-a", **labels})
+
+    alpha0 = {"job": "alpha", "gpu_uuid": UUID0}
+    assert value("tfprof_gpu_busy_seconds_total", **alpha0) == pytest.approx(0.001)
+    assert value("tfprof_kernels_total", **alpha0) == 1
+    assert value("tfprof_copies_total", **alpha0, direction="HtoD") == 1
+    assert value("tfprof_copy_bytes_total", **alpha0, direction="HtoD") == 4096
+    assert value("tfprof_kernels_total", job="alpha", gpu_uuid="GPU-late") == 1
+    beta0 = {"job": "beta", "gpu_uuid": "node-a/gpu:0"}  # no UUID: named by host and ordinal
+    assert value("tfprof_kernels_total", **beta0) == 2
+    assert value("tfprof_gpu_busy_seconds_total", **beta0) == pytest.approx(0.002)
+    assert metrics.value("tfprof_records_dropped_total", job="alpha", reason="queue") == 3
+    assert metrics.value("tfprof_processes", job="alpha") == 1
+
+    a.goodbye(pb.Goodbye(dropped_queue=5, dropped_tracer=2))
+    a.close()
+    assert metrics.value("tfprof_records_dropped_total", job="alpha", reason="queue") == 5
+    assert metrics.value("tfprof_records_dropped_total", job="alpha", reason="tracer") == 2
+    assert metrics.value("tfprof_processes", job="alpha") == 0
+    b.close()
+
+
+def test_every_family_is_exposed_with_its_help() -> None:
+    text = CollectorMetrics().exposition().decode()
+    for name, (kind, _doc, _labels) in LIVE_FAMILIES.items():
+        exposed = f"{name}_total" if kind == "counter" else name
+        assert f"# TYPE {exposed} {kind}" in text
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_finished_jobs_are_forgotten_after_the_retention() -> None:
+    clock = FakeClock()
+    live = LiveAccounting(retain_s=60, clock=clock)
+    one, two = live.open_stream(hello("j")), live.open_stream(hello("j", "s2"))
+    one.batch_stored(batch(1, records(kernel(0, 10))))
+    one.close()
+    clock.now += 120
+    assert live.snapshot()["j"].processes == 1  # still streaming: kept
+    two.close()
+    clock.now += 59
+    assert live.snapshot()["j"].gpus[("node-a", "node-a/gpu:0")].kernels == 1
+    clock.now += 2
+    assert "j" not in live.snapshot()
+
+
+def test_past_the_job_bound_finished_jobs_make_room_then_other_takes_the_rest() -> None:
+    live = LiveAccounting(max_jobs=2, clock=FakeClock())
+    first = live.open_stream(hello("first"))
+    first.close()
+    live.open_stream(hello("second"))
+    third = live.open_stream(hello("third"))  # "first" (finished) is forgotten for it
+    assert sorted(live.snapshot()) == ["second", "third"]
+    fourth = live.open_stream(hello("fourth"))  # nothing finished: counted under <other>
+    fourth.batch_stored(batch(1, records(kernel(0, 10))))
+    jobs = live.snapshot()
+    assert sorted(jobs) == [OTHER, "second", "third"]
+    assert jobs[OTHER].processes == 1 and jobs[OTHER].gpus
+    third.close()
+
+
+def test_past_the_gpu_bound_gpus_go_under_other() -> None:
+    live = LiveAccounting(max_gpus=2)
+    account = live.open_stream(hello("j"))
+    account.batch_stored(batch(1, records(*(kernel(0, 10, device=d) for d in range(5)))))
+    gpus = live.snapshot()["j"].gpus
+    assert len(gpus) == 3
+    assert gpus[("node-a", OTHER)].kernels == 3
