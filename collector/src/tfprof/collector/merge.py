@@ -303,7 +303,9 @@ def _group_rows(source: _Source) -> Iterator[tuple[TrackKey, np.ndarray]]:
 def _split_by(
     keys: np.ndarray, decode: Callable[[int], TrackKey]
 ) -> Iterator[tuple[TrackKey, np.ndarray]]:
-    if keys.shape[0] and (keys == keys[0]).all():
+    if keys.shape[0] == 0:
+        return
+    if (keys == keys[0]).all():
         yield decode(int(keys[0])), np.arange(keys.shape[0])
         return
     order = np.argsort(keys, kind="stable")
