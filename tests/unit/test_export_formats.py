@@ -185,7 +185,9 @@ def test_xplane_planes_lines_events_and_stats(tmp_path: Path) -> None:
     stat_names = {m.id: m.name for m in gpu.stat_metadata.values()}
     first = lines[7].events[0]
     stats = {stat_names[s.metadata_id]: s for s in first.stats}
-    assert stats["correlation_id"].uint64_value == 11
+    # correlation 11 has no API call in the sample: left out, so XProf draws no
+    # one-ended launch flow (tests/unit/test_host_side.py covers linked ones)
+    assert "correlation_id" not in stats and stats["context_id"].uint64_value
     assert stat_names[stats["kernel_details"].ref_value].startswith("regs:40 static_shared:1024")
     assert gpu.event_metadata[first.metadata_id].name == 'gemm<"fp16">\\kernel'
     # relative times: the line starts at the session start, events are ps after it

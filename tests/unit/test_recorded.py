@@ -46,11 +46,16 @@ def _raw(path: Path) -> dict[str, Any]:
     return doc
 
 
+_GPU_KINDS = (1, 2, 3, 4)
+
+
 def _records(trace: RecordedTrace) -> Counter[tuple[int, int, str, int, int, int]]:
-    """Multiset of (start_ns, duration_ns, name, kind, device, stream)."""
+    """Multiset of the GPU records' (start_ns from the first GPU record, duration_ns, name,
+    kind, device, stream); host records (API calls, ranges) may start earlier."""
     c = trace.columns
+    first = min(s for s, k in zip(c["start_ns"], c["kind"], strict=True) if k in _GPU_KINDS)
     return Counter(
-        (s, d, trace.names[n], k, dev, st)
+        (s - first, d, trace.names[n], k, dev, st)
         for s, d, n, k, dev, st in zip(
             c["start_ns"],
             c["duration_ns"],
@@ -60,6 +65,7 @@ def _records(trace: RecordedTrace) -> Counter[tuple[int, int, str, int, int, int
             c["stream"],
             strict=True,
         )
+        if k in _GPU_KINDS
     )
 
 
@@ -118,7 +124,7 @@ def test_tf_timeline_counts_match_the_raw_json(filename: str) -> None:
     trace = load_trace(path)
     assert trace.format == FORMAT_TF_TIMELINE
     assert trace.per_stream_counts() == expected
-    assert len(trace) == TF_TOTALS[filename]
+    assert sum(k in _GPU_KINDS for k in trace.column("kind")) == TF_TOTALS[filename]
     assert sum(v["kernel"] for v in expected.values()) == sum(kernels.values())
     assert sum(v["memcpy"] for v in expected.values()) == sum(copies.values())
     _check_columns(trace)
@@ -150,25 +156,26 @@ def test_tf_timeline_keeps_every_time_and_duration(filename: str) -> None:
 @needs_traces
 def test_tf_timeline_known_events() -> None:
     trace = load_trace(TRACES / "tf-timeline-ikhlestov" / "GPU_timeline_02_step_0.json")  # type: ignore[operator]
-    rows = {trace.names[n]: i for i, n in enumerate(trace.column("name"))}
     c = trace.columns
-    # first event of the file (an HtoD on stream 13) and a MatMul kernel 113.05 ms later
+    gpu = [i for i, k in enumerate(c["kind"]) if k in _GPU_KINDS]
+    rows = {trace.names[c["name"][i]]: i for i in gpu}
+    # first GPU event of the file (an HtoD on stream 13) and a MatMul kernel 113.05 ms later
     first = rows["edge_185__recv_Placeholder_1_0"]
-    assert (c["start_ns"][first], c["duration_ns"][first]) == (0, 1000)
+    assert first == gpu[0]
+    g0 = c["start_ns"][first]  # host op ranges start earlier
+    assert c["duration_ns"][first] == 1000
     assert (c["kind"][first], c["stream"][first], c["copy_kind"][first]) == (2, 13, 1)
     assert c["dst_kind"][first] == 3  # device memory
     # The op's name is on a kernel (stream 12) and on a copy it issued (stream 7, with a
     # memcpy-track twin and no stream:all twin): the copy must not pass for a kernel.
-    named = [
-        i for i, n in enumerate(c["name"]) if trace.names[n] == "layer_1/fully_connected/MatMul"
-    ]
+    named = [i for i in gpu if trace.names[c["name"][i]] == "layer_1/fully_connected/MatMul"]
     assert sorted((c["stream"][i], c["kind"][i], c["copy_kind"][i]) for i in named) == [
         (7, 2, 0),
         (12, 1, 0),
     ]
     kernel = rows["gradients/layer_1/fully_connected/MatMul_grad/MatMul"]
     assert c["kind"][kernel] == 1 and c["stream"][kernel] == 12
-    assert c["start_ns"][kernel] == (1490280136430555 - 1490280136316635) * 1000
+    assert c["start_ns"][kernel] - g0 == (1490280136430555 - 1490280136316635) * 1000
     assert c["duration_ns"][kernel] == 79_000
     dtoh = rows["edge_9_gradients/Mean_grad/Prod"]
     assert (c["copy_kind"][dtoh], c["src_kind"][dtoh], c["stream"][dtoh]) == (2, 3, 14)
@@ -195,10 +202,22 @@ def test_tf_timeline_device_path_names_and_stream_all(tmp_path: Path) -> None:
         (1, 0): {"kernel": 0, "memcpy": 1, "memset": 0},
     }
     c = trace.columns
-    assert list(c["start_ns"]) == [0, 10_000, 110_000]
-    assert list(c["copy_kind"]) == [1, 0, 8]
-    assert list(c["bytes"]) == [64, 0, 0]
-    assert [trace.names[n] for n in c["name"]] == ["edge_1_x", "dense/MatMul", "edge_2_y"]
+    # the CPU op (the executor's device track) is a host range, named <node>:<type>
+    assert list(c["kind"]) == [6, 2, 1, 2]
+    assert list(c["start_ns"]) == [0, 40_000, 50_000, 150_000]
+    assert list(c["copy_kind"]) == [0, 1, 0, 8]
+    assert list(c["bytes"]) == [0, 64, 0, 0]
+    assert [trace.names[n] for n in c["name"]] == [
+        "cpu/MatMul:MatMul",
+        "edge_1_x",
+        "dense/MatMul",
+        "edge_2_y",
+    ]
+    assert (c["thread"][0], trace.names[c["category"][0]], c["duration_ns"][0]) == (
+        1,
+        "tf_op",
+        500_000,
+    )
 
 
 # -- Kineto ---------------------------------------------------------------------------
@@ -246,7 +265,11 @@ def test_kineto_counts_and_times_match_the_raw_json(filename: str) -> None:
         for e in gpu
     )
     assert _records(trace) == want
-    corr = sorted(trace.column("correlation"))
+    corr = sorted(
+        c
+        for c, k in zip(trace.column("correlation"), trace.column("kind"), strict=True)
+        if k in _GPU_KINDS
+    )
     assert corr == sorted(e["args"]["correlation"] for e in gpu)
     assert trace.devices[0]["name"] == "NVIDIA A100-PG509-200"
     assert trace.devices[0]["sm_count"] == 108
@@ -295,14 +318,17 @@ def test_kineto_fractional_us_bandwidth_bytes_and_copy_names(tmp_path: Path) -> 
     path.write_text(text)
     trace = load_trace(path)
     c = trace.columns
+    # the runtime call, 667.5 µs before the kernel, is an API record on its thread and
+    # names no device; the GPU records follow
+    assert (c["kind"][0], c["thread"][0], c["correlation"][0], c["category"][0]) == (5, 9, 5, 1)
     # 2.0015 µs = 2001.5 ns and 2.7505 µs = 2750.5 ns: both round half to even
-    assert list(c["start_ns"]) == [0, 2750, 12500]
-    assert list(c["duration_ns"]) == [2002, 3000, 1000]
-    assert list(c["bytes"]) == [0, 7500, 7]  # 2.5 GB/s for 3 µs
-    assert list(c["copy_kind"]) == [0, 2, 10]
-    assert list(c["src_kind"]) == [0, 3, 3]
-    assert list(c["dst_kind"]) == [0, 2, 3]
-    assert list(c["device"]) == [1, 1, 1]
+    assert list(c["start_ns"]) == [0, 667_500, 670_250, 680_000]
+    assert list(c["duration_ns"]) == [1000, 2002, 3000, 1000]
+    assert list(c["bytes"]) == [0, 0, 7500, 7]  # 2.5 GB/s for 3 µs
+    assert list(c["copy_kind"]) == [0, 0, 2, 10]
+    assert list(c["src_kind"]) == [0, 0, 3, 3]
+    assert list(c["dst_kind"]) == [0, 0, 2, 3]
+    assert list(c["device"]) == [0, 1, 1, 1]
     assert [d["ordinal"] for d in trace.devices] == [1]
 
 

@@ -21,7 +21,7 @@ from tfprof.agent.sources import replay
 from tfprof.agent.sources.base import SourceUnavailable
 from tfprof.agent.sources.replay import LOOP_GAP_NS, ReplaySource
 from tfprof.core.formats import RecordedTrace, load_trace
-from tfprof.core.records import COLUMNS, DeviceInfo, RecordTable
+from tfprof.core.records import COLUMNS, DeviceInfo, RecordKind, RecordTable
 
 
 def _trace_file(rel: str) -> str:
@@ -87,15 +87,19 @@ def _run(path: str, speed: float | None = None, repeat: int = 1) -> tuple[FakeSi
 
 
 def _key(row: dict[str, int], sink: FakeSink, origin: int) -> tuple[Any, ...]:
+    category = sink.name(row["category"]) if row["kind"] == RecordKind.MARKER else row["category"]
     return (row["start_ns"] - origin, row["duration_ns"], sink.name(row["name"]), row["kind"],
-            row["device"], row["stream"], row["copy_kind"], row["bytes"])  # fmt: skip
+            row["device"], row["stream"], row["copy_kind"], row["bytes"], row["thread"],
+            row["cbid"], category)  # fmt: skip
 
 
 def _trace_keys(trace: RecordedTrace, shift: int = 0) -> Counter[tuple[Any, ...]]:
     c = trace.columns
     return Counter(
         (c["start_ns"][i] + shift, c["duration_ns"][i], trace.names[c["name"][i]], c["kind"][i],
-         c["device"][i], c["stream"][i], c["copy_kind"][i], c["bytes"][i])
+         c["device"][i], c["stream"][i], c["copy_kind"][i], c["bytes"][i], c["thread"][i],
+         c["cbid"][i],
+         trace.names[c["category"][i]] if c["kind"][i] == RecordKind.MARKER else c["category"][i])
         for i in range(len(trace))
     )  # fmt: skip
 
@@ -141,8 +145,17 @@ def test_repeat_shifts_loops_forward_without_overlap() -> None:
         assert max(r["start_ns"] + r["duration_ns"] for r in earlier) < min(
             r["start_ns"] for r in later
         )
-    corr = [r["correlation"] for r in rows if r["correlation"]]
-    assert len(set(corr)) == len(corr) == 3 * len([c for c in trace.column("correlation") if c])
+    # an API call and what it launched share one id; GPU records' ids stay unique per loop
+    gpu = (1, 2, 3, 4)
+    corr = [r["correlation"] for r in rows if r["correlation"] and r["kind"] in gpu]
+    recorded = [
+        c
+        for c, k in zip(trace.column("correlation"), trace.column("kind"), strict=True)
+        if c and k in gpu
+    ]
+    assert len(set(corr)) == len(corr) == 3 * len(recorded)
+    ids = [{r["correlation"] for r in loop if r["correlation"]} for loop in loops]
+    assert not (ids[0] & ids[1]) and not (ids[1] & ids[2]) and not (ids[0] & ids[2])
 
 
 @needs_traces
@@ -164,7 +177,8 @@ def test_many_loops_of_a_short_trace(monkeypatch: pytest.MonkeyPatch, use_numpy:
     assert per_loop == dict.fromkeys(range(1000), len(trace))
     last = [r for r in rows if (r["start_ns"] - t0) // period == 999]
     assert Counter(_key(r, sink, t0) for r in last) == _trace_keys(trace, shift=999 * period)
-    corr = [r["correlation"] for r in rows]
+    # every GPU record has an id, unique across loops (its API call shares it)
+    corr = [r["correlation"] for r in rows if r["kind"] in (1, 2, 3, 4)]
     assert 0 not in corr and len(set(corr)) == len(corr)
 
 
@@ -257,17 +271,19 @@ def test_stop_cuts_a_paced_replay_short_and_says_how_much(tmp_path: Path) -> Non
 def test_stop_does_not_wait_for_a_blocked_sink() -> None:
     path = _trace_file("tf-timeline-ikhlestov/GPU_timeline_02_step_1.json")
     sink = FakeSink(block=True)
-    source = ReplaySource(path, speed=None, repeat=400)  # 17600 records, 8184 per batch
+    n = len(load_trace(path))  # 125: 44 GPU records and 81 host op ranges
+    total, batch = 400 * n, (replay.CHUNK_RECORDS // n) * n
+    source = ReplaySource(path, speed=None, repeat=400)
     source.start(sink)
     assert sink.entered.wait(10)
     source.stop(time.monotonic() + 0.05)
     assert not sink.release.is_set()  # stop returned while the sink still held the batch
     assert len(sink.warnings) == 1
-    assert _not_replayed(sink.warnings[0]) == (17600 - 8184, 17600)
+    assert _not_replayed(sink.warnings[0]) == (total - batch, total)
     sink.release.set()
     assert source._thread is not None
     source._thread.join(5)
-    assert [len(t) for t in sink.tables] == [8184]
+    assert [len(t) for t in sink.tables] == [batch]
     assert len(sink.warnings) == 1
 
 

@@ -2,7 +2,9 @@
 
 ``group_by="job"`` makes each track a process of its own (lanes are its threads);
 ``group_by="gpu"`` puts every job's tracks under the physical GPU (by UUID) they ran
-on, one thread per lane, so jobs sharing a GPU can be seen side by side.
+on, one thread per lane, so jobs sharing a GPU can be seen side by side. In both, a
+task's host is a process of its own, ``/job:J/task:T/cpu``: its counters, and one thread
+per lane of each host thread track (``thread:TID``, ``thread:TID lane K``).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ class Layout:
         self.group_by = group_by
         self._procs: list[TraceProcess] = []
         self._gpu_pid: dict[str, int] = {}
+        self._host_pid: dict[str, int] = {}
         self._next_tid = 1
 
     def _tids(self, count: int) -> tuple[int, ...]:
@@ -47,9 +50,24 @@ class Layout:
         names = tuple(track if k == 0 else f"{track} lane {k}" for k in range(num_lanes))
         return pid, tids, names
 
+    def host_pid(self, name: str) -> int:
+        """The pid of a task's host process ``name`` (``/job:J/task:T/cpu``), made once."""
+        pid = self._host_pid.get(name)
+        if pid is None:
+            pid = self._host_pid[name] = self._new_process(name)
+        return pid
+
     def place_host(self, name: str) -> tuple[int, int]:
-        """(pid, tid) of a task's host counters: a process of its own in either grouping."""
-        return self._new_process(name), self._tids(1)[0]
+        """(pid, tid) of a task's host counters: in its host process, either grouping."""
+        return self.host_pid(name), self._tids(1)[0]
+
+    def place_thread(
+        self, host: str, thread: int, num_lanes: int
+    ) -> tuple[int, tuple[int, ...], tuple[str, ...]]:
+        """(pid, tid per lane, thread name per lane) of one host thread's track."""
+        label = f"thread:{thread}"
+        names = tuple(label if k == 0 else f"{label} lane {k}" for k in range(num_lanes))
+        return self.host_pid(host), self._tids(num_lanes), names
 
     def processes(self) -> list[TraceProcess]:
         return list(self._procs)

@@ -10,6 +10,13 @@ stream, ``/job:<job>/task:<task>/gpu:<N>/stream:<M>``, every copy also on
 ``/job:<job>/task:<task>/gpu:<N>/memcpy``, host counters on ``/job:<job>/task:<task>/cpu``.
 ``group_by="gpu"`` instead puts every job's tracks under the physical GPU (by UUID) they
 ran on, one thread per track, so jobs sharing a GPU can be seen side by side.
+
+The host side: CUDA API calls and host ranges (MARKER records with a thread) go on the
+task's host thread tracks ``/job:<job>/task:<task>/cpu/thread:<TID>``; MARKER records
+without a thread (Kineto's ``gpu_user_annotation``) on their GPU stream; MEMORY records
+become one counter per device, ``gpu:<N> allocated_bytes``, on the task's host. Each GPU
+record linked to its API call (``flows``) gives a ``Timeline.flows`` arrow, and each is
+attributed to the host range it ran for (``attribution``: ``SliceTrack.op_id``).
 """
 
 from __future__ import annotations
@@ -17,11 +24,14 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
+from tfprof.collector.attribution import OpAttribution, attribute_ops
 from tfprof.collector.lanes import assign_lanes
 from tfprof.collector.layout import Layout
+from tfprof.collector.memory import MemorySeries, memory_series, peak_of
 from tfprof.collector.metadata import timeline_metadata
 from tfprof.collector.model import RECORD_COLUMNS, JobData
 from tfprof.collector.prepare import (
@@ -37,6 +47,7 @@ from tfprof.collector.slice_names import slice_name_ids
 from tfprof.collector.timeline import (
     CounterTrack,
     GroupBy,
+    LaunchFlows,
     SliceTrack,
     Timeline,
     TraceProcess,
@@ -78,10 +89,26 @@ class _Task:
     sort_key: tuple[int, int, str, str, int]
     streams: list[PreparedStream] = field(default_factory=list)
     sources: list[_Source] = field(default_factory=list)  # the streams, named
+    # Per source, per kept row: its slice on its stream or thread track (not the
+    # memcpy repeat) as (index into the timeline's slices, index in that track), -1: none.
+    track_of: list[np.ndarray] = field(default_factory=list)
+    slice_of: list[np.ndarray] = field(default_factory=list)
 
     @property
     def cpu(self) -> TrackKey:
         return TrackKey.for_cpu(self.job_label, self.label)
+
+    def place(self, track: int, key: TrackKey, origin: _TrackData) -> None:
+        """Remember where the slices of ``origin`` went, unless ``key`` repeats them."""
+        if key.kind is TrackKind.MEMCPY:
+            return
+        if not self.track_of:
+            self.track_of = [np.full(len(s.prep), -1, dtype=np.int64) for s in self.sources]
+            self.slice_of = [np.full(len(s.prep), -1, dtype=np.int64) for s in self.sources]
+        for part in np.unique(origin.part).tolist():
+            sel = np.flatnonzero(origin.part == part)
+            self.track_of[part][origin.kept[sel]] = track
+            self.slice_of[part][origin.kept[sel]] = sel
 
 
 def build_timeline(
@@ -115,23 +142,43 @@ def build_timeline(
     layout = Layout(group_by)
     slices: list[SliceTrack] = []
     counters: list[CounterTrack] = []
+    memory: dict[int, list[MemorySeries]] = {}
+
+    def add_slices(task: _Task, key: TrackKey, parts: _Parts) -> None:
+        data = _track_data(parts, origin)
+        task.place(len(slices), key, data)
+        slices.append(_slice_track(key, parts, data, layout, task.cpu.format()))
 
     def add_host(t_index: int) -> None:
+        task = tasks[t_index]
+        host_name = task.cpu.format()
         if t_index in host:
-            pid, tid = layout.place_host(tasks[t_index].cpu.format())
+            pid, tid = layout.place_host(host_name)
             rel = host[t_index]["time_ns"] - np.int64(origin)
             for series in HOST_SERIES:
                 counters.append(CounterTrack(pid, tid, series, rel, host[t_index][series]))
+        memory[t_index] = _memory_series(task)
+        for used in memory[t_index]:
+            pid, tid = layout.place_host(host_name)
+            rel = used.time_ns - np.int64(origin)
+            name = f"gpu:{used.device} allocated_bytes"
+            counters.append(CounterTrack(pid, tid, name, rel, used.allocated))
+        for key, parts in _task_tracks(task, host_side=True):
+            add_slices(task, key, parts)
 
     for t_index, task in enumerate(tasks):
-        for key, parts in _task_tracks(task):
-            slices.append(_slice_track(key, parts, origin, layout))
+        for key, parts in _task_tracks(task, host_side=False):
+            add_slices(task, key, parts)
         if group_by == "job":  # the task's host right after its GPUs
             add_host(t_index)
     if group_by == "gpu":  # hosts after every GPU
         for t_index in range(len(tasks)):
             add_host(t_index)
 
+    flows, host_meta = _link(tasks, slices, names)
+    metadata = timeline_metadata(prepared, group_by, origin, window)
+    metadata["host_side"] = host_meta
+    metadata["host_side"]["memory_peak_bytes"] = _memory_peaks(tasks, memory)
     return Timeline(
         group_by=group_by,
         origin_ns=origin,
@@ -139,7 +186,8 @@ def build_timeline(
         processes=tuple(layout.processes()),
         slices=tuple(slices),
         counters=tuple(counters),
-        metadata=timeline_metadata(prepared, group_by, origin, window),
+        metadata=metadata,
+        flows=flows,
     )
 
 
@@ -177,26 +225,33 @@ def _tasks(jobs: Sequence[Sequence[PreparedStream]], names: NameTable) -> list[_
     return tasks
 
 
-_Parts = list[tuple[_Source, np.ndarray]]
+# (the source's index in its task, the source, kept-row indices of the source on the track)
+_Parts = list[tuple[int, _Source, np.ndarray]]
 
 
-def _task_tracks(task: _Task) -> list[tuple[TrackKey, _Parts]]:
-    """The task's tracks in timeline order: by GPU ordinal, streams numerically, memcpy last."""
+def _task_tracks(task: _Task, host_side: bool) -> list[tuple[TrackKey, _Parts]]:
+    """The task's GPU tracks (by GPU ordinal, streams numerically, memcpy last) or its
+    host thread tracks (by thread id), in timeline order."""
     parts: dict[TrackKey, _Parts] = {}
-    for source in task.sources:
+    for s_index, source in enumerate(task.sources):
         for key, idx in _group_rows(source):
-            parts.setdefault(key, []).append((source, idx))
-    order = sorted(parts, key=lambda k: (k.gpu, k.kind is TrackKind.MEMCPY, k.stream))
+            if key.is_host == host_side:
+                parts.setdefault(key, []).append((s_index, source, idx))
+    order = sorted(parts, key=lambda k: (k.gpu, k.kind is TrackKind.MEMCPY, k.stream, k.thread))
     return [(key, parts[key]) for key in order]
 
 
-def _slice_track(key: TrackKey, parts: _Parts, origin: int, layout: Layout) -> SliceTrack:
-    data = _track_data(parts, origin)
-    first = parts[0][0].prep.stream
-    meta = first.devices.get(key.gpu)
-    pid, tids, thread_names = layout.place_slices(
-        key.format(), data.num_lanes, first.device_uuid(key.gpu), meta.name if meta else ""
-    )
+def _slice_track(
+    key: TrackKey, parts: _Parts, data: _TrackData, layout: Layout, host: str
+) -> SliceTrack:
+    first = parts[0][1].prep.stream
+    if key.is_host:
+        pid, tids, thread_names = layout.place_thread(host, key.thread, data.num_lanes)
+    else:
+        meta = first.devices.get(key.gpu)
+        pid, tids, thread_names = layout.place_slices(
+            key.format(), data.num_lanes, first.device_uuid(key.gpu), meta.name if meta else ""
+        )
     return SliceTrack(
         pid=pid,
         key=key,
@@ -209,21 +264,36 @@ def _slice_track(key: TrackKey, parts: _Parts, origin: int, layout: Layout) -> S
         lane=data.lane,
         rows=data.rows,
         records=data.records,
+        op_id=None if key.is_host else np.full(len(data.start), -1, dtype=np.int64),
     )
 
 
 def _group_rows(source: _Source) -> Iterator[tuple[TrackKey, np.ndarray]]:
-    """Each stream track's kept-row indices, then each GPU's memcpy track's (the copies)."""
+    """Each stream track's kept-row indices, each host thread track's, then each GPU's
+    memcpy track's (the copies). MEMORY records go on no track (``_memory_series``)."""
     prep = source.prep
     if len(prep) == 0:
         return
     job, task = prep.job_label, prep.task_label
     device, stream = prep.column("device"), prep.column("stream")
+    thread = prep.column("thread")
+    on_thread = (source.kind == RecordKind.API) | (
+        (source.kind == RecordKind.MARKER) & (thread != 0)
+    )
+    on_gpu = ~on_thread & (source.kind != RecordKind.MEMORY)
 
     def on_stream(k: int) -> TrackKey:
         return TrackKey.for_stream(job, task, k >> 32, k & 0xFFFFFFFF)
 
-    yield from _split_by((device << 32) | stream, on_stream)
+    if on_gpu.all():
+        yield from _split_by((device << 32) | stream, on_stream)
+    else:
+        gpu_rows = np.flatnonzero(on_gpu)
+        for key, idx in _split_by((device[gpu_rows] << 32) | stream[gpu_rows], on_stream):
+            yield key, gpu_rows[idx]
+        host_rows = np.flatnonzero(on_thread)
+        for key, idx in _split_by(thread[host_rows], lambda t: TrackKey.for_thread(job, task, t)):
+            yield key, host_rows[idx]
     copies = np.flatnonzero(source.kind == RecordKind.MEMCPY)
     if copies.shape[0]:
         for key, idx in _split_by(device[copies], lambda k: TrackKey.for_memcpy(job, task, k)):
@@ -233,7 +303,9 @@ def _group_rows(source: _Source) -> Iterator[tuple[TrackKey, np.ndarray]]:
 def _split_by(
     keys: np.ndarray, decode: Callable[[int], TrackKey]
 ) -> Iterator[tuple[TrackKey, np.ndarray]]:
-    if keys.shape[0] and (keys == keys[0]).all():
+    if keys.shape[0] == 0:
+        return
+    if (keys == keys[0]).all():
         yield decode(int(keys[0])), np.arange(keys.shape[0])
         return
     order = np.argsort(keys, kind="stable")
@@ -254,6 +326,8 @@ class _TrackData:
     num_lanes: int
     rows: np.ndarray
     records: Mapping[str, np.ndarray]
+    part: np.ndarray  # per slice: the task index of the source it came from
+    kept: np.ndarray  # per slice: its kept-row index in that source
 
 
 def _track_data(parts: _Parts, origin: int) -> _TrackData:
@@ -263,28 +337,151 @@ def _track_data(parts: _Parts, origin: int) -> _TrackData:
     track fed by several streams of one process (a reconnect) gets its columns copied.
     """
     if len(parts) == 1:
-        source, idx = parts[0]
+        s_index, source, idx = parts[0]
         rows = source.prep.rows(idx)
         records: Mapping[str, np.ndarray] = source.prep.stream.records
         start, end = source.prep.start[idx], source.prep.end[idx]
         kind, name = source.kind[idx], source.name[idx]
+        part, kept = np.full(idx.shape[0], s_index, dtype=np.int64), idx
     else:
         records = {
-            c: np.concatenate([s.prep.stream.records[c][s.prep.rows(idx)] for s, idx in parts])
+            c: np.concatenate([s.prep.stream.records[c][s.prep.rows(idx)] for _, s, idx in parts])
             for c in RECORD_COLUMNS
         }
         rows = np.arange(records["kind"].shape[0])
-        start = np.concatenate([s.prep.start[idx] for s, idx in parts])
-        end = np.concatenate([s.prep.end[idx] for s, idx in parts])
-        kind = np.concatenate([s.kind[idx] for s, idx in parts])
-        name = np.concatenate([s.name[idx] for s, idx in parts])
+        start = np.concatenate([s.prep.start[idx] for _, s, idx in parts])
+        end = np.concatenate([s.prep.end[idx] for _, s, idx in parts])
+        kind = np.concatenate([s.kind[idx] for _, s, idx in parts])
+        name = np.concatenate([s.name[idx] for _, s, idx in parts])
+        part = np.concatenate([np.full(idx.shape[0], i, dtype=np.int64) for i, _, idx in parts])
+        kept = np.concatenate([idx for _, _, idx in parts])
     if start.shape[0] > 1 and not (start[1:] >= start[:-1]).all():
         order = np.argsort(start, kind="stable")
-        start, end, kind, name, rows = (a[order] for a in (start, end, kind, name, rows))
+        start, end, kind, name, rows, part, kept = (
+            a[order] for a in (start, end, kind, name, rows, part, kept)
+        )
     lane, num_lanes = assign_lanes(start, end)
     return _TrackData(
-        start - np.int64(origin), end - start, kind, name, lane, num_lanes, rows, records
+        start - np.int64(origin),
+        end - start,
+        kind,
+        name,
+        lane,
+        num_lanes,
+        rows,
+        records,
+        part,
+        kept,
     )
+
+
+def _memory_series(task: _Task) -> list[MemorySeries]:
+    """The task's device-memory series, one per device, on the collector clock."""
+    kinds = [s.kind for s in task.sources]
+    if not any((k == RecordKind.MEMORY).any() for k in kinds):
+        return []
+    cols = {
+        c: np.concatenate([s.prep.column(c) for s in task.sources])
+        for c in ("device", "memory_op", "bytes")
+    }
+    start = np.concatenate([s.prep.start for s in task.sources])
+    return memory_series(
+        np.concatenate(kinds), start, cols["device"], cols["memory_op"], cols["bytes"]
+    )
+
+
+def _memory_peaks(
+    tasks: Sequence[_Task], memory: Mapping[int, list[MemorySeries]]
+) -> dict[str, dict[str, int]]:
+    """Peak device memory per job label and physical GPU (its processes summed)."""
+    by_gpu: dict[str, dict[str, list[MemorySeries]]] = {}
+    for t_index, series in memory.items():
+        task = tasks[t_index]
+        stream = task.streams[0].stream
+        for one in series:
+            uuid = stream.device_uuid(one.device)
+            by_gpu.setdefault(task.job_label, {}).setdefault(uuid, []).append(one)
+    return {
+        job: {uuid: peak_of(parts) for uuid, parts in gpus.items()} for job, gpus in by_gpu.items()
+    }
+
+
+def _task_records(task: _Task, names: NameTable) -> tuple[dict[str, np.ndarray], list[str]]:
+    """The task's kept rows as one table for ``attribute_ops``, with names as strings.
+
+    Names become timeline name ids + 1 (0: no name), so every source of the task (a
+    reconnected process) shares one string table: ``("", *names)``.
+    """
+    cols: dict[str, list[np.ndarray]] = {c: [] for c in _ATTRIBUTION_COLUMNS}
+    for source in task.sources:
+        prep = source.prep
+        cols["kind"].append(source.kind)
+        cols["start_ns"].append(prep.start)
+        cols["duration_ns"].append(prep.end - prep.start)
+        cols["name"].append(source.name.astype(np.int64) + 1)
+        marker = source.kind == RecordKind.MARKER
+        category = names.intern_column(
+            prep.stream.strings, np.where(marker, prep.column("category"), 0), unnamed=-1
+        )
+        cols["category"].append(np.where(marker, category.astype(np.int64) + 1, 0))
+        for c in ("thread", "correlation", "external_id"):
+            cols[c].append(prep.column(c))
+    return {c: np.concatenate(v) for c, v in cols.items()}, ["", *names.names]
+
+
+_ATTRIBUTION_COLUMNS = (
+    "kind", "start_ns", "duration_ns", "name", "category", "thread", "correlation", "external_id",
+)  # fmt: skip
+
+
+def _link(
+    tasks: Sequence[_Task], slices: Sequence[SliceTrack], names: NameTable
+) -> tuple[LaunchFlows, dict[str, Any]]:
+    """Every task's launch flows and op attribution, placed on the timeline's slices."""
+    pieces: list[tuple[np.ndarray, ...]] = []
+    per_task: list[dict[str, Any]] = []
+    total: dict[str, int] = {}
+    for task in tasks:
+        if not task.track_of or not sum(len(s.prep) for s in task.sources):
+            continue
+        records, strings = _task_records(task, names)
+        attribution = attribute_ops(records, strings)
+        track = np.concatenate(task.track_of)
+        index = np.concatenate(task.slice_of)
+        links = attribution.links
+        placed = (track[links.api] >= 0) & (track[links.gpu] >= 0)
+        api, gpu = links.api[placed], links.gpu[placed]
+        pieces.append((track[api], index[api], track[gpu], index[gpu], records["correlation"][gpu]))
+        _place_ops(attribution, records, track, index, slices)
+        stats = {**links.stats(), **attribution.counts()}
+        per_task.append({"job": task.job_label, "task": task.label, **stats})
+        for k, v in stats.items():
+            total[k] = total.get(k, 0) + v
+    flows = (
+        LaunchFlows(*(np.concatenate(p) for p in zip(*pieces, strict=True)))
+        if pieces
+        else LaunchFlows.empty()
+    )
+    return flows, {"flows": total, "tasks": per_task}
+
+
+def _place_ops(
+    attribution: OpAttribution,
+    records: Mapping[str, np.ndarray],
+    track: np.ndarray,
+    index: np.ndarray,
+    slices: Sequence[SliceTrack],
+) -> None:
+    """Write each attributed GPU record's range name into its stream track's ``op_id``."""
+    ok = attribution.marker >= 0
+    gpu, marker = attribution.gpu[ok], attribution.marker[ok]
+    op_name = records["name"][marker] - 1
+    where = track[gpu]
+    for t in np.unique(where[where >= 0]).tolist():
+        op_ids = slices[t].op_id
+        if op_ids is not None:
+            mine = where == t
+            op_ids[index[gpu[mine]]] = op_name[mine]
 
 
 __all__ = [

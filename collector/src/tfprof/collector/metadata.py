@@ -17,7 +17,9 @@ from tfprof.collector.timeline import GroupBy
 from tfprof.core.records import RecordKind
 from tfprof.core.version import __version__
 
-_KIND_COUNTS = ("kernel", "memcpy", "memset", "other", "total")
+# "other": everything but kernels, copies and memsets (syncs and the host side), as
+# before there was a host side; "api", "marker", "memory" count the host side alone.
+_KIND_COUNTS = ("kernel", "memcpy", "memset", "api", "marker", "memory", "other", "total")
 
 
 def _drop_dict(d: DropCounts) -> dict[str, int]:
@@ -25,7 +27,8 @@ def _drop_dict(d: DropCounts) -> dict[str, int]:
 
 
 def _count_kinds(kind: np.ndarray) -> dict[str, int]:
-    counts = np.bincount(np.clip(kind, 0, RecordKind.SYNC), minlength=RecordKind.SYNC + 1)
+    top = RecordKind.MEMORY + 1  # anything beyond: a kind this version does not know
+    counts = np.bincount(np.clip(kind, 0, top), minlength=top + 1)
     kernel, memcpy, memset = (
         int(counts[k]) for k in (RecordKind.KERNEL, RecordKind.MEMCPY, RecordKind.MEMSET)
     )
@@ -34,6 +37,9 @@ def _count_kinds(kind: np.ndarray) -> dict[str, int]:
         "kernel": kernel,
         "memcpy": memcpy,
         "memset": memset,
+        "api": int(counts[RecordKind.API]),
+        "marker": int(counts[RecordKind.MARKER]),
+        "memory": int(counts[RecordKind.MEMORY]),
         "other": total - kernel - memcpy - memset,
         "total": total,
     }

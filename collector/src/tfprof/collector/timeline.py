@@ -8,7 +8,7 @@ without copying them), never one Python object per record.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
@@ -49,6 +49,9 @@ class SliceTrack:
     lane: np.ndarray
     rows: np.ndarray
     records: Mapping[str, np.ndarray]
+    # Per slice, the ``Timeline.names`` id of the host range (framework op, NVTX range)
+    # it is attributed to, -1 for none (``attribution``); None on tracks never attributed.
+    op_id: np.ndarray | None = None
 
     def __len__(self) -> int:
         return int(self.start_ns.shape[0])
@@ -86,6 +89,31 @@ class CounterTrack:
 
 
 @dataclass(frozen=True)
+class LaunchFlows:
+    """Arrows from API calls to the GPU activity they launched (``flows.link_launches``).
+
+    Flow ``i`` goes from slice ``from_slice[i]`` of track ``Timeline.slices[from_track[i]]``
+    (the API call, on its host thread track) to slice ``to_slice[i]`` of
+    ``Timeline.slices[to_track[i]]`` (the kernel, copy, memset or sync on its stream
+    track; copies are also drawn on the memcpy track, the flow goes to the stream one).
+    """
+
+    from_track: np.ndarray
+    from_slice: np.ndarray
+    to_track: np.ndarray
+    to_slice: np.ndarray
+    correlation: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.correlation.shape[0])
+
+    @classmethod
+    def empty(cls) -> LaunchFlows:
+        z = np.zeros(0, dtype=np.int64)
+        return cls(z, z, z, z, z)
+
+
+@dataclass(frozen=True)
 class Timeline:
     group_by: GroupBy
     origin_ns: int  # collector-clock time of relative time 0: the earliest exported event
@@ -94,6 +122,7 @@ class Timeline:
     slices: tuple[SliceTrack, ...]
     counters: tuple[CounterTrack, ...]
     metadata: dict[str, Any]
+    flows: LaunchFlows = field(default_factory=LaunchFlows.empty)
 
     @property
     def num_slices(self) -> int:

@@ -7,7 +7,9 @@ track named as TensorFlow's GPU tracer named them, qualified by job and task:
 - ``/job:J/task:T/gpu:N/stream:none``: context-wide synchronisations (CUPTI reports
   ``CUPTI_SYNCHRONIZATION_INVALID_VALUE``, our ``SYNC_NO_STREAM``, as their stream);
 - ``/job:J/task:T/gpu:N/memcpy``: every copy, a second time, as tf.timeline did;
-- ``/job:J/task:T/cpu``: the task's host counters.
+- ``/job:J/task:T/cpu``: the task's host counters (and device-memory counters);
+- ``/job:J/task:T/cpu/thread:TID``: one host thread of the task: its CUDA API calls and
+  its ranges (NVTX, framework ops, annotations), TID being the OS thread id.
 
 Older exports wrote the context-wide stream as ``stream:4294967295``; ``parse`` still
 reads that spelling, ``format`` never writes it.
@@ -25,7 +27,8 @@ from tfprof.core.records import SYNC_NO_STREAM
 _NO_STREAM_LABEL = "none"
 _PATTERN = re.compile(
     r"/job:(?P<job>[^/]+)/task:(?P<task>[^/]+)/"
-    r"(?:(?P<cpu>cpu)|gpu:(?P<gpu>\d+)/(?:stream:(?P<stream>\d+|none)|(?P<memcpy>memcpy)))"
+    r"(?:(?P<cpu>cpu)(?:/thread:(?P<thread>\d+))?"
+    r"|gpu:(?P<gpu>\d+)/(?:stream:(?P<stream>\d+|none)|(?P<memcpy>memcpy)))"
 )
 
 
@@ -37,6 +40,7 @@ class TrackKind(enum.Enum):
     STREAM = "stream"
     MEMCPY = "memcpy"
     CPU = "cpu"
+    THREAD = "thread"
 
 
 # No slots=True: the in-process hook imports this on Python 3.9 too.
@@ -49,6 +53,7 @@ class TrackKey:
     kind: TrackKind
     gpu: int = 0
     stream: int = 0
+    thread: int = 0
 
     @classmethod
     def for_stream(cls, job: str, task: str, gpu: int, stream: int) -> TrackKey:
@@ -62,6 +67,15 @@ class TrackKey:
     def for_cpu(cls, job: str, task: str) -> TrackKey:
         return cls(job, task, TrackKind.CPU)
 
+    @classmethod
+    def for_thread(cls, job: str, task: str, thread: int) -> TrackKey:
+        return cls(job, task, TrackKind.THREAD, thread=thread)
+
+    @property
+    def is_host(self) -> bool:
+        """A track of the task's host (counters or a thread), not of a GPU."""
+        return self.kind is TrackKind.CPU or self.kind is TrackKind.THREAD
+
     @property
     def task_prefix(self) -> str:
         """``/job:J/task:T``: the part every track of one task shares."""
@@ -70,7 +84,7 @@ class TrackKey:
     @property
     def device_prefix(self) -> str:
         """``/job:J/task:T/gpu:N`` (``/job:J/task:T/cpu`` for a host track)."""
-        if self.kind is TrackKind.CPU:
+        if self.is_host:
             return f"{self.task_prefix}/cpu"
         return f"{self.task_prefix}/gpu:{self.gpu}"
 
@@ -82,6 +96,8 @@ class TrackKey:
     def format(self) -> str:
         if self.kind is TrackKind.CPU:
             return f"{self.task_prefix}/cpu"
+        if self.kind is TrackKind.THREAD:
+            return f"{self.task_prefix}/cpu/thread:{self.thread}"
         if self.kind is TrackKind.MEMCPY:
             return f"{self.device_prefix}/memcpy"
         return f"{self.device_prefix}/stream:{self.stream_label}"
@@ -96,6 +112,8 @@ class TrackKey:
         if m is None:
             raise TrackKeyError(f"not a tfprof track name: {text!r}")
         job, task = m.group("job"), m.group("task")
+        if m.group("thread"):
+            return cls.for_thread(job, task, int(m.group("thread")))
         if m.group("cpu"):
             return cls.for_cpu(job, task)
         gpu = int(m.group("gpu"))

@@ -37,7 +37,7 @@ from tfprof.agent import clock
 from tfprof.agent.sources.base import Sink, SourceUnavailable
 from tfprof.core.formats import RecordedTrace, TraceFormatError, load_trace
 from tfprof.core.formats.load import looks_like_json_trace
-from tfprof.core.records import COLUMNS, DeviceInfo, RecordTable
+from tfprof.core.records import COLUMNS, DeviceInfo, RecordKind, RecordTable
 
 CHUNK_RECORDS = 8192
 PACE_WINDOW_S = 0.01
@@ -265,6 +265,11 @@ class _Plan:
             base = trace.column(col_name)
             if col_name == "name":
                 base = array.array("q", [names[i] for i in base])
+            elif col_name == "category":  # a MARKER's category is a string too
+                kinds = trace.column("kind")
+                base = array.array(
+                    "q", [names[c] if k == RecordKind.MARKER else c for k, c in zip(kinds, base)]
+                )
             if col_name == "start_ns":
                 tiled = array.array("q")
                 for j in range(k):

@@ -10,7 +10,7 @@ value per record; nothing here makes a Python object per record.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -234,6 +234,7 @@ class _Table:
         self._parts: dict[str, list[np.ndarray]] = {c: [] for c in (*_TAGS, *_COLUMNS)}
 
     def add(self, prep: PreparedStream, window: TimeWindow, job: int, process: int) -> None:
+        prep = _gpu_activity(prep)
         m = len(prep)
         if m == 0:
             return
@@ -272,6 +273,17 @@ class _Table:
         values = np.array([table[k] for k in keys.tolist()], dtype=np.int32)
         ids: np.ndarray = values[np.searchsorted(keys, device)]
         return ids
+
+
+def _gpu_activity(prep: PreparedStream) -> PreparedStream:
+    """The stream's GPU activity (kernels, copies, memsets, syncs) without its host records
+    (API calls, ranges, memory), which the GPU analyses must not count."""
+    kind = prep.column("kind")
+    gpu = (kind >= RecordKind.KERNEL) & (kind <= RecordKind.SYNC)
+    if gpu.all():
+        return prep
+    idx = np.flatnonzero(gpu)
+    return replace(prep, keep=prep.rows(idx), start=prep.start[idx], end=prep.end[idx])
 
 
 def _concat(parts: list[np.ndarray], dtype: type) -> np.ndarray:

@@ -13,10 +13,17 @@ Shaped like TensorFlow's CUPTI tracer output:
   capabilities as plane stats where known;
 - a line per stream, id the CUDA stream id, named as TensorFlow names them,
   ``Stream #<id>(Kernel,MemcpyH2D,...)``; copies appear once, on their stream;
-- events with interned event metadata (one per name) and stats: ``correlation_id``,
-  ``context_id``, and ``kernel_details`` / ``memcpy_details`` / ``memset_details`` in
-  the text forms XProf's kernel_stats parses; repeated detail strings are interned as
-  stat metadata and referenced (``ref_value``);
+- events with interned event metadata (one per name) and stats: ``correlation_id`` on
+  both ends of each launch flow (``Timeline.flows``: XProf draws its launch arrows from
+  it, host plane out, device plane in, so it is written only where both ends are in the
+  space: a 0 chained every kernel into one flow, and a one-ended id is a "flow consumer
+  without producer" warning), ``context_id`` (left out when unknown), ``tf_op`` (the host range the
+  record is attributed to, ``<node>:<type>`` for TensorFlow ops, which XProf's
+  framework_op_stats, op_profile and kernel_stats read), and ``kernel_details`` /
+  ``memcpy_details`` / ``memset_details`` in the text forms XProf's kernel_stats parses;
+  repeated strings are interned as stat metadata and referenced (``ref_value``);
+- one ``/host:CPU`` plane with a line per host thread track (``thread:TID`` of each
+  task): its CUDA API calls and its ranges (framework ops, NVTX, annotations) by name;
 - times relative to the session start (the earliest event, ``Timeline.origin_ns``, kept
   as ``profile_start_time`` on the ``Task Environment`` plane): line ``timestamp_ns``
   plus event ``offset_ps``, so picosecond arithmetic stays far from int64's limit.
@@ -46,12 +53,14 @@ from tfprof.core.records import RecordKind
 from tfprof.core.tracks import TrackKind
 
 GPU_PLANE_PREFIX = "/device:GPU:"
+HOST_PLANE = "/host:CPU"
 TASK_ENV_PLANE = "Task Environment"
 # TensorFlow's names of CUPTI event types, as its stream lines list them.
 _COPY_TYPES = {1: "MemcpyH2D", 2: "MemcpyD2H", 8: "MemcpyD2D", 10: "MemcpyP2P"}
 _STAT_NAMES = (
     "correlation_id",
     "context_id",
+    "tf_op",
     "kernel_details",
     "memcpy_details",
     "memset_details",
@@ -117,6 +126,7 @@ class XPlaneReporter:
 
     def __init__(self, timeline: Timeline, host: str | None = None) -> None:
         self.timeline = timeline
+        self._linked = _linked_slices(timeline)
         hosts = sorted(
             {h for job in timeline.metadata.get("jobs", []) for h in job.get("hosts", [])}
         )
@@ -146,6 +156,9 @@ class XPlaneReporter:
         renumber = len(set(ordinals)) != len(ordinals) or len({g[:2] for g in groups}) > 1
         for index, tracks in enumerate(groups.values()):
             self._gpu_plane(space, index if renumber else tracks[0].key.gpu, tracks)
+        threads = [t for t in self.timeline.slices if t.key.kind is TrackKind.THREAD]
+        if threads:
+            self._host_plane(space, threads)
         self._task_env(space)
         return space
 
@@ -173,10 +186,23 @@ class XPlaneReporter:
         for track in sorted(tracks, key=lambda t: t.key.stream):
             self._line(plane, track.key.stream, track)
 
-    def _line(self, plane: _Plane, stream: int, track: SliceTrack) -> None:
+    def _host_plane(self, space: Any, tracks: list[SliceTrack]) -> None:
+        """The host threads' API calls and ranges, one line per thread track."""
+        plane = _Plane(space.planes.add())
+        plane.proto.id = len(space.planes) - 1
+        plane.proto.name = HOST_PLANE
+        several = len({t.key.task_prefix for t in tracks}) > 1
+        for index, track in enumerate(tracks):
+            name = track.name if several else f"thread:{track.key.thread}"
+            # Line ids must be unique in a plane; thread ids repeat across tasks.
+            self._line(plane, track.key.thread if not several else index, track, name)
+
+    def _line(
+        self, plane: _Plane, line_id: int, track: SliceTrack, name: str | None = None
+    ) -> None:
         line = plane.proto.lines.add()
-        line.id = stream
-        line.name = f"Stream #{stream}({','.join(_event_types(track))})"
+        line.id = line_id
+        line.name = name or f"Stream #{line_id}({','.join(_event_types(track))})"
         if len(track) == 0:
             return
         line_start = int(track.start_ns[0])
@@ -190,6 +216,9 @@ class XPlaneReporter:
         correlation = track.column("correlation").tolist()
         context = track.column("context").tolist()
         corr_id, ctx_id = plane.stat_id("correlation_id"), plane.stat_id("context_id")
+        tf_op_id = plane.stat_id("tf_op")
+        ops = [-1] * len(track) if track.op_id is None else track.op_id.tolist()
+        linked = self._linked.get(id(track), set())
         detail_ids = {
             RecordKind.KERNEL: plane.stat_id("kernel_details"),
             RecordKind.MEMCPY: plane.stat_id("memcpy_details"),
@@ -203,8 +232,12 @@ class XPlaneReporter:
                 duration_ps=durations[i],
             )
             stats = event.stats
-            stats.add(metadata_id=corr_id, uint64_value=correlation[i])
-            stats.add(metadata_id=ctx_id, uint64_value=context[i])
+            if i in linked:  # both ends of the launch flow are in the space
+                stats.add(metadata_id=corr_id, uint64_value=correlation[i])
+            if context[i]:  # CUPTI numbers contexts from 1; 0: unknown
+                stats.add(metadata_id=ctx_id, uint64_value=context[i])
+            if ops[i] >= 0:
+                stats.add(metadata_id=tf_op_id, ref_value=plane.ref_id(names[ops[i]]))
             ref = details[i]
             if ref:
                 stats.add(metadata_id=detail_ids[kinds[i]], ref_value=ref)
@@ -219,6 +252,16 @@ class XPlaneReporter:
         plane.proto.stats.add(
             metadata_id=plane.stat_id("profile_stop_time"), uint64_value=origin + end
         )
+
+
+def _linked_slices(timeline: Timeline) -> dict[int, set[int]]:
+    """Per track (by ``id``), the slices at either end of a launch flow."""
+    out: dict[int, set[int]] = {}
+    flows = timeline.flows
+    for tracks, slices in ((flows.from_track, flows.from_slice), (flows.to_track, flows.to_slice)):
+        for t, i in zip(tracks.tolist(), slices.tolist(), strict=True):
+            out.setdefault(id(timeline.slices[t]), set()).add(i)
+    return out
 
 
 def _event_types(track: SliceTrack) -> list[str]:

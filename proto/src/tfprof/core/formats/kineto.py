@@ -9,6 +9,12 @@ table our own exports share. Copies parse kind and memory kinds from
 "Memcpy HtoD (Pageable -> Device)"; memsets take the memory kind from
 "Memset (Device)" into ``src_kind`` (as ``RecordTable.add_memset`` does). ``bytes`` is
 ``args.bytes``, else bandwidth × duration. Device names come from ``deviceProperties``.
+
+The host side (``kineto_host``) goes through the same columns: ``cuda_runtime`` and
+``cuda_driver`` calls become API records, ``cpu_op`` / ``user_annotation`` ranges and
+``gpu_user_annotation`` ranges (on a GPU stream) MARKER records, ``[memory]`` instants
+of CUDA memory MEMORY records, and ``ac2g`` flow events are checked against the
+correlation links they draw. Every record keeps Kineto's ``External id``.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from tfprof.core.cupti_labels import COPY_KINDS, MEMORY_KINDS, SYNC_TYPES
+from tfprof.core.formats import kineto_host
 from tfprof.core.formats.trace import Event, TraceBuilder, arg_columns, event_args, non_negative
 from tfprof.core.records import SYNC_NO_STREAM, DeviceInfo, RecordKind
 from tfprof.core.slice_args import args_of
@@ -45,11 +52,15 @@ def is_kineto(events: list[Event]) -> bool:
 
 def read_kineto(meta: dict[str, Any], events: list[Event], out: TraceBuilder) -> None:
     for e in events:
-        if _category(e) == _SYNC_CATEGORY:
+        category = _category(e)
+        if category == _SYNC_CATEGORY:
             _add_sync(e, out)
             continue
-        kind = _CATEGORIES.get(_category(e))
-        if kind is None or e.get("ph") != "X":
+        kind = _CATEGORIES.get(category)
+        if kind is None:
+            kineto_host.read_host_event(category, e, out)
+            continue
+        if e.get("ph") != "X":
             continue
         args = event_args(e)
         name = str(e.get("name", ""))
@@ -58,6 +69,7 @@ def read_kineto(meta: dict[str, Any], events: list[Event], out: TraceBuilder) ->
             device=non_negative(args.get("device"), non_negative(e.get("pid"))),
             stream=non_negative(args.get("stream"), non_negative(e.get("tid"))),
             name=out.name(name),
+            external_id=kineto_host.external_id(args),
         )
         if kind != RecordKind.KERNEL:
             values["bytes"] = _bytes(args, out.ns(e, "dur"))
@@ -69,6 +81,7 @@ def read_kineto(meta: dict[str, Any], events: list[Event], out: TraceBuilder) ->
             values["src_kind"] = MEMORY_KINDS.parse(m.group(1))
         out.add(kind, e, **values)
 
+    kineto_host.check_flows(events, out)
     properties = meta.get("deviceProperties")
     for prop in properties if isinstance(properties, list) else []:
         if isinstance(prop, dict):
@@ -114,6 +127,7 @@ def _add_sync(e: Event, out: TraceBuilder) -> None:
         correlation=non_negative(args.get("correlation")),
         name=out.name(str(e.get("name", ""))),
         sync_type=SYNC_TYPES.parse(label),
+        external_id=kineto_host.external_id(args),
     )
 
 

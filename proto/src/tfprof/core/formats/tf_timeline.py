@@ -22,6 +22,14 @@ unknown=0), bytes from a ``"<n> bytes"`` label if present. The record name is
 ``args.name`` (TF's node name, e.g. ``layer_1/fully_connected/MatMul`` or a copy's
 ``edge_..._recv`` edge), else ``args.op``, else the event name: TF 1.x records no CUDA
 kernel names, and the node name is what its timeline shows per slice.
+
+The host side: op events on the executor's device tracks (``.../cpu:0 Compute``,
+``.../gpu:0 Compute``: where each op ran on the host, GPU ops included) become MARKER
+records, category ``tf_op``, named ``<node>:<op type>`` as TensorFlow's own profiler
+names op events. ``tf.timeline`` replaced thread ids by lanes, so each lane becomes a
+thread numbered ``lane + 1`` (thread 0 means "no host thread"). Its ``DataFlow`` flow
+events (``s`` then ``t``/``f``, one ``id``) link ops, not launches: they are counted
+(complete flows and flow events without a partner) in ``flow_stats``.
 """
 
 from __future__ import annotations
@@ -36,6 +44,10 @@ from tfprof.core.formats.trace import Event, TraceBuilder, event_args
 from tfprof.core.records import RecordKind
 
 _GPU_TRACK = re.compile(r"/(?:stream:(all|\d+)|memcpy)(?:\s|$)", re.IGNORECASE)
+# The executor's op track of a device: "/job:localhost/replica:0/task:0/gpu:0 Compute".
+_OP_TRACK = re.compile(r"/(?:device:)?(?:cpu|gpu):\d+ Compute$", re.IGNORECASE)
+TF_OP_CATEGORY = "tf_op"
+_FLOW_CATEGORY = "DataFlow"
 _ORDINAL = re.compile(r"gpu:(\d+)", re.IGNORECASE)
 _MEMCPY = re.compile(r"MEMCPY([A-Za-z]to[A-Za-z])")
 _BYTES_LABEL = re.compile(r"(\d+) bytes")
@@ -99,6 +111,43 @@ def read_tf_timeline(events: list[Event], out: TraceBuilder) -> None:
         if unmatched[key] > 0:
             unmatched[key] -= 1
             _add_copy(out, e, ordinal, 0)
+    _read_host(events, out)
+
+
+def _read_host(events: list[Event], out: TraceBuilder) -> None:
+    """Op events of the executor's device tracks as MARKER records; dataflow counted."""
+    op_pids = {
+        pid
+        for pid, label in process_names(events).items()
+        if _OP_TRACK.search(label) and not _GPU_TRACK.search(label)
+    }
+    category = out.name(TF_OP_CATEGORY)
+    starts: set[Any] = set()
+    finishes: set[Any] = set()
+    for e in events:
+        ph = e.get("ph")
+        if ph == "X" and e.get("pid") in op_pids:
+            args = event_args(e)
+            node = str(args.get("name") or e.get("name") or "")
+            op = str(args.get("op") or "")
+            lane = e.get("tid")
+            out.add(
+                RecordKind.MARKER,
+                e,
+                thread=(lane if isinstance(lane, int) and lane >= 0 else 0) + 1,
+                name=out.name(f"{node}:{op}" if op else node),
+                category=category,
+            )
+        elif ph in ("s", "t", "f") and e.get("cat") == _FLOW_CATEGORY:
+            # tf.timeline reuses ids across steps: a flow is one (id, name) pair.
+            key = (e.get("id"), e.get("name"))
+            (starts if ph == "s" else finishes).add(key)
+    if starts or finishes:
+        out.flow_stats.update(
+            dataflow_flows=len(starts & finishes),
+            flow_starts_without_finish=len(starts - finishes),
+            flow_finishes_without_start=len(finishes - starts),
+        )
 
 
 def _twin_key(ordinal: int, e: Event) -> tuple[Any, ...]:

@@ -3,7 +3,8 @@
 Times: ``ts``/``dur`` are (possibly fractional) µs. JSON floats are parsed as
 ``Decimal`` so ns survive exactly at epoch magnitudes (a float64 of 1.7e15 µs only
 resolves 0.25 µs), then rounded half-even to integer ns. Starts are made relative to
-the earliest GPU event (which starts at 0) and records are sorted by start.
+the earliest record (which starts at 0; a host range may open before the first GPU
+event) and records are sorted by start.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 
 from tfprof.core.errors import TraceFormatError
 from tfprof.core.records import COLUMN_INDEX, COLUMNS, DeviceInfo, RecordKind, RecordTable
-from tfprof.core.slice_args import CATEGORIES, SliceArg, find, parse_value
+from tfprof.core.slice_args import CATEGORIES, SliceArg, category_of, find, parse_value
 
 FORMAT_TF_TIMELINE = "tf-timeline"
 FORMAT_KINETO = "kineto"
@@ -28,10 +29,10 @@ _THOUSAND = Decimal(1000)
 
 
 class RecordedTrace:
-    """GPU records of one trace file, columnar, sorted by start, first start at 0."""
+    """Records of one trace file, columnar, sorted by start, first start at 0."""
 
     # A plain class, not a dataclass: dataclasses costs ~10 ms of import in the job.
-    __slots__ = ("columns", "devices", "format", "names", "origin_ns", "path")
+    __slots__ = ("columns", "devices", "flow_stats", "format", "names", "origin_ns", "path")
 
     def __init__(
         self,
@@ -41,13 +42,17 @@ class RecordedTrace:
         devices: list[DeviceInfo],
         columns: dict[str, array.array[int]],
         origin_ns: int = 0,
+        flow_stats: dict[str, int] | None = None,
     ) -> None:
         self.path = path
         self.format = format  # FORMAT_TF_TIMELINE, FORMAT_KINETO or FORMAT_TFPROF
         self.names = names  # the trace's own string table; names[0] == "" (no name)
         self.devices = devices  # one per device ordinal that has records (no uuid)
         self.columns = columns  # every name in COLUMNS, int64, one value per record
-        # The file's own time of start 0, in ns: the earliest GPU event as written
+        # The file's flow events checked against the correlation links (Kineto ac2g,
+        # TF dataflow): counts by what was found; empty when the file has none.
+        self.flow_stats = flow_stats or {}
+        # The file's own time of start 0, in ns: the earliest record as written
         # (epoch ns for TF and tfprof files, whatever clock Kineto used), so that imports
         # can keep each file's clock.
         self.origin_ns = origin_ns
@@ -68,11 +73,14 @@ class RecordedTrace:
         return max((s + d for s, d in zip(starts, durs)), default=0)
 
     def per_stream_counts(self) -> dict[tuple[int, int], dict[str, int]]:
+        """GPU activity (kernels, copies, memsets, syncs) per (device, stream)."""
         counts: dict[tuple[int, int], dict[str, int]] = {}
         cols = self.columns
         for kind, device, stream in zip(cols["kind"], cols["device"], cols["stream"]):
+            if kind not in CATEGORIES:
+                continue  # host records: API calls, ranges, memory
             per = counts.setdefault((device, stream), {"kernel": 0, "memcpy": 0, "memset": 0})
-            label = CATEGORIES[kind]
+            label = category_of(kind)
             per[label] = per.get(label, 0) + 1  # "sync" only where there are syncs
         return counts
 
@@ -89,12 +97,17 @@ class TraceBuilder:
         self.rows: list[list[int]] = []
         self.names: dict[str, int] = {"": 0}
         self.devices: dict[int, DeviceInfo] = {}
+        self.flow_stats: dict[str, int] = {}
 
     def name(self, name: str) -> int:
         return self.names.setdefault(name, len(self.names))
 
     def add(self, kind: RecordKind, event: Event, **values: int) -> None:
-        """One record of ``event``'s time; ``values``: columns by name, ``device`` required."""
+        """One record of ``event``'s time; ``values``: columns by name.
+
+        A record that names a ``device`` makes that GPU one of the trace's devices; host
+        records (API calls, host ranges) name none.
+        """
         start = self.ns(event, "ts", required=True)
         row = [0] * len(COLUMNS)
         row[COLUMN_INDEX["kind"]] = int(kind)
@@ -103,7 +116,8 @@ class TraceBuilder:
         for key, value in values.items():
             row[COLUMN_INDEX[key]] = value
         self.rows.append(row)
-        self.devices.setdefault(values["device"], {"ordinal": values["device"]})
+        if "device" in values:
+            self.devices.setdefault(values["device"], {"ordinal": values["device"]})
 
     def ns(self, event: Event, key: str, required: bool = False) -> int:
         value = event.get(key)
@@ -131,7 +145,7 @@ class TraceBuilder:
         for text, index in self.names.items():
             names[index] = text
         devices = [self.devices[k] for k in sorted(self.devices)]
-        return RecordedTrace(self.path, fmt, names, devices, columns, origin)
+        return RecordedTrace(self.path, fmt, names, devices, columns, origin, dict(self.flow_stats))
 
 
 def us_to_ns(value: Any) -> int:
