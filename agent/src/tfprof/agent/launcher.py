@@ -32,7 +32,7 @@ from tfprof.agent.prestart import (
     resolve_source,
 )
 from tfprof.agent.signals import FORWARDED_SIGNALS, SignalForwarder
-from tfprof.agent.sources.cupti import interpreter_abi
+from tfprof.agent.sources.cupti import interpreter_abi, libcupti_path
 from tfprof.core.version import __version__
 
 if TYPE_CHECKING:
@@ -211,6 +211,8 @@ class Run:
             bootstrap_dir=bootstrap_dir,
             cupti_path=cupti_path,
             cupti_abi=interpreter_abi() if cupti_path else "",
+            # NVTX ranges reach CUPTI only through its injection library.
+            libcupti=libcupti_path() if self.source == "cupti" and self.cfg.nvtx else "",
             job=self.job,
             source=self.source,
             run_id=self.run_id,
