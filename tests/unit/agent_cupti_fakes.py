@@ -206,7 +206,7 @@ class PackedBuffer:
 
     @staticmethod
     def dtype(cls: type) -> Any:
-        stem = cls.__name__[len("Activity") :]
+        stem = cls.__name__[len("Activity") :].replace("API", "Api")
         snake = "".join(f"_{ch.lower()}" if ch.isupper() else ch for ch in stem).lstrip("_")
         return getattr(cupti, f"activity_{snake}_dtype")
 
