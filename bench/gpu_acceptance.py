@@ -131,7 +131,8 @@ def host_side_checks(data_dir: str, job: str, expected: dict[str, Any], pool_byt
     checks.append(
         ("NVTX ranges with a duration", iterations, int((rec["duration_ns"][ranges] > 0).sum()))
     )
-    memory = kind == RecordKind.MEMORY
+    # cudaMalloc'd device memory (CUpti_ActivityMemoryKind DEVICE), not module statics.
+    memory = (kind == RecordKind.MEMORY) & (rec["src_kind"] == 3)
     order = np.argsort(rec["start_ns"][memory], kind="stable")
     sign = np.where(rec["memory_op"][memory] == 1, 1, -1)
     held = np.cumsum((sign * rec["bytes"][memory])[order])
