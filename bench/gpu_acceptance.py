@@ -1,10 +1,16 @@
 """GPU acceptance: trace a known CuPy workload with `tfprof-agent run` and check the counts.
 
 The workload launches kernels on two streams, pinned and pageable host<->device copies
-and memsets, and knows exactly how many of each it issued. This script runs it once
-untraced and once under ``tfprof-agent run --source cupti`` (embedded collector), reads
-the trace, compares the traced counts with the launched ones and prints the overhead.
-Exit status 0 when every count matches. Needs a CUDA GPU and CuPy.
+and memsets, one NVTX range per iteration, and knows exactly how many of each it issued
+and how much device memory its pool took. This script runs it untraced and under
+``tfprof-agent run --source cupti --collector ADDR`` (a standalone collector on
+127.0.0.1:0), exports the trace with ``tfprof-collector export``, compares the traced
+counts with the launched ones and prints the overhead. The host side is checked on the
+stored records themselves: one launch API record per kernel launched, every kernel,
+copy and memset with an API partner by correlation id, the NVTX ranges with their name,
+and the MEMORY2 peak (allocations minus releases over time) equal to the pool's bytes.
+Exit status 0 when every check passes. Needs a CUDA GPU and CuPy; without them it says
+so in one line and exits 2.
 
     python bench/gpu_acceptance.py [--iterations N] [--kernels K] [--json OUT]
 """
@@ -53,10 +59,12 @@ def workload(iterations: int, kernels: int, n: int) -> dict[str, Any]:
     block = 256
     grid = (n + block - 1) // block
     rt = cp.cuda.runtime
+    nvtx = cp.cuda.nvtx
     cp.cuda.Device().synchronize()
 
     t0 = time.perf_counter()
     for _ in range(iterations):
+        nvtx.RangePush(NVTX_RANGE)
         # stream 0: pinned copies (truly asynchronous), stream 1: pageable copies
         s0, s1 = streams
         rt.memcpyAsync(dev[0].data.ptr, pinned.ctypes.data, nbytes, rt.memcpyHostToDevice, s0.ptr)
@@ -69,6 +77,7 @@ def workload(iterations: int, kernels: int, n: int) -> dict[str, Any]:
         rt.memsetAsync(dev[1].data.ptr, 0, nbytes, s1.ptr)
         rt.memcpyAsync(pinned.ctypes.data, dev[0].data.ptr, nbytes, rt.memcpyDeviceToHost, s0.ptr)
         rt.memcpyAsync(pageable.ctypes.data, dev[1].data.ptr, nbytes, rt.memcpyDeviceToHost, s1.ptr)
+        nvtx.RangePop()
     for s in streams:
         s.synchronize()
     elapsed = time.perf_counter() - t0
@@ -85,7 +94,51 @@ def workload(iterations: int, kernels: int, n: int) -> dict[str, Any]:
             "memset": iterations,
         },
         "device": cp.cuda.runtime.getDeviceProperties(0)["name"].decode(),
+        # What CuPy's pool took from cudaMalloc: the device memory the job held at peak.
+        "pool_bytes": int(cp.get_default_memory_pool().total_bytes()),
     }
+
+
+NVTX_RANGE = "tfprof_accept_iteration"
+LAUNCH_CALLS = ("cudaLaunchKernel", "cuLaunchKernel", "cuLaunchKernelEx", "cudaLaunchKernelExC")
+
+
+def host_side_checks(data_dir: str, job: str, expected: dict[str, Any], pool_bytes: int,
+                     iterations: int) -> list[tuple[str, Any, Any]]:  # fmt: skip
+    """(check, wanted, got) for the host side, from the stored records of ``job``."""
+    import numpy as np
+
+    from tfprof.collector.store import Store
+    from tfprof.core.records import RecordKind
+
+    checks: list[tuple[str, Any, Any]] = []
+    (job_data,) = Store(data_dir).load_jobs([job])
+    stream = max(job_data.streams, key=lambda s: s.num_records)  # the workload process
+    rec, names = stream.records, stream.strings
+    kind, corr = rec["kind"], rec["correlation"]
+    name_of = np.array(names, dtype=object)[rec["name"]]
+    api = kind == RecordKind.API
+    launches = api & np.isin(name_of, LAUNCH_CALLS)
+    ours = (kind == RecordKind.KERNEL) & np.char.startswith(name_of.astype(str), "tfprof_accept_")
+    launched = expected["tfprof_accept_scale"] + expected["tfprof_accept_shift"]
+    ours_launched = int(np.isin(corr[launches], corr[ours]).sum())
+    checks.append(("launch API records of our kernels", launched, ours_launched))
+    gpu = np.isin(kind, (RecordKind.KERNEL, RecordKind.MEMCPY, RecordKind.MEMSET))
+    partnered = int(np.isin(corr[gpu], corr[api]).sum())
+    checks.append(("GPU records with an API partner", int(gpu.sum()), partnered))
+    ranges = (kind == RecordKind.MARKER) & (name_of == NVTX_RANGE)
+    checks.append((f"NVTX ranges {NVTX_RANGE}", iterations, int(ranges.sum())))
+    checks.append(
+        ("NVTX ranges with a duration", iterations, int((rec["duration_ns"][ranges] > 0).sum()))
+    )
+    # cudaMalloc'd device memory (CUpti_ActivityMemoryKind DEVICE), not module statics.
+    memory = (kind == RecordKind.MEMORY) & (rec["src_kind"] == 3)
+    order = np.argsort(rec["start_ns"][memory], kind="stable")
+    sign = np.where(rec["memory_op"][memory] == 1, 1, -1)
+    held = np.cumsum((sign * rec["bytes"][memory])[order])
+    peak = int(held.max()) if len(held) else 0
+    checks.append(("MEMORY2 peak bytes = pool bytes", pool_bytes, peak))
+    return checks
 
 
 def traced_counts(trace: dict[str, Any]) -> tuple[Counter[str], dict[str, set[str]]]:
@@ -112,12 +165,15 @@ def traced_counts(trace: dict[str, Any]) -> tuple[Counter[str], dict[str, set[st
     return counts, tracks
 
 
-def run_workload(args: argparse.Namespace, traced: bool, out: Path) -> tuple[dict[str, Any], str]:
+def run_workload(
+    args: argparse.Namespace, collector: str = "", job: str = ""
+) -> tuple[dict[str, Any], str]:
+    """The workload, untraced, or traced into ``collector`` as ``job``."""
     cmd = [sys.executable, __file__, "--workload", "--iterations", str(args.iterations),
            "--kernels", str(args.kernels), "--n", str(args.n)]  # fmt: skip
-    if traced:
+    if collector:
         agent = [sys.executable, "-m", "tfprof.agent.cli", "run", "--source", "cupti",
-                 "--job", "gpu-acceptance", "-o", str(out), "--"]  # fmt: skip
+                 "--collector", collector, "--job", job, "--"]  # fmt: skip
         cmd = agent + cmd
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     if proc.returncode != 0:
@@ -139,18 +195,38 @@ def main() -> int:
         print(json.dumps(workload(args.iterations, args.kernels, args.n)), flush=True)
         return 0
 
+    try:
+        import cupy  # noqa: F401
+    except ImportError as exc:
+        print(f"gpu_acceptance: needs CuPy and a CUDA GPU ({exc})", file=sys.stderr)
+        return 2
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from bench.throughput import start_collector, stop_process
+
     with tempfile.TemporaryDirectory(prefix="tfprof-accept-") as tmp:
         trace_path = Path(tmp) / "accept.trace.json.gz"
+        data_dir = str(Path(tmp) / "data")
+        collector, address = start_collector(data_dir, str(Path(tmp) / "collector.log"))
         plain_times, traced_times = [], []
         traced: dict[str, Any] = {}
         stderr = ""
-        for _ in range(args.rounds):
-            plain, _ = run_workload(args, False, trace_path)
-            traced, stderr = run_workload(args, True, trace_path)
-            plain_times.append(plain["elapsed_s"])
-            traced_times.append(traced["elapsed_s"])
+        try:
+            for i in range(args.rounds):
+                plain, _ = run_workload(args)
+                job = f"gpu-acceptance-{i}"
+                traced, stderr = run_workload(args, address, job)
+                plain_times.append(plain["elapsed_s"])
+                traced_times.append(traced["elapsed_s"])
+        finally:
+            stop_process(collector)
+        export = [sys.executable, "-m", "tfprof.collector.cli", "export", "--data-dir",
+                  data_dir, "--job", job, "-o", str(trace_path)]  # fmt: skip
+        subprocess.run(export, check=True, capture_output=True, timeout=600)
         with gzip.open(trace_path, "rt") as f:
             trace = json.load(f)
+        host_checks = host_side_checks(
+            data_dir, job, traced["expected"], traced["pool_bytes"], args.iterations
+        )
     counts, tracks = traced_counts(trace)
     expected = traced["expected"]
     ok = True
@@ -163,6 +239,10 @@ def main() -> int:
     separate = tracks.get("tfprof_accept_scale", set()) != tracks.get("tfprof_accept_shift", set())
     print(f"kernels of the two streams on separate stream tracks: {separate}")
     ok &= separate
+    print(f"\n{'host side':<40}{'wanted':>12}{'traced':>12}")
+    for check, want, got in host_checks:
+        ok &= got == want
+        print(f"{check:<40}{want:>12}{got:>12}{'' if got == want else '   MISMATCH'}")
     dropped = sum(j["dropped"]["total"] for j in trace["otherData"]["jobs"])
     print(f"dropped records: {dropped}")
     ok &= dropped == 0
@@ -179,6 +259,7 @@ def main() -> int:
                     "device": traced["device"],
                     "expected": expected,
                     "traced": dict(counts),
+                    "host_side": [list(c) for c in host_checks],
                     "dropped": dropped,
                     "untraced_s": plain_times,
                     "traced_s": traced_times,

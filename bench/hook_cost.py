@@ -1,7 +1,8 @@
 """What the CUPTI buffer callback costs per record, on genuine cupti-python record objects.
 
-Builds N kernel and/or memcpy records (ActivityKernel11 / ActivityMemcpy6 objects) in
-three memory layouts:
+Builds N kernel, memcpy and host-side records (ActivityKernel11, ActivityMemcpy6,
+ActivityAPI, ActivityMarker2 start/end pairs, ActivityMemory4 objects) in three memory
+layouts:
 
 - ``chunked``: each struct one malloc chunk after the previous one, via ``from_ptr`` into
   one block; this is what cupti-python 13.4 hands the callback on a real GPU (it copies
@@ -100,39 +101,105 @@ def _fill_memcpy(rec: Any, i: int) -> None:
     rec.correlation_id = i
 
 
+OP_NAMES = [f"aten::op{i}" for i in range(64)]
+_OP_BUFFERS = [ctypes.create_string_buffer(name.encode()) for name in OP_NAMES]
+_MARKER_NAME_OFFSET: int = cupti.activity_marker2_dtype.fields["name"][1]  # type: ignore[index]
+
+
+def _fill_api(rec: Any, i: int) -> None:
+    rec.kind = int(cupti.ActivityKind.RUNTIME)
+    rec.cbid = int(cupti.RuntimeApiTraceCbid.cudaLaunchKernel_v7000)
+    rec.start = 1_700_000_000_000_000_000 + i * 1000 - 400
+    rec.end = rec.start + 4000
+    rec.process_id = 4242
+    rec.thread_id = 4243 + i % 4
+    rec.correlation_id = i
+    rec.return_value = 0
+
+
+def _fill_marker(rec: Any, i: int) -> None:
+    # Records 2k and 2k+1 are the start and end of range k (PyTorch op ranges).
+    rec.kind = int(cupti.ActivityKind.MARKER)
+    rec.flags_ = 4 if i % 2 else 2  # MARKER_END, MARKER_START
+    rec.timestamp = 1_700_000_000_000_000_000 + i * 1000
+    rec.id = i // 2
+    rec.object_kind = int(cupti.ActivityObjectKind.THREAD)
+    rec.object_id.pt.thread_id = 4243
+    if not i % 2:  # CUPTI gives each start its own name string
+        address = ctypes.addressof(_OP_BUFFERS[i // 2 % len(_OP_BUFFERS)])
+        ctypes.c_int64.from_address(rec.ptr + _MARKER_NAME_OFFSET).value = address
+
+
+def _fill_memory(rec: Any, i: int) -> None:
+    rec.kind = int(cupti.ActivityKind.MEMORY2)
+    rec.memory_operation_type = 1 + i % 2
+    rec.memory_kind = int(cupti.ActivityMemoryKind.DEVICE)
+    rec.correlation_id = i
+    rec.address = 0x7F00_0000_0000 + (i // 2 << 21)
+    rec.bytes = 2 << 20
+    rec.timestamp = 1_700_000_000_000_000_000 + i * 1000
+    rec.device_id = i % 8
+    rec.context_id = 1
+    rec.stream_id = 7
+
+
+CLASSES: dict[str, Any] = {
+    "kernel": cupti.ActivityKernel11,
+    "memcpy": cupti.ActivityMemcpy6,
+    "api": cupti.ActivityAPI,
+    "marker": cupti.ActivityMarker2,
+    "memory": cupti.ActivityMemory4,
+}
+DTYPES: dict[str, Any] = {
+    "kernel": cupti.activity_kernel11_dtype,
+    "memcpy": cupti.activity_memcpy6_dtype,
+    "api": cupti.activity_api_dtype,
+    "marker": cupti.activity_marker2_dtype,
+    "memory": cupti.activity_memory4_dtype,
+}
+
+
+def _fill(kind: str, rec: Any, i: int, nth: int) -> None:
+    """Fill record ``i`` of a buffer, the ``nth`` of its kind."""
+    if kind == "kernel":
+        _fill_kernel(rec, i)
+        _share_name(rec, i)
+    elif kind == "memcpy":
+        _fill_memcpy(rec, i)
+    elif kind == "api":
+        _fill_api(rec, i)
+    elif kind == "marker":
+        _fill_marker(rec, nth)
+    else:
+        _fill_memory(rec, i)
+
+
 def packed_records(kinds: Sequence[str], chunked: bool = False) -> tuple[list[Any], Any]:
     """Records in one block: back to back, or one malloc chunk apart (``chunked``)."""
-    classes: dict[str, Any] = {"kernel": cupti.ActivityKernel11, "memcpy": cupti.ActivityMemcpy6}
-    dtypes = {"kernel": cupti.activity_kernel11_dtype, "memcpy": cupti.activity_memcpy6_dtype}
+    classes, dtypes = CLASSES, DTYPES
     # glibc malloc: 8 bytes of header, chunks rounded up to 16 bytes
     steps = {k: (d.itemsize + 8 + 15) // 16 * 16 if chunked else d.itemsize
              for k, d in dtypes.items()}  # fmt: skip
     buf = ctypes.create_string_buffer(sum(steps[k] for k in kinds) + 16)
     base = (ctypes.addressof(buf) + 15) // 16 * 16
     records, offset = [], 0
+    seen: dict[str, int] = {}
     for i, kind in enumerate(kinds):
         rec = classes[kind].from_ptr(base + offset, owner=buf)
         offset += steps[kind]
-        if kind == "kernel":
-            _fill_kernel(rec, i)
-            _share_name(rec, i)
-        else:
-            _fill_memcpy(rec, i)
+        seen[kind] = nth = seen.get(kind, -1) + 1
+        _fill(kind, rec, i, nth)
         records.append(rec)
     return records, buf
 
 
 def scattered_records(kinds: Sequence[str]) -> list[Any]:
     records = []
+    seen: dict[str, int] = {}
     for i, kind in enumerate(kinds):
-        rec: Any
-        if kind == "kernel":
-            rec = cupti.ActivityKernel11()
-            _fill_kernel(rec, i)
-            _share_name(rec, i)
-        else:
-            rec = cupti.ActivityMemcpy6()
-            _fill_memcpy(rec, i)
+        rec = CLASSES[kind]()
+        seen[kind] = nth = seen.get(kind, -1) + 1
+        _fill(kind, rec, i, nth)
         records.append(rec)
     return records
 
@@ -145,6 +212,12 @@ def median_us_per_record(fn: Callable[[Sequence[Any]], Any], records: Sequence[A
         fn(records)
         times.append(time.perf_counter() - t0)
     return statistics.median(times) / len(records) * 1e6
+
+
+# What a traced PyTorch step looks like with every switch on: per op, its NVTX range
+# (2 records), its launch call and its kernel; a copy now and then.
+HOST_MIX = ("marker", "api", "kernel", "marker", "marker", "api", "kernel", "marker", "api",
+            "memcpy")  # fmt: skip
 
 
 def main(argv: list[str]) -> int:
@@ -163,9 +236,14 @@ def main(argv: list[str]) -> int:
         "kernels": ["kernel"] * n,
         "memcpys": ["memcpy"] * n,
         "mix 3:1": [("kernel", "kernel", "kernel", "memcpy")[i % 4] for i in range(n)],
+        "api": ["api"] * n,
+        "markers": ["marker"] * n,  # start/end pairs
+        "memory": ["memory"] * n,
+        "host mix": [HOST_MIX[i % len(HOST_MIX)] for i in range(n)],
     }
     print(f"cupti-python record conversion, {n} records per buffer, median of {RUNS} runs")
     print(f"{'records':<10} {'layout':<10} {'bulk':>10} {'attributes':>12} {'callback':>10}")
+    print("(markers are paired start/end records: us per record, not per range)")
     for label, kinds in mixes.items():
         chunked, _keep1 = packed_records(kinds, chunked=True)
         packed, _keep2 = packed_records(kinds)

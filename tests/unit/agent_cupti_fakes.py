@@ -206,7 +206,7 @@ class PackedBuffer:
 
     @staticmethod
     def dtype(cls: type) -> Any:
-        stem = cls.__name__[len("Activity") :]
+        stem = cls.__name__[len("Activity") :].replace("API", "Api")
         snake = "".join(f"_{ch.lower()}" if ch.isupper() else ch for ch in stem).lstrip("_")
         return getattr(cupti, f"activity_{snake}_dtype")
 
@@ -215,3 +215,60 @@ def shared_name_pointer(rec: Any, buffer: Any) -> None:
     """Point the record's name at ``buffer``, as CUPTI shares one string per kernel."""
     offset = PackedBuffer.dtype(type(rec)).fields["name"][1]
     ctypes.c_int64.from_address(rec.ptr + offset).value = ctypes.addressof(buffer)
+
+
+def fill_api(rec: Any, i: int = 0, cbid: int | None = None, driver: bool = False) -> Any:
+    """A runtime (or driver) API record: cudaLaunchKernel (cuLaunchKernel) by default."""
+    rec.kind = int(AK.DRIVER if driver else AK.RUNTIME)
+    if cbid is None:
+        enum = cupti.DriverApiTraceCbid if driver else cupti.RuntimeApiTraceCbid
+        cbid = int(enum.cuLaunchKernel if driver else enum.cudaLaunchKernel_v7000)
+    rec.cbid = cbid
+    rec.start = T0 + 1000 * i + 5
+    rec.end = T0 + 1000 * i + 9
+    rec.process_id = 4242
+    rec.thread_id = 31337 + i % 2
+    rec.correlation_id = 900 + i
+    rec.return_value = 0
+    return rec
+
+
+def fill_marker(
+    rec: Any,
+    marker_id: int,
+    flags: int,
+    ts: int,
+    name: str | None = None,
+    domain: str | None = None,
+    thread: int = 31337,
+) -> Any:
+    """An NVTX marker record on a host thread (ActivityMarker2)."""
+    rec.kind = int(AK.MARKER)
+    rec.flags_ = flags
+    rec.timestamp = ts
+    rec.id = marker_id
+    rec.object_kind = int(cupti.ActivityObjectKind.THREAD)
+    rec.object_id.pt.process_id = 4242
+    rec.object_id.pt.thread_id = thread
+    if name is not None:
+        rec.name = name
+    if domain is not None:
+        rec.domain = domain
+    return rec
+
+
+def fill_memory(rec: Any, i: int = 0, release: bool = False, nbytes: int = 1 << 30) -> Any:
+    """A MEMORY2 allocation (or release) record (ActivityMemory4)."""
+    rec.kind = int(AK.MEMORY2)
+    op = cupti.ActivityMemoryOperationType
+    rec.memory_operation_type = int(op.RELEASE if release else op.ALLOCATION)
+    rec.memory_kind = int(cupti.ActivityMemoryKind.DEVICE)
+    rec.correlation_id = 800 + i
+    rec.address = 0x7F00_0000_0000 + (i << 32)
+    rec.bytes = nbytes
+    rec.timestamp = T0 + 1000 * i + 60
+    rec.process_id = 4242
+    rec.device_id = 2
+    rec.context_id = 11
+    rec.stream_id = 7
+    return rec

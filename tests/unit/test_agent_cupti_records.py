@@ -303,11 +303,12 @@ def test_heap_layouts_decode_the_same(gaps: list[int]) -> None:
 
 def test_other_record_kinds_are_ignored() -> None:
     sink = RecordingSink()
-    api = cupti.ActivityAPI()
-    api.kind = int(AK.RUNTIME)
-    marker = cupti.ActivityMarker2()
-    marker.kind = int(AK.MARKER)
-    bound_source(sink).buffer_completed([api, fill_memcpy(cupti.ActivityMemcpy6()), marker])
+    marker_data = cupti.ActivityMarkerData()
+    marker_data.kind = int(AK.MARKER_DATA)
+    overhead = cupti.ActivityOverhead3()
+    overhead.kind = int(AK.OVERHEAD)
+    records = [marker_data, fill_memcpy(cupti.ActivityMemcpy6()), overhead]
+    bound_source(sink).buffer_completed(records)
     assert sink.rows() == [MEMCPY_EXPECTED]
     assert sink.dropped == 0
 
@@ -316,7 +317,7 @@ def test_only_unknown_kinds_or_nothing_submits_nothing() -> None:
     sink = RecordingSink()
     source = bound_source(sink)
     source.buffer_completed([])
-    source.buffer_completed([cupti.ActivityAPI()])
+    source.buffer_completed([cupti.ActivityMarkerData()])
     assert sink.tables == []
 
 

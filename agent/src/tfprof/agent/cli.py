@@ -31,6 +31,10 @@ FLAGGED_OPTIONS = (
     "exit_timeout",
     "tls_ca",
     "spool_dir",
+    "api",
+    "nvtx",
+    "memory",
+    "torch_ops",
 )
 
 
@@ -87,6 +91,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--exit-timeout", metavar="SECONDS", help=_help("exit_timeout"))
     run.add_argument("--tls-ca", metavar="PEM", help=_help("tls_ca"))
     run.add_argument("--spool-dir", metavar="DIR", help=_help("spool_dir"))
+    for key in ("api", "nvtx", "memory", "torch_ops"):  # the host side: on/off switches
+        run.add_argument(f"--{key.replace('_', '-')}", choices=("on", "off"), help=_help(key))
     run.add_argument(
         "cmd", nargs=argparse.REMAINDER, metavar="CMD [ARGS...]",
         help="the command to run and its arguments (put -- before it if it starts with -)",

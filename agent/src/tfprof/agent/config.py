@@ -64,6 +64,28 @@ OPTIONS: dict[str, Option] = {
         "ms between CUPTI's periodic flushes, so records stream while the job runs; 0 = "
         "only when a buffer fills and at exit",
     ),
+    # The host side of CUPTI tracing (README "Host side"): on/off switches.
+    "api": Option(
+        "TFPROF_API",
+        "on",
+        "record CUDA runtime and driver API calls (launches, copies, memsets, "
+        "synchronisation, allocation and free; getters left out) on host thread tracks",
+    ),
+    "nvtx": Option(
+        "TFPROF_NVTX",
+        "on",
+        "record NVTX ranges (CUPTI markers; NVTX_INJECTION64_PATH is set to cupti-python's "
+        "libcupti unless already set)",
+    ),
+    "memory": Option(
+        "TFPROF_MEMORY", "on", "record device memory allocations and frees (CUPTI MEMORY2)"
+    ),
+    "torch_ops": Option(
+        "TFPROF_TORCH_OPS",
+        "off",
+        "when the job imports torch, turn on PyTorch's NVTX op ranges (what "
+        "torch.autograd.profiler.emit_nvtx does); needs nvtx on",
+    ),
     "log_level": Option("TFPROF_LOG_LEVEL", "WARNING", "log level of the tfprof loggers"),
     "spool_dir": Option(
         "TFPROF_SPOOL_DIR", "", "where undelivered batches wait (default: ~/.cache/tfprof/spool)"
@@ -93,12 +115,24 @@ OPTIONS: dict[str, Option] = {
     "cupti_abi": Option(
         "TFPROF_CUPTI_ABI", "", "(internal) the interpreter ABI that cupti-python is built for"
     ),
+    "nvtx_injection": Option(
+        "TFPROF_NVTX_INJECTION",
+        "",
+        "(internal) the NVTX_INJECTION64_PATH the launcher set, which the hook may correct",
+    ),
     # Tests only: pretend this host's clock is off by that much, so tests can show that
     # merge aligns hosts through the estimated offset. Not a number: no skew.
     "test_clock_skew_ns": Option(
         "TFPROF_TEST_CLOCK_SKEW_NS", "0", "(tests only) ns added to this host's clock"
     ),
 }
+
+# NVTX loads the library this names at its first call and hands it every range.
+NVTX_INJECTION_VARIABLE = "NVTX_INJECTION64_PATH"
+_SWITCH_VALUES = {
+    "on": True, "1": True, "true": True, "yes": True,
+    "off": False, "0": False, "false": False, "no": False,
+}  # fmt: skip
 
 # Where a job declares each process's rank, in order of precedence (after TF_CONFIG).
 RANK_VARIABLES = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID")
@@ -133,6 +167,12 @@ class AgentConfig(NamedTuple):
     # The launcher's cupti-python (a folder to add to sys.path) and the ABI it needs.
     cupti_path: str = ""
     cupti_abi: str = ""
+    # Host side of CUPTI tracing (see OPTIONS).
+    api: bool = True
+    nvtx: bool = True
+    memory: bool = True
+    torch_ops: bool = False
+    nvtx_injection: str = ""  # what the launcher set NVTX_INJECTION64_PATH to
 
     @property
     def replay_path(self) -> str | None:
@@ -181,6 +221,23 @@ def quiet_grpc_logging() -> None:
     keeps its own GRPC_* settings."""
     os.environ["GRPC_VERBOSITY"] = "NONE"
     os.environ.pop("GRPC_TRACE", None)
+
+
+def _switch(env: str, raw: str) -> bool:
+    value = _SWITCH_VALUES.get(raw.lower())
+    if value is None:
+        raise ConfigError(f"{env}={raw!r}: expected on or off")
+    return value
+
+
+def nvtx_injection_path() -> str:
+    """This process's NVTX_INJECTION64_PATH ("" when unset)."""
+    return os.environ.get(NVTX_INJECTION_VARIABLE, "")
+
+
+def set_nvtx_injection_path(path: str) -> None:
+    """Point NVTX (at its first call in this process, and in children) at ``path``."""
+    os.environ[NVTX_INJECTION_VARIABLE] = path
 
 
 def _number(env: str, raw: str, kind: Callable[[str], float], minimum: float) -> float:
@@ -247,6 +304,11 @@ def load(environ: Mapping[str, str] | None = None) -> AgentConfig:
         clock_skew_ns=_skew(raw("test_clock_skew_ns")),
         cupti_path=raw("cupti_path"),
         cupti_abi=raw("cupti_abi"),
+        api=_switch(OPTIONS["api"].env, raw("api")),
+        nvtx=_switch(OPTIONS["nvtx"].env, raw("nvtx")),
+        memory=_switch(OPTIONS["memory"].env, raw("memory")),
+        torch_ops=_switch(OPTIONS["torch_ops"].env, raw("torch_ops")),
+        nvtx_injection=raw("nvtx_injection"),
     )
 
 
@@ -299,10 +361,12 @@ def child_environment(
     socket: str,
     cupti_path: str = "",
     cupti_abi: str = "",
+    libcupti: str = "",
 ) -> dict[str, str]:
     """The job's environment: ``environ`` with the bootstrap first on ``PYTHONPATH`` and
     what the launcher decided (job name, resolved source, its socket, its cupti-python
-    for interpreters without one) for every hook."""
+    for interpreters without one) for every hook; with ``libcupti``, NVTX is pointed at
+    it (``nvtx_environment``)."""
     env = dict(environ)
     path = env.get("PYTHONPATH", "")
     env["PYTHONPATH"] = bootstrap_dir + (os.pathsep + path if path else "")
@@ -316,4 +380,17 @@ def child_environment(
         ("cupti_abi", cupti_abi),
     ):
         env[OPTIONS[key].env] = value
+    env.update(nvtx_environment(env, libcupti))
     return env
+
+
+def nvtx_environment(environ: Mapping[str, str], libcupti: str) -> dict[str, str]:
+    """The variables that make NVTX hand its ranges to CUPTI: NVTX_INJECTION64_PATH at
+    ``libcupti`` (cupti-python's) and a note of it for the hook. Nothing when there is
+    no libcupti, when NVTX tracing is off, or when the user set their own injection."""
+    if not libcupti or environ.get(NVTX_INJECTION_VARIABLE):
+        return {}
+    nvtx = OPTIONS["nvtx"]
+    if not _SWITCH_VALUES.get(environ.get(nvtx.env, nvtx.default).strip().lower(), True):
+        return {}
+    return {NVTX_INJECTION_VARIABLE: libcupti, OPTIONS["nvtx_injection"].env: libcupti}

@@ -327,6 +327,10 @@ def _pick_source(cfg: config.AgentConfig) -> Source | None:
             buffer_bytes=cfg.cupti_buffer_bytes,
             flush_period_ms=cfg.cupti_flush_ms,
             launcher_cupti=(cfg.cupti_path, cfg.cupti_abi),
+            api=cfg.api,
+            markers=cfg.nvtx,
+            memory=cfg.memory,
+            launcher_nvtx=cfg.nvtx_injection,
         )
     path = cfg.replay_path
     if path is not None:
@@ -375,6 +379,15 @@ def _shutdown() -> None:
         warn(f"failed at exit ({type(exc).__name__}: {exc})")
 
 
+def _watch_torch() -> None:
+    try:
+        from tfprof.agent import torch_ops
+
+        torch_ops.install(warn)
+    except Exception as exc:
+        warn(f"could not watch for PyTorch ({type(exc).__name__}: {exc})")
+
+
 def start() -> None:
     """Entry point for the bootstrap; safe to call twice, never raises."""
     global _hook
@@ -395,5 +408,7 @@ def start() -> None:
         source = None
     _hook = Hook(cfg, source)
     _hook.start()
+    if cfg.torch_ops and cfg.nvtx and _hook.source is not None and cfg.source == "cupti":
+        _watch_torch()
     atexit.register(_shutdown)
     os.register_at_fork(after_in_child=_after_fork_child)

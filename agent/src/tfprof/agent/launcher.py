@@ -25,6 +25,7 @@ from tfprof.agent.config import AgentConfig, child_environment
 from tfprof.agent.errors import CommandNotExecutable, CommandNotFound, UsageError
 from tfprof.agent.prestart import (
     check_command,
+    cuda_driver_present,
     default_job_name,
     free_path,
     notice,
@@ -32,7 +33,7 @@ from tfprof.agent.prestart import (
     resolve_source,
 )
 from tfprof.agent.signals import FORWARDED_SIGNALS, SignalForwarder
-from tfprof.agent.sources.cupti import interpreter_abi
+from tfprof.agent.sources.cupti import interpreter_abi, libcupti_path
 from tfprof.core.version import __version__
 
 if TYPE_CHECKING:
@@ -211,12 +212,20 @@ class Run:
             bootstrap_dir=bootstrap_dir,
             cupti_path=cupti_path,
             cupti_abi=interpreter_abi() if cupti_path else "",
+            libcupti=self._nvtx_injection(),
             job=self.job,
             source=self.source,
             run_id=self.run_id,
             run_dir=self.run_dir,
             socket=self.socket_path,
         )
+
+    def _nvtx_injection(self) -> str:
+        """The libcupti NVTX should inject (ranges reach CUPTI only through it): none
+        without CUPTI tracing, with NVTX off, or on a machine without a CUDA driver."""
+        if self.source != "cupti" or not self.cfg.nvtx or not cuda_driver_present():
+            return ""
+        return libcupti_path()
 
     def _spawn(self, env: dict[str, str]) -> int:
         try:

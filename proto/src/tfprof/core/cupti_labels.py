@@ -1,7 +1,8 @@
 """CUPTI enum values and their labels, in both directions, for every part that shows or reads them.
 
 Values are CUPTI's (``CUpti_ActivityMemcpyKind``, ``CUpti_ActivityMemoryKind``,
-``CUpti_ActivitySynchronizationType``); labels are what our exports write. ``parse`` also
+``CUpti_ActivitySynchronizationType``, ``CUpti_ActivityMemoryOperationType``) or ours
+(the ``category`` of API records); labels are what our exports write. ``parse`` also
 accepts the spellings other tools write (Kineto's ``"event sync"``, ``"Device Static"``,
 ``"HtoD"`` in any case), because the trace readers meet them in recorded files.
 """
@@ -66,4 +67,20 @@ SYNC_TYPES = Labels(
     fallback="Unknown",
     # Kineto's cuda_sync "name"/"cuda_sync_kind" spellings.
     aliases={"eventsync": 1, "streamwaitevent": 2, "streamsync": 3, "contextsync": 4},
+)  # fmt: skip
+
+# The ``category`` of an API record: which CUDA API the call belongs to.
+API_RUNTIME = 1
+API_DRIVER = 2
+API_CATEGORIES = Labels(
+    names={0: "unknown", API_RUNTIME: "cuda_runtime", API_DRIVER: "cuda_driver"},
+    fallback="unknown",
+    # Kineto's and Nsight's spellings.
+    aliases={"runtime": API_RUNTIME, "driver": API_DRIVER, "cudaapi": API_RUNTIME},
+)  # fmt: skip
+
+MEMORY_OPS = Labels(
+    names={0: "unknown", 1: "allocation", 2: "release"},
+    fallback="unknown",
+    aliases={"alloc": 1, "malloc": 1, "free": 2},
 )  # fmt: skip

@@ -80,7 +80,7 @@ class DeviceInfo(TypedDict, total=False):
 
 
 class RecordTable:
-    """A columnar batch of GPU activity records, one int64 array per column.
+    """A columnar batch of GPU activity and host records, one int64 array per column.
 
     Sources either append record by record (``add_kernel`` and friends) or hand whole
     columns, in ``COLUMNS`` order, to the constructor (numpy arrays decoded from CUPTI
@@ -257,6 +257,119 @@ class RecordTable:
                 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
                 sync_type,
                 *_HOST_ZEROS,
+            )
+        )  # fmt: skip
+
+    def add_api(
+        self,
+        *,
+        start_ns: int,
+        end_ns: int,
+        thread: int,
+        cbid: int,
+        category: int,
+        name: int,
+        correlation: int = 0,
+        return_value: int = 0,
+        device: int = 0,
+        context: int = 0,
+    ) -> None:
+        """A CUDA API call on a host thread; ``category`` 1 runtime, 2 driver
+        (``cupti_labels.API_CATEGORIES``)."""
+        self.append(
+            (
+                RecordKind.API,
+                start_ns,
+                end_ns - start_ns,
+                device,
+                context,
+                0,
+                correlation,
+                name,
+                0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                thread,
+                cbid,
+                return_value,
+                0,
+                0,
+                0,
+                category,
+            )
+        )  # fmt: skip
+
+    def add_marker(
+        self,
+        *,
+        start_ns: int,
+        end_ns: int,
+        thread: int,
+        name: int,
+        category: int = 0,
+        external_id: int = 0,
+    ) -> None:
+        """A host range (NVTX, framework op); ``category`` is the string-table index of
+        its domain, ``external_id`` its range id. An instant has ``end_ns == start_ns``."""
+        self.append(
+            (
+                RecordKind.MARKER,
+                start_ns,
+                end_ns - start_ns,
+                0,
+                0,
+                0,
+                0,
+                name,
+                0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                thread,
+                0,
+                0,
+                external_id,
+                0,
+                0,
+                category,
+            )
+        )  # fmt: skip
+
+    def add_memory(
+        self,
+        *,
+        timestamp_ns: int,
+        device: int,
+        nbytes: int,
+        address: int,
+        memory_op: int,
+        memory_kind: int = 0,
+        context: int = 0,
+        stream: int = 0,
+        correlation: int = 0,
+        thread: int = 0,
+    ) -> None:
+        """A device allocation (``memory_op`` 1) or release (2) at one instant;
+        ``memory_kind`` (``cupti_labels.MEMORY_KINDS``) goes in ``src_kind``."""
+        self.append(
+            (
+                RecordKind.MEMORY,
+                timestamp_ns,
+                0,
+                device,
+                context,
+                stream,
+                correlation,
+                0,
+                0, 0, 0, 0, 0, 0, 0, 0, 0,
+                nbytes,
+                0,
+                memory_kind,
+                0,
+                0,
+                0,
+                thread,
+                0,
+                0,
+                0,
+                address,
+                memory_op,
+                0,
             )
         )  # fmt: skip
 

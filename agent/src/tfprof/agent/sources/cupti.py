@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import os
 import shlex
 import sys
 import threading
@@ -83,12 +84,45 @@ def _optional_kinds(cupti: ModuleType) -> list[int]:
     return [int(cupti.ActivityKind.SYNCHRONIZATION)]
 
 
+def libcupti_path() -> str:
+    """The libcupti of the cupti-python installed here (the NVIDIA wheel it requires),
+    found from package metadata without loading anything; "" when there is none.
+
+    cupti-python loads this library (through cuda-pathfinder, which looks in the
+    installed wheels first), so NVTX pointed at it injects into the same copy."""
+    from importlib import metadata
+
+    for dist in metadata.distributions():
+        name = (dist.metadata["Name"] or "").lower().replace("_", "-")
+        if not name.startswith("nvidia-cuda-cupti"):
+            continue
+        for file in dist.files or ():
+            if file.name.startswith("libcupti.so"):
+                return os.path.realpath(file.locate())
+    return ""
+
+
+def loaded_libcupti() -> str:
+    """The libcupti this process has loaded (from /proc/self/maps); "" when none."""
+    try:
+        with open("/proc/self/maps") as maps:
+            for line in maps:
+                path = line.rstrip("\n").partition("/")[2]
+                if path and "/libcupti.so" in f"/{path}":
+                    return f"/{path}"
+    except OSError:
+        pass
+    return ""
+
+
 class CuptiSource:
     """CUPTI activity tracing through cupti-python.
 
     ``start`` registers the buffer callbacks and enables CONCURRENT_KERNEL, MEMCPY,
-    MEMCPY2, MEMSET, DEVICE and CONTEXT, and SYNCHRONIZATION where the driver accepts
-    it; CUPTI then fills ``buffer_bytes`` buffers and
+    MEMCPY2, MEMSET, DEVICE and CONTEXT, and where the driver accepts them
+    SYNCHRONIZATION and the host side: RUNTIME and DRIVER (``api``, filtered to the
+    calls ``cupti_api`` names), MARKER (``markers``: NVTX ranges) and MEMORY2
+    (``memory``). CUPTI then fills ``buffer_bytes`` buffers and
     hands each completed one to ``buffer_completed``. ``flush_period_ms`` > 0 asks CUPTI
     to complete partial buffers that often, so records stream while the job runs rather
     than when a buffer fills up or at the end.
@@ -101,8 +135,19 @@ class CuptiSource:
         buffer_bytes: int = 8 << 20,
         flush_period_ms: int = 0,
         launcher_cupti: tuple[str, str] = ("", ""),
+        *,
+        api: bool = True,
+        markers: bool = True,
+        memory: bool = True,
+        launcher_nvtx: str = "",
     ) -> None:
         self.buffer_bytes = buffer_bytes
+        self.api = api
+        self.markers = markers
+        self.memory = memory
+        # The NVTX_INJECTION64_PATH the launcher set (see point_nvtx_here); "" if none.
+        self.launcher_nvtx = launcher_nvtx
+        self.api_filtered = False  # the per-call filter took (else every call is kept)
         self.launcher_cupti = launcher_cupti  # (folder, ABI): see import_cupti
         self.flush_period_ms = flush_period_ms
         self.dropped = 0  # records lost in our own callback (also reported to the sink)
@@ -146,15 +191,62 @@ class CuptiSource:
 
             raise SourceUnavailable(describe_cupti_failure(exc)) from exc
         for kind in _optional_kinds(cupti):
-            try:
-                cupti.activity_enable(kind)
-            except Exception:
-                continue  # e.g. an old driver: host waits go unrecorded, nothing else
-            self._enabled.append(kind)
+            self._enable_optional(kind)  # e.g. an old driver: host waits go unrecorded
+        self._enable_host_side(cupti)
         if self.flush_period_ms > 0:
             # an optimisation only: records still come when a buffer fills up
             with contextlib.suppress(Exception):
                 cupti.activity_flush_period(self.flush_period_ms)
+
+    def _enable_optional(self, kind: int) -> bool:
+        assert self._cupti is not None
+        try:
+            self._cupti.activity_enable(kind)
+        except Exception:
+            return False
+        self._enabled.append(kind)
+        return True
+
+    def _enable_host_side(self, cupti: ModuleType) -> None:
+        """API calls, NVTX markers and device memory: each optional, each on its switch."""
+        ak = cupti.ActivityKind
+        if self.api or self.markers:
+            # OS thread ids (gettid), as host metrics and other tools show threads.
+            with contextlib.suppress(Exception):
+                cupti.set_thread_id_type(int(cupti.ActivityThreadIdType.SYSTEM))
+        if self.api:
+            from tfprof.agent.sources.cupti_api import ApiNames, apply_filter
+            from tfprof.core.cupti_labels import API_DRIVER, API_RUNTIME
+
+            names = ApiNames(cupti)
+            filtered = True
+            for kind, category in ((ak.RUNTIME, API_RUNTIME), (ak.DRIVER, API_DRIVER)):
+                if not self._enable_optional(int(kind)):
+                    continue
+                try:
+                    apply_filter(cupti, names, category)
+                except Exception:
+                    filtered = False  # a CUPTI without per-call filters: keep every call
+            self.api_filtered = filtered
+        if self.markers and self._enable_optional(int(ak.MARKER)):
+            self.point_nvtx_here()
+        if self.memory:
+            self._enable_optional(int(ak.MEMORY2))
+
+    def point_nvtx_here(self) -> None:
+        """Make NVTX inject the libcupti this process loaded, so NVTX ranges reach our
+        MARKER records. The launcher points NVTX_INJECTION64_PATH at its own
+        cupti-python's libcupti; a job with a cupti-python of its own loads another copy,
+        and NVTX must load that one. A value the user set is left alone. NVTX reads the
+        variable at its first call, which comes after this hook in a Python process."""
+        from tfprof.agent import config
+
+        current = config.nvtx_injection_path()
+        if current and current != self.launcher_nvtx:
+            return
+        loaded = loaded_libcupti()
+        if loaded and loaded != current:
+            config.set_nvtx_injection_path(loaded)
 
     # -- CUPTI callbacks: run on CUPTI's thread or inside activity_flush_all ------------
 
@@ -213,8 +305,24 @@ class CuptiSource:
             cupti.activity_flush_all(flag)
         except Exception:
             pass
+        self._close_open_ranges()
         self._report_cupti_dropped(cupti)
         self._disable_all()
+
+    def _close_open_ranges(self) -> None:
+        """NVTX ranges still open at the end lasted until now: record them so."""
+        converter, sink = self._converter, self._sink
+        if converter is None or sink is None or not len(converter.markers):
+            return
+        open_ranges = len(converter.markers)
+        try:
+            now = self.tracer_clock_ns()
+            with self._lock:
+                table = converter.close_markers(now or 0)
+            if table is not None:
+                sink.submit(table, wait=True)  # at exit: delivery may wait for room
+        except Exception as exc:
+            self._drop(open_ranges, exc)
 
     def _report_cupti_dropped(self, cupti: ModuleType) -> None:
         try:

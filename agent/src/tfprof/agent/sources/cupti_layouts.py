@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from numpy.typing import NDArray
 
 # Record families; each cupti-python class maps to one of them.
-KERNEL, MEMCPY, PEER_COPY, MEMSET, DEVICE, CONTEXT, SYNC = range(7)
+KERNEL, MEMCPY, PEER_COPY, MEMSET, DEVICE, CONTEXT, SYNC, API, MARKER, MEMORY = range(10)
 
 # CamelCase stem of the cupti-python class -> (snake stem of its dtype, family).
 CLASS_STEMS = {
@@ -30,10 +30,14 @@ CLASS_STEMS = {
     "Device": ("device", DEVICE),
     "Context": ("context", CONTEXT),
     "Synchronization": ("synchronization", SYNC),
+    "API": ("api", API),  # one class for RUNTIME and DRIVER records
+    "Marker": ("marker", MARKER),
+    "Memory": ("memory", MEMORY),  # MEMORY2 records (ActivityMemory4)
 }
 # The first struct version of some classes has no number (ActivitySynchronization).
 CLASS_RE = re.compile(
-    r"^Activity(Kernel|MemcpyPtoP|Memcpy|Memset|Device|Context|Synchronization)(\d*)$"
+    r"^Activity(Kernel|MemcpyPtoP|Memcpy|Memset|Device|Context|Synchronization|API|Marker|Memory)"
+    r"(\d*)$"
 )
 
 # Struct fields each family reads; a dtype lacking one is not used for bulk decoding.
@@ -62,6 +66,14 @@ FIELDS: dict[int, tuple[str, ...]] = {
     CONTEXT: ("context_id", "device_id"),
     # No device field: the device comes from the context (CONTEXT records).
     SYNC: ("start", "end", "context_id", "stream_id", "correlation_id", "type"),
+    API: ("kind", "cbid", "start", "end", "thread_id", "correlation_id", "return_value"),
+    # object_id is a union: (process id, thread id) for a marker on a thread.
+    MARKER: ("flags_", "timestamp", "id", "object_kind", "object_id", "name", "domain"),
+    # The first MEMORY struct (start/end, no operation type) lacks these: not decoded.
+    MEMORY: (
+        "memory_operation_type", "memory_kind", "correlation_id", "address", "bytes",
+        "timestamp", "device_id", "context_id", "stream_id",
+    ),
 }  # fmt: skip
 
 

@@ -3,7 +3,9 @@
 CUPTI hands completed buffers to the source as a list of cupti-python record objects,
 one class per kind and struct version (cupti-python 13.4 gives ActivityKernel13,
 ActivityMemcpy7, ActivityMemset5, ActivityDevice6, ActivityContext4,
-ActivitySynchronization2; records are matched by class, never assumed). Reading fields
+ActivitySynchronization2, and for the host side ActivityAPI (runtime and driver calls),
+ActivityMarker2 (NVTX) and ActivityMemory4 (MEMORY2); records are matched by class,
+never assumed). Reading fields
 through Python attributes costs 3-5 us per record, so the converter copies the raw C
 structs instead (each object's ``.ptr`` is the address of its own copy of the struct)
 and decodes whole groups at once with cupti-python's numpy dtypes (``cupti_layouts``):
@@ -26,17 +28,23 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from tfprof.agent.sources.base import Sink
+from tfprof.agent.sources.cupti_api import ApiNames
 from tfprof.agent.sources.cupti_layouts import (
+    API,
     CONTEXT,
     DEVICE,
     KERNEL,
+    MARKER,
     MEMCPY,
+    MEMORY,
     MEMSET,
     PEER_COPY,
     SYNC,
     Layout,
     discover_layouts,
 )
+from tfprof.agent.sources.cupti_markers import OBJECT_THREAD, MarkerRanges, MarkerRow
+from tfprof.core.cupti_labels import API_DRIVER, API_RUNTIME
 from tfprof.core.records import COLUMN_INDEX, NUM_COLUMNS, DeviceInfo, RecordKind, RecordTable
 
 if TYPE_CHECKING:
@@ -79,7 +87,17 @@ class RecordConverter:
             int(ak.DEVICE): DEVICE,
             int(ak.CONTEXT): CONTEXT,
             int(ak.SYNCHRONIZATION): SYNC,
+            int(ak.RUNTIME): API,
+            int(ak.DRIVER): API,
+            int(ak.MARKER): MARKER,
+            int(ak.MEMORY2): MEMORY,
         }
+        self._runtime_kind = int(ak.RUNTIME)
+        self._api_names = ApiNames(cupti)
+        self._api_name_of: dict[int, int] = {}  # category << 32 | cbid -> name id
+        self._domain_by_ptr: dict[int, int] = {0: 0}  # the default NVTX domain: ""
+        self.markers = MarkerRanges()
+        self._unpaired_reported = 0
         self._ptr = operator.attrgetter("ptr")
         self._names: dict[bytes, int] = {b"": 0}
         self._name_by_ptr: dict[int, int] = {0: 0}
@@ -89,10 +107,28 @@ class RecordConverter:
     # -- bulk path ----------------------------------------------------------------------
 
     def convert(self, activities: Sequence[Any]) -> RecordTable | None:
-        """Kernel, memcpy and memset records as one table (None when there are none).
+        """The buffer's records as one table (None when there are none).
 
-        Device and context records are handled on the way (``sink.add_devices``).
+        Device and context records are handled on the way (``sink.add_devices``);
+        marker starts wait for their end (``markers``).
         """
+        try:
+            return self._convert(activities)
+        finally:
+            self._report_unpaired()
+
+    def close_markers(self, now_ns: int) -> RecordTable | None:
+        """NVTX ranges still open, ended at ``now_ns``: called once tracing stops."""
+        rows = self._marker_rows(self.markers.close(now_ns))
+        return RecordTable(list(rows)) if rows.shape[1] else None
+
+    def _report_unpaired(self) -> None:
+        unpaired = self.markers.unpaired
+        if unpaired != self._unpaired_reported:
+            self._sink.add_tracer_dropped(unpaired - self._unpaired_reported)
+            self._unpaired_reported = unpaired
+
+    def _convert(self, activities: Sequence[Any]) -> RecordTable | None:
         import numpy as np
 
         n = len(activities)
@@ -194,6 +230,12 @@ class RecordConverter:
     def _fill(self, family: int, recs: Any) -> np.ndarray:
         import numpy as np
 
+        if family == API:
+            return self._fill_api(recs)
+        if family == MARKER:
+            return self._fill_markers(recs)
+        if family == MEMORY:
+            return self._fill_memory(recs)
         m = len(recs)
         out = np.zeros((NUM_COLUMNS, m), dtype=np.int64)
         start = recs["start"].astype(np.int64)
@@ -243,6 +285,102 @@ class RecordConverter:
                 out[_C["device"]] = recs["device_id"]
         return out
 
+    def _fill_api(self, recs: Any) -> np.ndarray:
+        import numpy as np
+
+        out = np.zeros((NUM_COLUMNS, len(recs)), dtype=np.int64)
+        start = recs["start"].astype(np.int64)
+        out[_C["kind"]] = RecordKind.API
+        out[_C["start_ns"]] = start
+        np.maximum(recs["end"].astype(np.int64) - start, 0, out=out[_C["duration_ns"]])
+        out[_C["thread"]] = recs["thread_id"]
+        out[_C["correlation"]] = recs["correlation_id"]
+        cbid = recs["cbid"].astype(np.int64)
+        out[_C["cbid"]] = cbid
+        out[_C["return_value"]] = recs["return_value"]
+        category = np.where(recs["kind"] == self._runtime_kind, API_RUNTIME, API_DRIVER)
+        out[_C["category"]] = category
+        out[_C["name"]] = self._map_distinct((category << 32) | cbid, self._api_name_id)
+        return out
+
+    def _api_name_id(self, key: int) -> int:
+        found = self._api_name_of.get(key)
+        if found is None:
+            name = self._api_names.name(key >> 32, key & 0xFFFFFFFF)
+            found = self._api_name_of[key] = self._text_id(name.encode())
+        return found
+
+    def _fill_markers(self, recs: Any) -> np.ndarray:
+        import numpy as np
+
+        on_thread = recs["object_kind"] == OBJECT_THREAD
+        threads = np.where(on_thread, recs["object_id"]["pt"]["thread_id"], 0)
+        rows = self.markers.add(
+            zip(
+                recs["flags_"].tolist(),
+                recs["timestamp"].tolist(),
+                recs["id"].tolist(),
+                threads.tolist(),
+                recs["name"].tolist(),
+                recs["domain"].tolist(),
+                strict=True,
+            ),
+            self._marker_name_id,
+            self._domain_id,
+        )
+        return self._marker_rows(rows)
+
+    def _marker_rows(self, rows: list[MarkerRow]) -> np.ndarray:
+        import numpy as np
+
+        out = np.zeros((NUM_COLUMNS, len(rows)), dtype=np.int64)
+        if rows:
+            start, end, thread, name, domain, marker = np.array(rows, dtype=np.int64).T
+            out[_C["kind"]] = RecordKind.MARKER
+            out[_C["start_ns"]] = start
+            out[_C["duration_ns"]] = end - start
+            out[_C["thread"]] = thread
+            out[_C["name"]] = name
+            out[_C["category"]] = domain
+            out[_C["external_id"]] = marker
+        return out
+
+    def _marker_name_id(self, ptr: int) -> int:
+        # Each range start carries its own copy of its name: read it every time (no
+        # pointer cache, the address may be reused for another name).
+        return self._text_id(ctypes.string_at(ptr)) if ptr else 0
+
+    def _domain_id(self, ptr: int) -> int:
+        # A domain's name lives as long as the domain, which NVTX keeps to the end.
+        found = self._domain_by_ptr.get(ptr)
+        if found is None:
+            if len(self._domain_by_ptr) >= _MAX_NAME_POINTERS:
+                self._domain_by_ptr = {0: 0}
+            found = self._domain_by_ptr[ptr] = self._text_id(ctypes.string_at(ptr))
+        return found
+
+    def _text_id(self, raw: bytes) -> int:
+        found = self._names.get(raw)
+        if found is None:
+            found = self._names[raw] = self._sink.intern(raw.decode("utf-8", "replace"))
+        return found
+
+    def _fill_memory(self, recs: Any) -> np.ndarray:
+        import numpy as np
+
+        out = np.zeros((NUM_COLUMNS, len(recs)), dtype=np.int64)
+        out[_C["kind"]] = RecordKind.MEMORY
+        out[_C["start_ns"]] = recs["timestamp"].astype(np.int64)
+        out[_C["device"]] = recs["device_id"]
+        out[_C["context"]] = recs["context_id"]
+        out[_C["stream"]] = recs["stream_id"]
+        out[_C["correlation"]] = recs["correlation_id"]
+        out[_C["bytes"]] = recs["bytes"].astype(np.int64)
+        out[_C["address"]] = recs["address"].astype(np.int64)
+        out[_C["memory_op"]] = recs["memory_operation_type"]
+        out[_C["src_kind"]] = recs["memory_kind"]
+        return out
+
     def _devices_of_contexts(self, contexts: np.ndarray) -> np.ndarray:
         # CONTEXT records precede the SYNC records of their context (CUPTI emits one when
         # the context is created); an unseen context falls back to device 0.
@@ -255,16 +393,21 @@ class RecordConverter:
         # CUPTI points all records of one kernel at one shared name string, and the
         # strings stay put while CUPTI runs: look each distinct pointer up once, cached
         # by pointer (reading a C string costs about a microsecond), then by content.
-        # (A sort rather than np.unique, which imports numpy.ma on first use.)
+        return self._map_distinct(pointers, self._name_id)
+
+    @staticmethod
+    def _map_distinct(values: np.ndarray, fn: Any) -> np.ndarray:
+        """``fn`` of each value, called once per distinct value (a buffer holds few).
+        A sort rather than np.unique, which imports numpy.ma on first use."""
         import numpy as np
 
-        order = np.argsort(pointers)
-        ordered = pointers[order]
+        order = np.argsort(values)
+        ordered = values[order]
         first = np.empty(len(ordered), dtype=bool)
         first[0] = True
         np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
         distinct = ordered[first].tolist()
-        ids = np.array(list(map(self._name_id, distinct)), dtype=np.int64)
+        ids = np.array(list(map(fn, distinct)), dtype=np.int64)
         out = np.empty(len(ordered), dtype=np.int64)
         out[order] = ids[np.cumsum(first) - 1]
         return out
@@ -317,6 +460,7 @@ class RecordConverter:
         table = RecordTable()
         family_of_kind = self._family_of_kind
         names = self._names
+        markers: list[tuple[int, int, int, int, str, str]] = []
         for rec in activities:
             family = family_of_kind.get(rec.kind)
             if family == KERNEL:
@@ -376,10 +520,46 @@ class RecordConverter:
                 )
             elif family == CONTEXT:
                 self.context_device[rec.context_id] = rec.device_id
+            elif family == API:
+                category = API_RUNTIME if rec.kind == self._runtime_kind else API_DRIVER
+                table.add_api(
+                    start_ns=rec.start,
+                    end_ns=max(rec.end, rec.start),
+                    thread=rec.thread_id,
+                    cbid=rec.cbid,
+                    category=category,
+                    name=self._api_name_id(category << 32 | rec.cbid),
+                    correlation=rec.correlation_id,
+                    return_value=rec.return_value,
+                )
+            elif family == MARKER:
+                on_thread = rec.object_kind == OBJECT_THREAD
+                thread = rec.object_id.pt.thread_id if on_thread else 0
+                markers.append((rec.flags_, rec.timestamp, rec.id, thread, rec.name, rec.domain))
+            elif family == MEMORY and hasattr(rec, "memory_operation_type"):
+                address = rec.address
+                table.add_memory(
+                    timestamp_ns=rec.timestamp,
+                    device=rec.device_id,
+                    nbytes=rec.bytes,
+                    address=address - (1 << 64) if address >> 63 else address,  # as int64
+                    memory_op=rec.memory_operation_type,
+                    memory_kind=rec.memory_kind,
+                    context=rec.context_id,
+                    stream=rec.stream_id,
+                    correlation=rec.correlation_id,
+                )
             # DEVICE records of an unknown struct version and other kinds: ignored.
         n = len(table)
         rows = np.zeros((NUM_COLUMNS, n), dtype=np.int64)
         if n:
             for i, col in enumerate(table.columns):
                 rows[i] = np.frombuffer(col, dtype=np.int64, count=n)
+        if markers:
+            text = self._intern_text  # names come as str here, not pointers
+            ranges = self._marker_rows(self.markers.add(markers, text, text))
+            rows = np.concatenate((rows, ranges), axis=1)
         return rows
+
+    def _intern_text(self, text: str) -> int:
+        return self._text_id(text.encode()) if text else 0
