@@ -29,6 +29,21 @@ log = logging.getLogger("tfprof.agent.hub")
 Identify = Callable[[dict[str, Any]], tuple[str, str]]
 
 
+class StreamTotals:
+    """What became of finished streams (a daemon keeps counts, not the streams)."""
+
+    def __init__(self) -> None:
+        self.streams = self.delivered = self.dropped = 0
+        self.spooled = self.spooled_streams = 0
+
+    def add(self, link: ProcessLink) -> None:
+        self.streams += 1
+        self.delivered += link.sender.records_acked
+        self.dropped += link.sender.dropped
+        self.spooled += link.sender.spooled_records
+        self.spooled_streams += 1 if link.sender.spooled_records else 0
+
+
 class RelayHub:
     def __init__(
         self,
@@ -53,8 +68,7 @@ class RelayHub:
         self._finishers: set[threading.Thread] = set()
         self._lock = threading.Lock()
         self.stopping = threading.Event()
-        # Streams a daemon finished as their processes hung up: (delivered, spooled).
-        self.ended: list[ProcessLink] = []
+        self.ended = StreamTotals()  # streams a daemon finished as their processes hung up
         self.sampler = HostSampler(cfg.host_metrics_interval_ms, self._deliver_host)
         self.relay = RelayServer(
             socket_path, self._on_hello, mode, self._on_closed if finish_on_close else None
@@ -133,11 +147,13 @@ class RelayHub:
         )
         bases = (int(info.get("records_base", 0)), int(info.get("dropped_base", 0)))
         link = ProcessLink(self.client, hello, self._on_failure, self.spool, bases)
-        # A pid can say hello twice (a process that re-execs itself, or reconnects to a
-        # restarted daemon): host samples go to its latest stream.
+        # Sampled by the pid we see (SO_PEERCRED), which differs from the one it reports
+        # when it runs in another pid namespace (a pod). A pid can say hello twice (it
+        # re-execs itself, or reconnects to a restarted daemon): samples go to its latest.
+        link.sampled_pid = int(info.get("peer_pid") or 0) or hello.pid
         with self._lock:
-            self._links_by_pid[hello.pid] = link
-        self.sampler.add(hello.pid)
+            self._links_by_pid[link.sampled_pid] = link
+        self.sampler.add(link.sampled_pid)
         return link
 
     def _deliver_host(self, pid: int, sample: HostSample) -> None:
@@ -149,16 +165,16 @@ class RelayHub:
         """A daemon's process hung up: finish its stream now, in the background."""
         self.relay.forget(link)
         with self._lock:
-            if self._links_by_pid.get(link.pid) is link:
-                del self._links_by_pid[link.pid]
-                self.sampler.remove(link.pid)
+            if self._links_by_pid.get(link.sampled_pid) is link:
+                del self._links_by_pid[link.sampled_pid]
+                self.sampler.remove(link.sampled_pid)
         if self.stopping.is_set():
             return  # stop() finishes it with the others
 
         def finish() -> None:
             link.finish(timeout=self.cfg.delivery_timeout_s)
             with self._lock:
-                self.ended.append(link)
+                self.ended.add(link)
                 self._finishers.discard(threading.current_thread())
 
         thread = threading.Thread(target=finish, name="tfprof-finish", daemon=True)

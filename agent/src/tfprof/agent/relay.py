@@ -10,6 +10,7 @@ import json
 import logging
 import os
 import socket
+import struct
 import threading
 import uuid
 from collections.abc import Callable
@@ -68,6 +69,7 @@ class ProcessLink:
         bases: tuple[int, int] = (0, 0),
     ) -> None:
         self.pid = hello.pid
+        self.sampled_pid = hello.pid  # host samples come for this pid (see RelayHub)
         # A process that reconnects to a restarted node daemon counts from its first
         # stream on: (records, drops) it handed to earlier streams are not this one's.
         self.records_base, self.dropped_base = bases
@@ -226,7 +228,9 @@ class RelayServer:
                 if len(payload) < length:
                     break
                 if kind == FrameType.HELLO:
-                    link = self._on_hello(json.loads(payload))
+                    info = json.loads(payload)
+                    info["peer_pid"] = peer_pid(conn)
+                    link = self._on_hello(info)
                     if link is None:
                         break
                     with self._lock:
@@ -291,6 +295,18 @@ class RelayServer:
             os.unlink(self.path)
         except OSError:
             pass
+
+
+def peer_pid(conn: socket.socket) -> int:
+    """The connected process's pid as this process sees it (0 when it cannot be told):
+    a node daemon with the host's pid namespace samples pod processes by it, since the pid
+    a process reports is its own namespace's."""
+    try:
+        raw = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    except (OSError, AttributeError):
+        return 0
+    pid: int = struct.unpack("3i", raw)[0]
+    return pid
 
 
 def new_stream_id() -> str:
