@@ -307,6 +307,13 @@ def _rank(environ: Mapping[str, str]) -> str:
     return ""
 
 
+def export_identity(job: str, run_id: str) -> None:
+    """Hand this process's job and run id down to the processes it starts (through a
+    node daemon, the first traced process of a job names it)."""
+    os.environ.setdefault(OPTIONS["job"].env, job)
+    os.environ.setdefault(OPTIONS["run_id"].env, run_id)
+
+
 def with_flags(
     flags: Mapping[str, str], environ: Mapping[str, str] | None = None
 ) -> dict[str, str]:

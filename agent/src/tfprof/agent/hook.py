@@ -411,9 +411,9 @@ def _identity(cfg: config.AgentConfig) -> tuple[str, str]:
     scheduler = (
         identity.SchedulerJob(cfg.scheduler_job, cfg.scheduler_key) if cfg.scheduler_key else None
     )
-    return identity.resolve(
-        cfg.job, cfg.run_id, scheduler, _argv(), socket.gethostname(), os.getsid(0)
-    )
+    job, run_id = identity.resolve(cfg.job, cfg.run_id, scheduler, _argv())
+    config.export_identity(job, run_id)  # children (torchrun's ranks) join this run
+    return job, run_id
 
 
 def _pick_source(cfg: config.AgentConfig, run_id: str = "") -> Source | None:

@@ -3,9 +3,11 @@
 A process started with ``tfprof-agent env`` exports has no launcher to pick its job
 name and run id, so the hook works them out itself, the same way in every process of
 the job: ``TFPROF_JOB`` (and ``TFPROF_RUN_ID``) when set, else the scheduler's job
-(Slurm, torchelastic, a Kubernetes pod), else the command. The run id is derived from
-what the processes of one job share (the scheduler's job id, else the host and the
-session), so ranks that torchrun, srun or mpirun start separately land in one run.
+(Slurm, torchelastic, MPI through PMIx, a Kubernetes pod), else the command. The run id
+is derived from the scheduler's job id, so ranks that srun, torchrun or mpirun start
+separately land in one run; without a scheduler it is random, and the first traced
+process exports both to its descendants (``config.export_identity``), so a launcher
+written in Python (torchrun, multiprocessing) keeps its workers in its run.
 Imported inside user processes: standard library only; the environment comes in as a
 mapping (``config`` is the module that reads it).
 """
@@ -59,7 +61,8 @@ def scheduler_job(environ: Mapping[str, str]) -> SchedulerJob | None:
 
     Slurm first (every step and task of a job shares ``SLURM_JOB_ID``), then
     torchelastic (``TORCHELASTIC_RUN_ID`` spans every node of a torchrun job; torchrun's
-    placeholder ``none`` does not count), then the Kubernetes pod.
+    placeholder ``none`` does not count), then MPI (``PMIX_NAMESPACE``, set by Open MPI
+    and PMIx launchers for every rank), then the Kubernetes pod.
     """
     slurm = environ.get("SLURM_JOB_ID", "").strip()
     if slurm:
@@ -69,6 +72,9 @@ def scheduler_job(environ: Mapping[str, str]) -> SchedulerJob | None:
     elastic = environ.get("TORCHELASTIC_RUN_ID", "").strip()
     if elastic and elastic != "none":
         return SchedulerJob(safe_name(f"torchelastic-{elastic}"), f"torchelastic:{elastic}")
+    pmix = environ.get("PMIX_NAMESPACE", "").strip()
+    if pmix:
+        return SchedulerJob(safe_name(f"mpi-{pmix}"), f"pmix:{pmix}")
     pod = _first(environ, POD_NAME_VARIABLES)
     if pod:
         namespace = _first(environ, POD_NAMESPACE_VARIABLES) or "default"
@@ -99,20 +105,13 @@ def run_id(key: str) -> str:
 
 
 def resolve(
-    job: str,
-    given_run_id: str,
-    scheduler: SchedulerJob | None,
-    argv: Sequence[str],
-    host: str,
-    session: int,
+    job: str, given_run_id: str, scheduler: SchedulerJob | None, argv: Sequence[str]
 ) -> tuple[str, str]:
-    """(job name, run id) of a process the launcher did not name.
-
-    Without a scheduler, processes of one job are those with the same job name started
-    in one session (a shell, a `torchrun` started from it) on this host.
-    """
+    """(job name, run id) of a process the launcher did not name. Without a scheduler
+    the run id is new (the caller hands it down to the process's descendants)."""
     name = job or (scheduler.name if scheduler else "") or command_name(argv)
     if given_run_id:
         return name, given_run_id
-    shared = scheduler.key if scheduler else f"session:{host}:{session}"
-    return name, run_id(f"{name}|{shared}")
+    if scheduler is None:
+        return name, os.urandom(6).hex()
+    return name, run_id(f"{name}|{scheduler.key}")
