@@ -13,16 +13,26 @@ installation into the run's scratch directory:
 - ``cupti-python/``, for CUPTI runs only: links to the launcher's cupti-python and its
   requirements, which a job without cupti-python of its own may use when its
   interpreter's ABI matches the launcher's (``sources.cupti.interpreter_abi``).
+
+``tfprof-agent bundle DIR`` (``write_bundle``) writes the same folder for jobs that no
+launcher starts (the node daemon's, a pod mounting it read-only): real copies instead of
+links, and cupti-python under ``cupti-python/<ABI>/`` for each ABI asked for whose
+cupti-python is installed here; the hook picks its own ABI's folder.
 """
 
 from __future__ import annotations
 
 import ast
 import importlib.util
+import os
 import re
 import shutil
+import sysconfig
+from collections.abc import Callable, Sequence
 from importlib import metadata
 from pathlib import Path
+
+from tfprof.agent.sources.cupti import interpreter_abi
 
 HOOK_ENTRY = "tfprof.agent.hook"
 SITECUSTOMIZE = Path(__file__).resolve().parent / "bootstrap" / "sitecustomize.py"
@@ -106,8 +116,20 @@ def _requirement_name(requirement: str) -> str | None:
     return match.group(1) if match else None
 
 
-def link_cupti_python(folder: Path) -> bool:
-    """Link the launcher's cupti-python and what it requires into ``folder``."""
+def _link(source: Path, target: Path) -> None:
+    target.symlink_to(source)
+
+
+def _copy(source: Path, target: Path) -> None:
+    if source.is_dir():
+        shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__"))
+    else:
+        shutil.copy2(source, target)
+
+
+def link_cupti_python(folder: Path, place: Callable[[Path, Path], None] = _link) -> bool:
+    """Link (or with ``place=_copy``, copy) this installation's cupti-python and what it
+    requires into ``folder``."""
     seen: set[str] = set()
     todo = [CUPTI_DISTRIBUTION]
     linked = False
@@ -125,7 +147,7 @@ def link_cupti_python(folder: Path) -> bool:
             source, target = Path(str(dist.locate_file(top))), folder / top
             if source.exists() and not target.exists():
                 folder.mkdir(parents=True, exist_ok=True)
-                target.symlink_to(source)
+                place(source, target)
                 linked = True
         todo.extend(n for n in map(_requirement_name, dist.requires or ()) if n)
     return linked
@@ -146,3 +168,56 @@ def build(run_dir: str, *, with_cupti: bool) -> tuple[str, str]:
 def demo_trace() -> str:
     """The real GPU trace ``--source replay:demo`` replays (package data)."""
     return str(Path(__file__).resolve().parent / "demo" / DEMO_TRACE)
+
+
+def abi_name(wanted: str) -> str:
+    """A full ABI (``interpreter_abi``'s form: ``cpython-311-linux-x86_64``) for what the
+    user typed: that form itself, or a wheel tag such as ``cp311`` (``cp313t``: the
+    free-threaded build) on this platform."""
+    match = re.fullmatch(r"cp(\d)(\d+)(t?)", wanted)
+    if match is None:
+        return wanted
+    major, minor, threaded = match.groups()
+    return f"cpython-{major}{minor}{threaded}-{sysconfig.get_platform()}"
+
+
+def write_bundle(target: str, abis: Sequence[str] = ()) -> list[str]:
+    """Write the self-contained bootstrap folder at ``target`` (replacing one there);
+    the lines to tell the user (an ABI without cupti-python here).
+
+    Written beside and renamed into place, so a pod never sees half a folder.
+    """
+    final = Path(target).resolve()
+    final.parent.mkdir(parents=True, exist_ok=True)
+    work = final.parent / f".{final.name}.tmp-{os.getpid()}"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir()
+    notes: list[str] = []
+    try:
+        shutil.copyfile(SITECUSTOMIZE, work / "sitecustomize.py")
+        _copy_hook_lib(work / LIB_DIR)
+        for abi in dict.fromkeys(abi_name(a) for a in abis):
+            if abi != interpreter_abi():
+                notes.append(
+                    f"no cupti-python for {abi} here (this tfprof runs {interpreter_abi()}): the "
+                    "bundle has none for it; jobs with their own cupti-python are traced anyway"
+                )
+            elif not link_cupti_python(work / CUPTI_DIR / abi, place=_copy):
+                notes.append(
+                    f"cupti-python is not installed here: the bundle has none for {abi} "
+                    "(pip install cupti-python, then bundle again)"
+                )
+        old = final.parent / f".{final.name}.old-{os.getpid()}"
+        if final.exists():
+            final.rename(old)
+        work.rename(final)
+        shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+    return notes
+
+
+def cupti_path_in(bootstrap_dir: str) -> str:
+    """``TFPROF_CUPTI_PATH`` for jobs using the bundle at ``bootstrap_dir``."""
+    return os.path.join(bootstrap_dir, CUPTI_DIR, "{abi}")

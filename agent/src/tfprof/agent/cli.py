@@ -38,6 +38,8 @@ FLAGGED_OPTIONS = (
 )
 
 
+NODE_COMMANDS = ("daemon", "env", "bundle")
+
 # What a default looks like when the option's own default is empty.
 EMPTY_DEFAULTS = {
     "collector": "none: an embedded collector writes the trace",
@@ -121,7 +123,122 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="how long each stream may take (default: 60)",
     )
+    _add_node_commands(sub)
     return parser
+
+
+def _add_node_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``daemon``, ``env`` and ``bundle``: tracing without a launcher."""
+    from tfprof.agent.daemon import DEFAULT_SOCKET
+    from tfprof.agent.exports import CAPTURE_MODES
+
+    socket_help = (
+        f"the daemon's Unix socket (default: {DEFAULT_SOCKET}) [env {config.OPTIONS['socket'].env}]"
+    )
+    bootstrap_help = "the bootstrap folder (default: a folder named bootstrap beside the socket)"
+    daemon = sub.add_parser(
+        "daemon",
+        help="relay every traced process on this node to a collector (one per node)",
+        description=textwrap.fill(
+            "Do for every traced process on this node what `tfprof-agent run` does for its "
+            "job: accept hook connections on one Unix socket, one collector stream per "
+            "process, batching, spool, clock offsets and host metrics, each record stored "
+            "once or counted. Processes opt in with the environment `tfprof-agent env` "
+            "prints. Also writes the bootstrap folder that environment points at. SIGTERM or "
+            "SIGINT stops it cleanly: streams are delivered or spooled, and one line says "
+            "what went where; the processes reconnect to the next daemon."
+        ),
+        epilog="example:\n  tfprof-agent daemon --collector collector.example:4317 "
+        "--socket /run/tfprof/agent.sock",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    daemon.add_argument(
+        "--collector", metavar="HOST:PORT", required=True,
+        help="the collector to deliver to (required) [env TFPROF_COLLECTOR]",
+    )  # fmt: skip
+    daemon.add_argument("--socket", metavar="PATH", help=socket_help)
+    daemon.add_argument("--bootstrap-dir", metavar="DIR", help=bootstrap_help)
+    daemon.add_argument(
+        "--python-abi", metavar="ABI", action="append", default=[],
+        help="also put cupti-python for this CPython ABI in the bootstrap folder, where it "
+        "is installed here (cp311, or cpython-311-linux-x86_64; repeatable) (default: none)",
+    )  # fmt: skip
+    daemon.add_argument("--spool-dir", metavar="DIR", help=_help("spool_dir"))
+    daemon.add_argument("--tls-ca", metavar="PEM", help=_help("tls_ca"))
+    daemon.add_argument(
+        "--host-metrics-interval", metavar="MS", help=_help("host_metrics_interval")
+    )
+
+    env = sub.add_parser(
+        "env",
+        help="print the environment that makes a process traced by the node daemon",
+        description=textwrap.fill(
+            "Print the environment that makes any process started with it traced by the "
+            "node daemon: the bootstrap folder first on PYTHONPATH (the process's own "
+            "PYTHONPATH is kept after it), the daemon's socket, the capture mode, and the "
+            "job name if given. Without --job, the job is TFPROF_JOB, else the scheduler's "
+            "(SLURM_JOB_ID, TORCHELASTIC_RUN_ID, the Kubernetes pod from TFPROF_POD_NAME "
+            "and TFPROF_POD_NAMESPACE), else the command; processes of one job share one "
+            "run id."
+        ),
+        epilog='example:\n  eval "$(tfprof-agent env --job resnet)" && torchrun '
+        "--nproc-per-node 8 train.py",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    env.add_argument("--socket", metavar="PATH", help=socket_help)
+    env.add_argument("--bootstrap-dir", metavar="DIR", help=bootstrap_help)
+    env.add_argument("--job", metavar="NAME",
+                     help="job name, 1-64 of A-Z a-z 0-9 . _ - (default: from the scheduler, "
+                     "else the command) [env TFPROF_JOB]")  # fmt: skip
+    env.add_argument(
+        "--format", choices=("sh", "json"), default="sh",
+        help="sh: POSIX export lines; json: one object for tools (default: sh)",
+    )  # fmt: skip
+    env.add_argument(
+        "--capture", metavar="MODE", default="on-demand",
+        help=f"when processes trace: {CAPTURE_MODES} (default: on-demand)",
+    )  # fmt: skip
+
+    bundle = sub.add_parser(
+        "bundle",
+        help="write the self-contained bootstrap folder (for images without tfprof)",
+        description=textwrap.fill(
+            "Write DIR: the bootstrap folder that traces any CPython 3.9 or newer without "
+            "tfprof installed (sitecustomize and the standard-library hook), plus "
+            "cupti-python for each --python-abi where it is installed here (never "
+            "downloaded). A pod mounts it read-only; an existing DIR is replaced whole."
+        ),
+        epilog="example:\n  tfprof-agent bundle /run/tfprof/bootstrap --python-abi cp311",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    bundle.add_argument("dir", metavar="DIR", help="the folder to write (replaced if it exists)")
+    bundle.add_argument(
+        "--python-abi", metavar="ABI", action="append", default=[],
+        help="put cupti-python for this CPython ABI in the folder (cp311, or "
+        "cpython-311-linux-x86_64; repeatable) (default: none)",
+    )  # fmt: skip
+
+
+def node_command(args: argparse.Namespace, cfg: config.AgentConfig) -> int:
+    """``daemon``, ``env`` and ``bundle``."""
+    from tfprof.agent import bundle, daemon, exports
+
+    if args.command == "bundle":
+        for line in bundle.write_bundle(args.dir, args.python_abi):
+            print(f"tfprof: {line}", file=sys.stderr)
+        print(f"tfprof: bootstrap folder written to {os.path.abspath(args.dir)}", file=sys.stderr)
+        return 0
+    socket_path = os.path.abspath(args.socket or cfg.socket or daemon.DEFAULT_SOCKET)
+    bootstrap_dir = os.path.abspath(args.bootstrap_dir or daemon.default_bootstrap(socket_path))
+    if args.command == "env":
+        env = exports.daemon_environment(socket_path, bootstrap_dir, args.job or "", args.capture)
+        render = exports.render_json if args.format == "json" else exports.render_sh
+        sys.stdout.write(render(env))
+        return 0
+    from tfprof.agent.client import check_address
+
+    check_address(cfg.collector, "--collector")
+    return daemon.run(cfg, socket_path, bootstrap_dir, args.python_abi)
 
 
 def flush_spool_command(args: argparse.Namespace, cfg: config.AgentConfig) -> int:
@@ -149,7 +266,9 @@ def flush_spool_command(args: argparse.Namespace, cfg: config.AgentConfig) -> in
 
 def _flags(args: argparse.Namespace) -> dict[str, str]:
     """The options given on the command line, keyed like ``config.OPTIONS``."""
-    values = {key: getattr(args, key, None) for key in FLAGGED_OPTIONS}
+    # `env --job` names the job of the processes it prints for, not this one's.
+    keys = [k for k in FLAGGED_OPTIONS if not (args.command == "env" and k == "job")]
+    values = {key: getattr(args, key, None) for key in keys}
     return {key: str(value) for key, value in values.items() if value is not None}
 
 
@@ -166,7 +285,7 @@ def _setup_logging(level: str) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.command not in ("run", "flush-spool"):
+    if args.command not in ("run", "flush-spool", *NODE_COMMANDS):
         parser.print_help(sys.stderr)
         return 2
     command: list[str] = []
@@ -177,7 +296,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not command:
             parser.error("run: missing CMD")
     try:
-        if args.collector:  # a bad flag is reported as the flag the user typed
+        if getattr(args, "collector", None):  # a bad flag is reported as the flag the user typed
             config.validate_collector(args.collector, "--collector")
         environ = config.with_flags(_flags(args))
         cfg = config.load(environ)
@@ -186,6 +305,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         config.quiet_grpc_logging()
         if args.command == "flush-spool":
             return flush_spool_command(args, cfg)
+        if args.command in NODE_COMMANDS:
+            return node_command(args, cfg)
         from tfprof.agent import launcher, signals
 
         if cfg.collector:

@@ -14,6 +14,7 @@ import os
 from collections.abc import Callable, Mapping
 from typing import NamedTuple
 
+from tfprof.agent import identity
 from tfprof.agent.errors import ConfigError
 from tfprof.core.names import RULE, is_safe_name
 
@@ -109,6 +110,18 @@ OPTIONS: dict[str, Option] = {
     "socket": Option("TFPROF_SOCKET", "", "(internal) the launcher's Unix socket"),
     "run_id": Option("TFPROF_RUN_ID", "", "(internal) this run's id"),
     "run_dir": Option("TFPROF_RUN_DIR", "", "(internal) the launcher's scratch directory"),
+    "relay": Option(
+        "TFPROF_RELAY",
+        "launcher",
+        "who relays this process's records: launcher (tfprof-agent run) or daemon (a node "
+        "daemon; set by tfprof-agent env)",
+    ),
+    # Job identity without a launcher (identity.py); Kubernetes maps them in with the
+    # downward API. POD_NAME / POD_NAMESPACE are read too.
+    "pod_name": Option("TFPROF_POD_NAME", "", "Kubernetes pod name: names the job (daemon)"),
+    "pod_namespace": Option(
+        "TFPROF_POD_NAMESPACE", "", "Kubernetes namespace of the pod: names the job (daemon)"
+    ),
     "cupti_path": Option(
         "TFPROF_CUPTI_PATH", "", "(internal) the launcher's cupti-python, for jobs without one"
     ),
@@ -173,6 +186,15 @@ class AgentConfig(NamedTuple):
     memory: bool = True
     torch_ops: bool = False
     nvtx_injection: str = ""  # what the launcher set NVTX_INJECTION64_PATH to
+    # The scheduler's job, for processes no launcher named (see identity.scheduler_job).
+    scheduler_job: str = ""
+    scheduler_key: str = ""
+    relay: str = "launcher"
+
+    @property
+    def via_daemon(self) -> bool:
+        """Traced through a node daemon (``tfprof-agent env``), not a launcher."""
+        return self.relay == "daemon"
 
     @property
     def replay_path(self) -> str | None:
@@ -196,6 +218,12 @@ def validate_source(value: str) -> str:
     if value.startswith("replay:") and len(value) > len("replay:"):
         return value
     raise ConfigError(f"TFPROF_SOURCE={value!r}: expected cupti, none, auto or replay:PATH")
+
+
+def validate_relay(value: str) -> str:
+    if value in ("launcher", "daemon"):
+        return value
+    raise ConfigError(f"TFPROF_RELAY={value!r}: expected launcher or daemon")
 
 
 def validate_collector(value: str, label: str = "") -> str:
@@ -267,6 +295,7 @@ def load(environ: Mapping[str, str] | None = None) -> AgentConfig:
     job = raw("job")
     if job:
         validate_job_name(job)
+    scheduler = identity.scheduler_job(env)
     return AgentConfig(
         collector=validate_collector(raw("collector")),
         job=job,
@@ -309,6 +338,9 @@ def load(environ: Mapping[str, str] | None = None) -> AgentConfig:
         memory=_switch(OPTIONS["memory"].env, raw("memory")),
         torch_ops=_switch(OPTIONS["torch_ops"].env, raw("torch_ops")),
         nvtx_injection=raw("nvtx_injection"),
+        scheduler_job=scheduler.name if scheduler else "",
+        scheduler_key=scheduler.key if scheduler else "",
+        relay=validate_relay(raw("relay")),
     )
 
 
@@ -338,6 +370,13 @@ def _rank(environ: Mapping[str, str]) -> str:
         if value.isdigit():
             return value
     return ""
+
+
+def export_identity(job: str, run_id: str) -> None:
+    """Hand this process's job and run id down to the processes it starts (through a
+    node daemon, the first traced process of a job names it)."""
+    os.environ.setdefault(OPTIONS["job"].env, job)
+    os.environ.setdefault(OPTIONS["run_id"].env, run_id)
 
 
 def with_flags(

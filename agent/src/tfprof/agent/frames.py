@@ -67,6 +67,11 @@ class StringTable:
             self._sent = len(self._strings)
             return base, pending
 
+    def sent(self) -> list[str]:
+        """Every name already handed to a frame (from id 1): what a fresh stream needs."""
+        with self._lock:
+            return self._strings[1 : self._sent]
+
     def restore_pending(self, base: int) -> None:
         """Undo ``take_pending`` when the frame carrying the strings was dropped."""
         with self._lock:

@@ -23,7 +23,7 @@ import threading
 import time
 from typing import Any
 
-from tfprof.agent import clock, config, frames
+from tfprof.agent import clock, config, frames, identity
 from tfprof.agent.errors import ConfigError
 from tfprof.agent.frames import FrameType
 from tfprof.agent.sources.base import Source, SourceUnavailable
@@ -124,8 +124,11 @@ def _argv() -> list[str]:
 class Hook:
     """Per-process state: the queue, the string table, the sender and the source."""
 
-    def __init__(self, cfg: config.AgentConfig, source: Source | None) -> None:
+    def __init__(
+        self, cfg: config.AgentConfig, source: Source | None, job: tuple[str, str] = ("", "")
+    ) -> None:
         self.cfg = cfg
+        self.job, self.run_id = job  # (job name, run id) when no launcher names them
         self.pid = os.getpid()
         self.queue = FrameQueue(cfg.queue_bytes)
         self.strings = frames.StringTable()
@@ -143,6 +146,11 @@ class Hook:
         self._sender: threading.Thread | None = None
         self._stopped = False
         self._delivered = threading.Event()
+        # Through a node daemon: connections made so far (each one a stream), and the
+        # records and drop count handed over on earlier ones (the daemon counts from there).
+        self.connections = 0
+        self.records_handed = 0
+        self.dropped_handed = 0
 
     # -- Sink, for the source -------------------------------------------------------
 
@@ -210,6 +218,11 @@ class Hook:
             "task": self.cfg.task(self.pid),
             "source": self.source.name if self.source is not None else "none",
             "agent_version": __version__,
+            "job": self.job,
+            "run_id": self.run_id,
+            "connection": self.connections,
+            "records_base": self.records_handed,
+            "dropped_base": self.dropped_handed,
             "clock": {
                 "realtime_ns": realtime,
                 "monotonic_ns": time.monotonic_ns(),
@@ -228,6 +241,9 @@ class Hook:
         return sock
 
     def _send_loop(self) -> None:
+        if self.cfg.via_daemon:
+            self._send_loop_via_daemon()
+            return
         sock = self._connect()
         if sock is None:
             self._fail()
@@ -261,6 +277,69 @@ class Hook:
                 pass
             self._delivered.set()
 
+    def _send_loop_via_daemon(self) -> None:
+        """Through a node daemon, which may restart (an upgrade, a crash): connect again
+        with backoff, each connection a new stream; frames wait in the bounded queue
+        meanwhile (a full queue drops and counts, as always)."""
+        backoff = 0.1
+        try:
+            while True:
+                sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                try:
+                    sock.connect(self.cfg.socket)
+                except OSError as exc:
+                    sock.close()
+                    if self.connections == 0:
+                        warn(f"cannot reach the tfprof daemon at {self.cfg.socket} "
+                             f"({exc.strerror or exc}); records wait until it answers")  # fmt: skip
+                    time.sleep(backoff)
+                    backoff = min(backoff * 2, 2.0)
+                    continue
+                backoff = 0.1
+                if self._serve_daemon(sock):
+                    return
+        finally:
+            self._delivered.set()
+
+    def _serve_daemon(self, sock: socket.socket) -> bool:
+        """One connection; True once the queue is closed and sent, False if it broke."""
+        self.connections += 1
+        self._sock = sock
+        sending = 0
+        try:
+            sock.sendall(frames.encode_json_frame(FrameType.HELLO, self._hello()), NO_SIGPIPE)
+            names = self.strings.sent() if self.connections > 1 else []
+            if names:  # the new stream needs the names earlier streams carried
+                refresh = frames.encode_records_frame(RecordTable(), 1, names, 0)
+                sock.sendall(refresh, NO_SIGPIPE)
+            while True:
+                taken = self.queue.take(timeout=0.5)
+                if taken is None:
+                    if self.queue.closed:
+                        return True
+                    continue
+                frame, sending = taken
+                sock.sendall(frame, NO_SIGPIPE)
+                self.records_handed += sending
+                if frame[0] == FrameType.RECORDS:
+                    dropped = frames.RECORDS_HEADER.unpack_from(frame, frames.HEADER.size)[0]
+                    self.dropped_handed = max(self.dropped_handed, dropped)
+                sending = 0
+        except OSError as exc:
+            warn(f"lost the connection to the tfprof daemon ({exc.strerror or exc}); "
+                 "reconnecting (records wait in the bounded queue)")  # fmt: skip
+            # The frame being written is lost: count it, with the stream it was meant for.
+            with self._count_lock:
+                self.dropped_queue += sending
+            self.records_handed += sending
+            return False
+        finally:
+            self._sock = None
+            try:
+                sock.close()
+            except OSError:
+                pass
+
     def _fail(self, in_flight: int = 0) -> None:
         lost = self.queue.discard() + in_flight
         with self._count_lock:
@@ -287,8 +366,17 @@ class Hook:
         }
         self.queue.put(frames.encode_json_frame(FrameType.GOODBYE, goodbye), force=True)
         self.queue.close()
-        if not self._delivered.wait(max(0.0, deadline - time.monotonic())):
+        wait_s = max(0.0, deadline - time.monotonic())
+        if self.cfg.via_daemon and self._sock is None:
+            # No daemon right now: a job never waits long at exit for one to come back.
+            wait_s = min(wait_s, 3.0 if self.connections else 0.5)
+        if not self._delivered.wait(wait_s):
             left = len(self.queue)
+            if self.cfg.via_daemon:
+                lost = self.queue.discard()
+                warn(f"{lost:,} GPU records of this process were not delivered: no tfprof "
+                     f"daemon took them at {self.cfg.socket} by the exit timeout")  # fmt: skip
+                return
             warn(f"gave up delivering {left} frames of GPU records at exit (TFPROF_EXIT_TIMEOUT)")
         if self._launcher_lost is not None:
             with self._count_lock:
@@ -311,12 +399,24 @@ class Hook:
                 self._sock.close()
             except OSError:
                 pass
-        child = Hook(self.cfg, source=None)
+        child = Hook(self.cfg, source=None, job=(self.job, self.run_id))
         child.start()
         return child
 
 
-def _pick_source(cfg: config.AgentConfig) -> Source | None:
+def _identity(cfg: config.AgentConfig) -> tuple[str, str]:
+    """(job name, run id): the launcher's, else worked out here (identity.resolve)."""
+    if not cfg.via_daemon:
+        return cfg.job, cfg.run_id
+    scheduler = (
+        identity.SchedulerJob(cfg.scheduler_job, cfg.scheduler_key) if cfg.scheduler_key else None
+    )
+    job, run_id = identity.resolve(cfg.job, cfg.run_id, scheduler, _argv())
+    config.export_identity(job, run_id)  # children (torchrun's ranks) join this run
+    return job, run_id
+
+
+def _pick_source(cfg: config.AgentConfig, run_id: str = "") -> Source | None:
     if cfg.source in ("none", "auto"):
         # The launcher resolves "auto" before starting the job; keep the job safe anyway.
         return None
@@ -335,7 +435,12 @@ def _pick_source(cfg: config.AgentConfig) -> Source | None:
     path = cfg.replay_path
     if path is not None:
         # Replay runs once per job: the first traced process to claim it.
-        claim = os.path.join(cfg.run_dir or os.path.dirname(cfg.socket), "replay.claimed")
+        if not cfg.via_daemon:
+            claim = os.path.join(cfg.run_dir or os.path.dirname(cfg.socket), "replay.claimed")
+        else:  # through a node daemon: once per run, on this host
+            import tempfile
+
+            claim = os.path.join(tempfile.gettempdir(), f"tfprof-replay-{run_id}.claimed")
         try:
             fd = os.open(claim, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
         except FileExistsError:
@@ -401,12 +506,13 @@ def start() -> None:
     if not cfg.socket:
         return  # not started by tfprof-agent run
     clock.set_skew(cfg.clock_skew_ns)
+    job = _identity(cfg)
     try:
-        source = _pick_source(cfg)
+        source = _pick_source(cfg, job[1])
     except Exception as exc:
         warn(f"cannot set up the tracer source ({type(exc).__name__}: {exc})")
         source = None
-    _hook = Hook(cfg, source)
+    _hook = Hook(cfg, source, job)
     _hook.start()
     if cfg.torch_ops and cfg.nvtx and _hook.source is not None and cfg.source == "cupti":
         _watch_torch()

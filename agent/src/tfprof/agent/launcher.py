@@ -12,13 +12,11 @@ import logging
 import os
 import shutil
 import signal
-import socket
 import sys
 import tempfile
-import threading
 from collections.abc import Mapping, Sequence
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from tfprof.agent import bundle, clock
 from tfprof.agent.config import AgentConfig, child_environment
@@ -34,12 +32,11 @@ from tfprof.agent.prestart import (
 )
 from tfprof.agent.signals import FORWARDED_SIGNALS, SignalForwarder
 from tfprof.agent.sources.cupti import interpreter_abi, libcupti_path
-from tfprof.core.version import __version__
 
 if TYPE_CHECKING:
     from tfprof.agent.client import CollectorClient
-    from tfprof.agent.host_metrics import HostSampler
-    from tfprof.agent.relay import ProcessLink, RelayServer
+    from tfprof.agent.hub import RelayHub
+    from tfprof.agent.relay import ProcessLink
     from tfprof.agent.spool import Spool
     from tfprof.collector.embedded import EmbeddedCollector
 
@@ -55,8 +52,7 @@ class Run:
 
     # Set up by execute() once the job is about to start.
     client: CollectorClient
-    relay: RelayServer
-    sampler: HostSampler
+    hub: RelayHub
 
     def __init__(
         self, cfg: AgentConfig, command: Sequence[str], environ: Mapping[str, str]
@@ -74,14 +70,10 @@ class Run:
             _embedded_module().check_output(self.output)
         self.run_id = os.urandom(6).hex()
         self.source = resolve_source(cfg)
-        self.host = socket.gethostname()
         self.run_dir = tempfile.mkdtemp(prefix="tfprof-")
         self.embedded: EmbeddedCollector | None = None
         self._keep_run_dir = False  # the embedded store holds records not written out
-        self.clock: tuple[int, int] = (0, 0)
         self._warned_collector = False
-        self._links_by_pid: dict[int, ProcessLink] = {}
-        self._stopping = threading.Event()
         self.spool: Spool | None = None
 
     # -- collector side -------------------------------------------------------------
@@ -99,6 +91,7 @@ class Run:
 
     def _connect(self) -> None:
         from tfprof.agent.client import CollectorClient
+        from tfprof.agent.hub import RelayHub
 
         if self.cfg.collector:
             from tfprof.agent.spool import Spool
@@ -109,88 +102,20 @@ class Run:
                 raise UsageError(f"--tls-ca {self.cfg.tls_ca}: {exc.strerror}") from None
             self.client = client
             self.spool = Spool(self.cfg.spool_dir, self.cfg.spool_bytes)
-            clock = client.estimate_clock()
-            if clock is None:
-                self._collector_failure(client.last_error or "unreachable")
-            else:
-                self.clock = clock
-                # What earlier runs on this host left in the spool goes out now.
-                threading.Thread(
-                    target=self._flush_old_spool, name="tfprof-flush", daemon=True
-                ).start()
-            if self.cfg.clock_interval_s > 0:
-                threading.Thread(target=self._track_clock, name="tfprof-clock", daemon=True).start()
-            return
-        assert self._embedded_type is not None  # resolved in __init__ when no collector
-        self.embedded = self._embedded_type(os.path.join(self.run_dir, "store"))
-        self.client = CollectorClient(self.embedded.start())
-
-    def _flush_old_spool(self) -> None:
-        from tfprof.agent.client import CollectorClient
-        from tfprof.agent.flush import flush_spool
-
-        cfg = self.cfg
-        assert self.spool is not None  # set by _connect before this thread starts
-        result = flush_spool(
+        else:
+            assert self._embedded_type is not None  # resolved in __init__ when no collector
+            self.embedded = self._embedded_type(os.path.join(self.run_dir, "store"))
+            self.client = CollectorClient(self.embedded.start())
+        self.hub = RelayHub(
+            self.cfg,
+            self.client,
             self.spool,
-            lambda target: CollectorClient(target, cfg.tls_ca, cfg.auth_token),
-            target=cfg.collector,
-            only_target=True,
+            self.socket_path,
+            lambda _hello: (self.job, self.run_id),  # the launcher names its job
+            self._collector_failure,
         )
-        if result.delivered_streams:
-            notice(
-                f"delivered {result.delivered_records:,} spooled records of earlier runs "
-                f"({result.delivered_streams} streams)"
-            )
-
-    def _track_clock(self) -> None:
-        # Clocks drift: re-estimate the offset and send it with the next batches.
-        while not self._stopping.wait(self.cfg.clock_interval_s):
-            estimate = self.client.estimate_clock()
-            if estimate is None:
-                continue
-            self.clock = estimate
-            relay = getattr(self, "relay", None)
-            for link in list(relay.links if relay is not None else ()):
-                link.update_clock(*estimate)
-
-    def _on_hello(self, info: dict[str, Any]) -> ProcessLink:
-        from tfprof.agent.relay import ProcessLink, new_stream_id
-        from tfprof.core.version import PROTOCOL_VERSION
-        from tfprof.proto import collector_pb2 as pb
-
-        clock = info.get("clock", {})
-        hello = pb.Hello(
-            protocol_version=PROTOCOL_VERSION,
-            job=self.job,
-            run_id=self.run_id,
-            host=self.host,
-            pid=int(info.get("pid", 0)),
-            ppid=int(info.get("ppid", 0)),
-            task=str(info.get("task", "")),
-            argv=[str(a) for a in info.get("argv", [])],
-            agent_version=str(info.get("agent_version", __version__)),
-            source=str(info.get("source", "")),
-            clock=pb.ClockSnapshot(
-                realtime_ns=int(clock.get("realtime_ns", 0)),
-                monotonic_ns=int(clock.get("monotonic_ns", 0)),
-                tracer_ns=int(clock.get("tracer_ns", 0)),
-            ),
-            clock_offset_ns=self.clock[0],
-            clock_rtt_ns=self.clock[1],
-            stream_id=new_stream_id(),
-        )
-        link = ProcessLink(self.client, hello, self._collector_failure, self.spool)
-        # A pid can say hello twice (a process that re-execs itself): host samples go to
-        # its latest stream; every stream is finished from the relay's list.
-        self._links_by_pid[hello.pid] = link
-        self.sampler.add(hello.pid)
-        return link
-
-    def _deliver_host(self, pid: int, sample: Any) -> None:
-        link = self._links_by_pid.get(pid)
-        if link is not None and link.add_host_sample(sample):
-            link.flush_host()
+        if self.cfg.collector:
+            self.hub.connect_remote(_flushed_notice)
 
     # -- the job --------------------------------------------------------------------
 
@@ -242,18 +167,12 @@ class Run:
             raise CommandNotExecutable(f"permission denied: {self.command[0]}") from None
 
     def execute(self) -> int:
-        from tfprof.agent.host_metrics import HostSampler
-        from tfprof.agent.relay import RelayServer
-
         if python_started_without_site(self.command):
             notice("python -S skips sitecustomize: that process cannot be traced")
         env = self.child_env()
         try:
             self._connect()
-            self.sampler = HostSampler(self.cfg.host_metrics_interval_ms, self._deliver_host)
-            self.relay = RelayServer(self.socket_path, self._on_hello)
-            self.relay.start()
-            self.sampler.start()
+            self.hub.start()
             pid = self._spawn(env)
         except BaseException:
             self._abort()
@@ -276,12 +195,9 @@ class Run:
 
     def _abort(self) -> None:
         """The job could not start: leave nothing behind."""
-        self._stopping.set()
-        for part in ("sampler", "relay"):
-            thing = getattr(self, part, None)
-            if thing is not None:
-                with contextlib.suppress(Exception):
-                    thing.stop() if part == "sampler" else thing.close()
+        if getattr(self, "hub", None) is not None:
+            with contextlib.suppress(Exception):
+                self.hub.stop()
         if getattr(self, "client", None) is not None:
             self.client.close()
         if self.embedded is not None:
@@ -291,31 +207,11 @@ class Run:
     def _finish(self, code: int) -> None:
         # Processes deliver what they hold at exit within TFPROF_EXIT_TIMEOUT; a
         # grandchild the job left running is not waited for beyond that.
-        if not self.relay.wait_closed(self.cfg.exit_timeout_s + 2.0):
+        if not self.hub.relay.wait_closed(self.cfg.exit_timeout_s + 2.0):
             notice("some traced processes are still running; their records so far are kept")
-        self.sampler.stop()
-        self.relay.close()
-        self._stopping.set()
-        links = list(self.relay.links)
-        results: dict[int, bool] = {}
-
-        def finish(link: ProcessLink) -> None:
-            results[id(link)] = link.finish(timeout=self.cfg.delivery_timeout_s, exit_code=code)
-
-        # Only started threads are joined: a start() that fails (no threads left) must
-        # not leave an unstarted thread in the list; that link finishes here instead.
-        finishers: list[threading.Thread] = []
-        for link in links:
-            thread = threading.Thread(target=finish, args=(link,), name="tfprof-finish")
-            try:
-                thread.start()
-            except RuntimeError:
-                finish(link)
-            else:
-                finishers.append(thread)
-        for thread in finishers:
-            thread.join()
-        left = [link for link in links if not results.get(id(link), False)]
+        self.hub.stop()
+        links = list(self.hub.relay.links)
+        left = self.hub.finish_links(links, exit_code=code)
         records = sum(link.sender.spooled_records for link in left)
         if records and self.spool is not None:
             notice(
@@ -377,6 +273,10 @@ class Run:
             f"the records are kept in {store}: `tfprof-collector export --data-dir {store} "
             f"-o {os.path.abspath(self.output)}` writes the trace again"
         )
+
+
+def _flushed_notice(records: int, streams: int) -> None:
+    notice(f"delivered {records:,} spooled records of earlier runs ({streams} streams)")
 
 
 def _embedded_module() -> ModuleType:

@@ -10,6 +10,7 @@ import json
 import logging
 import os
 import socket
+import struct
 import threading
 import uuid
 from collections.abc import Callable
@@ -65,8 +66,13 @@ class ProcessLink:
         hello: pb.Hello,
         on_failure: Callable[[str], None],
         spool: Spool | None = None,
+        bases: tuple[int, int] = (0, 0),
     ) -> None:
         self.pid = hello.pid
+        self.sampled_pid = hello.pid  # host samples come for this pid (see RelayHub)
+        # A process that reconnects to a restarted node daemon counts from its first
+        # stream on: (records, drops) it handed to earlier streams are not this one's.
+        self.records_base, self.dropped_base = bases
         self.hello = hello
         self.sender = StreamDelivery(client, hello, spool, on_failure)
         self._clock: tuple[int, int] | None = None
@@ -92,12 +98,13 @@ class ProcessLink:
     def on_records(self, decoded: frames.DecodedRecords) -> None:
         message = pb.AgentMessage()
         batch = message.batch  # built in place: the sender serializes the message once
-        batch.string_base, batch.dropped = decoded.string_base, decoded.dropped
+        batch.string_base = decoded.string_base
+        batch.dropped = max(0, decoded.dropped - self.dropped_base)
         batch.strings.extend(decoded.strings)
         records_proto(decoded, batch.records)
         self._attach_host(batch)
         self._attach_clock(batch)
-        self.dropped_queue = decoded.dropped
+        self.dropped_queue = batch.dropped
         self.records += decoded.count
         self.sender.send(message, decoded.count)
 
@@ -139,9 +146,11 @@ class ProcessLink:
         """Say goodbye; False when the stream was left in the spool (or lost)."""
         self.flush_host()
         counts = self.goodbye or {}
+        sent = int(counts.get("records_sent", self.records + self.records_base))
+        dropped = int(counts.get("dropped_queue", self.dropped_queue + self.dropped_base))
         goodbye = pb.Goodbye(
-            records_sent=int(counts.get("records_sent", self.records)),
-            dropped_queue=int(counts.get("dropped_queue", self.dropped_queue)),
+            records_sent=max(0, sent - self.records_base),
+            dropped_queue=max(0, dropped - self.dropped_base),
             dropped_tracer=int(counts.get("dropped_tracer", 0)),
             exit_code=exit_code,
         )
@@ -159,15 +168,25 @@ HelloHandler = Callable[[dict[str, Any]], ProcessLink | None]
 class RelayServer:
     """Accepts hook connections; one reader thread per traced process."""
 
-    def __init__(self, path: str, on_hello: HelloHandler) -> None:
+    def __init__(
+        self,
+        path: str,
+        on_hello: HelloHandler,
+        mode: int = 0o600,
+        on_closed: Callable[[ProcessLink], None] | None = None,
+    ) -> None:
+        """``mode``: the socket's permissions (a node daemon serves other users too);
+        ``on_closed``: called in the reader thread when a process hung up."""
         self.path = path
         self._on_hello = on_hello
+        self._on_closed = on_closed
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock.bind(path)
-        os.chmod(path, 0o600)
+        os.chmod(path, mode)
         self.sock.listen(128)
         self.links: list[ProcessLink] = []
         self._readers: list[threading.Thread] = []
+        self._conns: set[socket.socket] = set()
         self._lock = threading.Lock()
         self._accepting = True
         self._acceptor = threading.Thread(target=self._accept, name="tfprof-relay", daemon=True)
@@ -187,6 +206,9 @@ class RelayServer:
             # Started under the lock: wait_closed, which copies the list under it, must
             # never join a reader that has not started (a job that exits at once).
             with self._lock:
+                # A long-running daemon forgets the readers of processes gone.
+                self._readers = [r for r in self._readers if r.is_alive()]
+                self._conns.add(conn)
                 reader.start()
                 self._readers.append(reader)
 
@@ -206,7 +228,9 @@ class RelayServer:
                 if len(payload) < length:
                     break
                 if kind == FrameType.HELLO:
-                    link = self._on_hello(json.loads(payload))
+                    info = json.loads(payload)
+                    info["peer_pid"] = peer_pid(conn)
+                    link = self._on_hello(info)
                     if link is None:
                         break
                     with self._lock:
@@ -224,9 +248,13 @@ class RelayServer:
             log.warning("relay error for pid %s: %s", link.pid if link else "?", exc)
         finally:
             stream.close()
+            with self._lock:
+                self._conns.discard(conn)
             conn.close()
             if link is not None:
                 link.closed.set()
+                if self._on_closed is not None:
+                    self._on_closed(link)
 
     def wait_closed(self, timeout: float) -> bool:
         """Wait until every connected process has hung up (they do so at exit)."""
@@ -239,6 +267,23 @@ class RelayServer:
             reader.join(max(0.0, deadline - time.monotonic()))
         return not any(r.is_alive() for r in readers)
 
+    def forget(self, link: ProcessLink) -> None:
+        """Drop a finished process from ``links`` (a daemon runs for months)."""
+        with self._lock:
+            if link in self.links:
+                self.links.remove(link)
+
+    def stop_reading(self) -> None:
+        """Stop taking frames: each process's next send fails (it counts that frame and
+        reconnects); what is already in the socket is still read to its end."""
+        with self._lock:
+            conns = list(self._conns)
+        for conn in conns:
+            try:
+                conn.shutdown(socket.SHUT_RD)
+            except OSError:
+                pass
+
     def close(self) -> None:
         self._accepting = False
         try:
@@ -250,6 +295,18 @@ class RelayServer:
             os.unlink(self.path)
         except OSError:
             pass
+
+
+def peer_pid(conn: socket.socket) -> int:
+    """The connected process's pid as this process sees it (0 when it cannot be told):
+    a node daemon with the host's pid namespace samples pod processes by it, since the pid
+    a process reports is its own namespace's."""
+    try:
+        raw = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    except (OSError, AttributeError):
+        return 0
+    pid: int = struct.unpack("3i", raw)[0]
+    return pid
 
 
 def new_stream_id() -> str:

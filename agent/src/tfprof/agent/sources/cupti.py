@@ -41,6 +41,10 @@ def not_installed(why: str = "") -> str:
     )
 
 
+# In TFPROF_CUPTI_PATH: this interpreter's ABI (the bundle's folder for it).
+ABI_PLACEHOLDER = "{abi}"
+
+
 def import_cupti(launcher_path: str = "", launcher_abi: str = "") -> ModuleType:
     """cupti-python's ``cupti`` module: the job's own, else the launcher's (``launcher_path``,
     built for ``launcher_abi``) when this interpreter can load it."""
@@ -53,6 +57,12 @@ def import_cupti(launcher_path: str = "", launcher_abi: str = "") -> ModuleType:
             # Installed but broken (a missing library, say) is its own problem.
             raise SourceUnavailable(not_installed() if exc.name == "cupti" else str(exc)) from exc
     abi = interpreter_abi()
+    if ABI_PLACEHOLDER in launcher_path:
+        # A bundle (tfprof-agent bundle) holds one cupti-python folder per ABI.
+        launcher_path = launcher_path.replace(ABI_PLACEHOLDER, abi)
+        if not os.path.isdir(launcher_path):
+            raise SourceUnavailable(not_installed(f", and the tfprof bundle has none for {abi}"))
+        launcher_abi = abi
     if launcher_abi != abi:
         raise SourceUnavailable(
             not_installed(f", and the launcher's is built for {launcher_abi}, not {abi}")
