@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 from tfprof.collector.store import Store
+from tfprof.core.formats import load_trace
 
 from .conftest import Collector, agent_cmd, clean_env, collector_cmd, start_collector
 from .test_delivery import TRACE, log_bytes, stored_records
@@ -27,7 +28,6 @@ from .test_delivery import TRACE, log_bytes, stored_records
 pytestmark = pytest.mark.timeout(300)
 
 PYENV = Path("/root/.pyenv/versions")
-RECORDS_PER_LOOP = 221  # GPU records in one replay of TRACE
 
 
 @dataclass
@@ -155,7 +155,7 @@ def test_two_jobs_with_only_the_env_exports_are_stored_exactly_once(
             daemon.proc.kill()
         assert collector.stop() == 0
     assert "daemon stopped: 2 stream(s)" in daemon.output(), daemon.output()
-    expected = repeat * RECORDS_PER_LOOP
+    expected = repeat * len(load_trace(traces / TRACE))
     for name in ("native", "foreign"):
         assert len(runs_of(data, name)) == 1
         rows = stored_records(data, name)
@@ -240,7 +240,7 @@ def test_a_daemon_stopped_and_restarted_mid_job_loses_nothing_uncounted(
 ) -> None:
     stored, lost, err = _kill_restart(traces, node, tmp_path, signal.SIGTERM)
     assert "lost the connection to the tfprof daemon" in err
-    assert stored + lost == 40 * RECORDS_PER_LOOP, (stored, lost, err)
+    assert stored + lost == 40 * len(load_trace(traces / TRACE)), (stored, lost, err)
 
 
 def test_a_daemon_killed_mid_job_and_restarted_keeps_the_job_traced(
@@ -248,7 +248,7 @@ def test_a_daemon_killed_mid_job_and_restarted_keeps_the_job_traced(
 ) -> None:
     stored, lost, err = _kill_restart(traces, node, tmp_path, signal.SIGKILL)
     assert "lost the connection to the tfprof daemon" in err
-    produced = 40 * RECORDS_PER_LOOP
+    produced = 40 * len(load_trace(traces / TRACE))
     # Nothing counted twice; what the killed daemon held unacknowledged is the only gap
     # (at most its in-flight window), and the run says a stream lost its agent.
     assert stored + lost <= produced
