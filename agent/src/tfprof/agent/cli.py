@@ -16,6 +16,7 @@ import textwrap
 from collections.abc import Sequence
 
 from tfprof.agent import config
+from tfprof.agent.capture import parse_capture_mode
 from tfprof.core.errors import TfprofError
 from tfprof.core.version import __version__
 
@@ -31,6 +32,8 @@ FLAGGED_OPTIONS = (
     "exit_timeout",
     "tls_ca",
     "spool_dir",
+    "capture",
+    "capture_finalize",
 )
 
 
@@ -74,7 +77,9 @@ def build_parser() -> argparse.ArgumentParser:
             "it, while a default name never replaces a file (NAME-2... is used instead)."
         ),
         epilog="examples:\n  tfprof-agent run --job mnist -o mnist.json.gz -- python train.py"
-        "\n  tfprof-agent run --collector collector.example:50051 -- torchrun train.py",
+        "\n  tfprof-agent run --collector collector.example:50051 -- torchrun train.py"
+        "\n  tfprof-agent run --capture periodic:2s/60s --collector collector.example:50051 "
+        "-- python train.py",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     run.add_argument("--collector", metavar="HOST:PORT", help=_help("collector"))
@@ -87,6 +92,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--exit-timeout", metavar="SECONDS", help=_help("exit_timeout"))
     run.add_argument("--tls-ca", metavar="PEM", help=_help("tls_ca"))
     run.add_argument("--spool-dir", metavar="DIR", help=_help("spool_dir"))
+    run.add_argument("--capture", metavar="MODE", help=_help("capture"))
+    run.add_argument(
+        "--capture-finalize", action="store_const", const="1", help=_help("capture_finalize")
+    )
     run.add_argument(
         "cmd", nargs=argparse.REMAINDER, metavar="CMD [ARGS...]",
         help="the command to run and its arguments (put -- before it if it starts with -)",
@@ -173,6 +182,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.collector:  # a bad flag is reported as the flag the user typed
             config.validate_collector(args.collector, "--collector")
+        if getattr(args, "capture", None):
+            parse_capture_mode(args.capture, "--capture")
         environ = config.with_flags(_flags(args))
         cfg = config.load(environ)
         _setup_logging(cfg.log_level)

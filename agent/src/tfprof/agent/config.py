@@ -14,6 +14,7 @@ import os
 from collections.abc import Callable, Mapping
 from typing import NamedTuple
 
+from tfprof.agent.capture import ALWAYS_MODE, CaptureMode, parse_capture_mode
 from tfprof.agent.errors import ConfigError
 from tfprof.core.names import RULE, is_safe_name
 
@@ -60,6 +61,19 @@ OPTIONS: dict[str, Option] = {
         "1000",
         "ms between CUPTI's periodic flushes, so records stream while the job runs; 0 = "
         "only when a buffer fills and at exit",
+    ),
+    "capture": Option(
+        "TFPROF_CAPTURE",
+        "always",
+        "when to trace: always (from process start), on-demand (armed, activities off "
+        "until a collector opens a capture window) or periodic:ON/EVERY (a window of ON "
+        "every EVERY, e.g. periodic:2s/60s)",
+    ),
+    "capture_finalize": Option(
+        "TFPROF_CAPTURE_FINALIZE",
+        "0",
+        "1: detach CUPTI (cupti finalize) after each capture window, so nothing of it "
+        "lingers between windows; the next window attaches it again",
     ),
     "log_level": Option("TFPROF_LOG_LEVEL", "WARNING", "log level of the tfprof loggers"),
     "spool_dir": Option(
@@ -130,6 +144,8 @@ class AgentConfig(NamedTuple):
     # The launcher's cupti-python (a folder to add to sys.path) and the ABI it needs.
     cupti_path: str = ""
     cupti_abi: str = ""
+    capture: CaptureMode = ALWAYS_MODE
+    capture_finalize: bool = False  # detach CUPTI between capture windows
 
     @property
     def replay_path(self) -> str | None:
@@ -244,7 +260,18 @@ def load(environ: Mapping[str, str] | None = None) -> AgentConfig:
         clock_skew_ns=_skew(raw("test_clock_skew_ns")),
         cupti_path=raw("cupti_path"),
         cupti_abi=raw("cupti_abi"),
+        capture=parse_capture_mode(raw("capture"), OPTIONS["capture"].env),
+        capture_finalize=_flag(OPTIONS["capture_finalize"].env, raw("capture_finalize")),
     )
+
+
+def _flag(env: str, raw: str) -> bool:
+    value = raw.lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("", "0", "false", "no", "off"):
+        return False
+    raise ConfigError(f"{env}={raw!r}: expected 1 or 0 (true or false)")
 
 
 def _skew(raw: str) -> int:
