@@ -195,7 +195,7 @@ class CaptureController:
         self._on_error = on_error
         self.capturing = False  # the state last applied (armed with activities off)
         self.windows_received = 0
-        self._cursor = 0  # the latest instant whose state was applied
+        self._cursor = now_ns()  # the latest instant whose state was applied
         self._wake_r, self._wake_w = os.pipe()
         self._thread: threading.Thread | None = None
         self._buffer = bytearray()
@@ -220,7 +220,6 @@ class CaptureController:
         """Apply every edge up to now + lead; the next edge to wake for, or None."""
         now = self._now_ns()
         horizon = now + self._lead_ns
-        self._cursor = max(self._cursor, now)
         while True:
             capturing, change = self.schedule.state_at(self._cursor)
             if capturing != self.capturing:
@@ -231,8 +230,12 @@ class CaptureController:
                     if self._on_error is not None:
                         self._on_error(exc)
             if change is None or change > horizon:
-                return change
+                break
             self._cursor = change
+        # Edges up to here are applied: a window that arrives later (or began before
+        # it arrived) counts from the present on, never from its past.
+        self._cursor = max(self._cursor, now)
+        return change
 
     def receive(self, data: bytes) -> None:
         """Take bytes from the launcher's socket; add the capture windows they complete."""
@@ -252,6 +255,7 @@ class CaptureController:
             except (ValueError, KeyError, TypeError):
                 continue
             self.windows_received += 1
+            self.advance()  # edges due before the window arrived keep their instants
             self.schedule.add(start, duration, self._now_ns())
 
     def _run(self, sock: socket.socket | None) -> None:

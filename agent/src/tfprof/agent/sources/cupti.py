@@ -228,13 +228,13 @@ class CuptiSource:
         if self._sink is None or self._window_warned:
             return
         self._window_warned = True
-        from tfprof.agent.sources.cupti_errors import describe_cupti_failure
+        from tfprof.agent.sources.cupti_errors import PREFIX, describe_cupti_failure
 
+        why = describe_cupti_failure(exc).removeprefix(f"{PREFIX}: ")
         what = "open" if on else "close"
         with contextlib.suppress(Exception):
             self._sink.warn(
-                f"cannot {what} a capture window: {describe_cupti_failure(exc)}"
-                " (later failures are not reported)"
+                f"cannot {what} a capture window: {why} (later failures are not reported)"
             )
 
     # -- CUPTI callbacks: run on CUPTI's thread or inside activity_flush_all ------------
