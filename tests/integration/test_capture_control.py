@@ -238,3 +238,38 @@ def test_periodic_windows_have_the_configured_length_and_period(
             continue  # the replay may start or end inside these
         assert inside[0] - second * S <= gap + 50 * MS
         assert second * S + 500 * MS - inside[-1] <= gap + 50 * MS
+
+
+def test_the_delivery_reader_forwards_windows_and_a_seq_0_ack_acknowledges_nothing(
+    collector: tuple[WindowCollector, str],
+) -> None:
+    from tfprof.agent.delivery import StreamDelivery
+
+    servicer, address = collector
+    client = CollectorClient(address)
+    got: list[list[pb.CaptureWindow]] = []
+    arrived = threading.Event()
+
+    def on_captures(windows: list[pb.CaptureWindow]) -> None:
+        got.append(windows)
+        arrived.set()
+
+    hello = pb.Hello(job="capture", pid=1, stream_id="s2")
+    delivery = StreamDelivery(client, hello, on_captures=on_captures)
+    try:
+        for start in (10, 20):
+            message = pb.AgentMessage()
+            message.batch.records.start_ns.append(start)
+            delivery.send(message, 1)
+        deadline = time.monotonic() + 30
+        while delivery.acked_seq < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        window = pb.CaptureWindow(capture_id="c3", start_ns=123, duration_ns=456)
+        assert servicer.push(window) == 1
+        assert arrived.wait(30)
+        assert delivery.acked_seq == 2  # the seq-0 ack took nothing back
+        assert delivery.finish(pb.Goodbye(records_sent=2), timeout=30)
+    finally:
+        client.close()
+    assert got == [[window]]
+    assert delivery.records_acked == 2 and servicer.records() == [10, 20]
