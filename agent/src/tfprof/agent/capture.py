@@ -212,6 +212,8 @@ class CaptureController:
             os.write(self._wake_w, b"x")
         if self._thread is not None:
             self._thread.join(timeout)
+            if self._thread.is_alive():
+                return  # stuck in the source: its pipe stays open rather than be reused
         for fd in (self._wake_r, self._wake_w):
             with contextlib.suppress(OSError):
                 os.close(fd)
