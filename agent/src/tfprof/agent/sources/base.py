@@ -61,9 +61,9 @@ class Source(Protocol):
         """Open (``on``) or close a capture window at ``at_ns`` (host realtime clock).
 
         Called from the hook's capture thread, never from the training thread nor
-        inside the source's own callbacks; ``at_ns`` is the window's edge, never in
-        the past by more than the scheduling delay. Failures are reported through
-        ``Sink.warn``, never raised.
+        inside the source's own callbacks, ``capture_lead_ns`` before ``at_ns``, the
+        window's edge (later when the thread was delayed; never dated before an edge
+        already applied). Failures are reported through ``Sink.warn``, never raised.
         """
         ...
 
