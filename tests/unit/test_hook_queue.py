@@ -221,12 +221,16 @@ class FakeSource:
     """A source that reports a device and a batch when it is stopped."""
 
     name = "fake"
+    capture_lead_ns = 0
 
     def __init__(self) -> None:
         self.sink: Sink | None = None
 
-    def start(self, sink: Sink) -> None:
+    def start(self, sink: Sink, capturing: bool = True) -> None:
         self.sink = sink
+
+    def set_capturing(self, on: bool, at_ns: int) -> None:
+        pass
 
     def tracer_clock_ns(self) -> int | None:
         return 123_456
@@ -294,7 +298,7 @@ def test_source_unavailable_is_one_line_and_the_process_still_says_hello(
     short_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     class Unavailable(FakeSource):
-        def start(self, sink: Sink) -> None:
+        def start(self, sink: Sink, capturing: bool = True) -> None:
             raise SourceUnavailable("no CUDA driver")
 
     launcher = FakeLauncher(short_dir / "relay.sock")

@@ -16,6 +16,7 @@ import textwrap
 from collections.abc import Sequence
 
 from tfprof.agent import config
+from tfprof.agent.capture import parse_capture_mode
 from tfprof.core.errors import TfprofError
 from tfprof.core.version import __version__
 
@@ -35,6 +36,8 @@ FLAGGED_OPTIONS = (
     "nvtx",
     "memory",
     "torch_ops",
+    "capture",
+    "capture_finalize",
 )
 
 
@@ -80,7 +83,9 @@ def build_parser() -> argparse.ArgumentParser:
             "it, while a default name never replaces a file (NAME-2... is used instead)."
         ),
         epilog="examples:\n  tfprof-agent run --job mnist -o mnist.json.gz -- python train.py"
-        "\n  tfprof-agent run --collector collector.example:50051 -- torchrun train.py",
+        "\n  tfprof-agent run --collector collector.example:50051 -- torchrun train.py"
+        "\n  tfprof-agent run --capture periodic:2s/60s --collector collector.example:50051 "
+        "-- python train.py",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     run.add_argument("--collector", metavar="HOST:PORT", help=_help("collector"))
@@ -95,6 +100,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--spool-dir", metavar="DIR", help=_help("spool_dir"))
     for key in ("api", "nvtx", "memory", "torch_ops"):  # the host side: on/off switches
         run.add_argument(f"--{key.replace('_', '-')}", choices=("on", "off"), help=_help(key))
+    run.add_argument("--capture", metavar="MODE", help=_help("capture"))
+    run.add_argument(
+        "--capture-finalize", action="store_const", const="1", help=_help("capture_finalize")
+    )
     run.add_argument(
         "cmd", nargs=argparse.REMAINDER, metavar="CMD [ARGS...]",
         help="the command to run and its arguments (put -- before it if it starts with -)",
@@ -298,6 +307,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if getattr(args, "collector", None):  # a bad flag is reported as the flag the user typed
             config.validate_collector(args.collector, "--collector")
+        if getattr(args, "capture", None):
+            parse_capture_mode(args.capture, "--capture")
         environ = config.with_flags(_flags(args))
         cfg = config.load(environ)
         _setup_logging(cfg.log_level)

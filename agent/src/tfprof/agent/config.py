@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import NamedTuple
 
 from tfprof.agent import identity
+from tfprof.agent.capture import ALWAYS_MODE, CaptureMode, parse_capture_mode
 from tfprof.agent.errors import ConfigError
 from tfprof.core.names import RULE, is_safe_name
 
@@ -86,6 +87,19 @@ OPTIONS: dict[str, Option] = {
         "off",
         "when the job imports torch, turn on PyTorch's NVTX op ranges (what "
         "torch.autograd.profiler.emit_nvtx does); needs nvtx on",
+    ),
+    "capture": Option(
+        "TFPROF_CAPTURE",
+        "always",
+        "when to trace: always (from process start), on-demand (armed, activities off "
+        "until a collector opens a capture window) or periodic:ON/EVERY (a window of ON "
+        "every EVERY, e.g. periodic:2s/60s)",
+    ),
+    "capture_finalize": Option(
+        "TFPROF_CAPTURE_FINALIZE",
+        "0",
+        "1: detach CUPTI (cupti finalize) after each capture window, so nothing of it "
+        "lingers between windows; the next window attaches it again",
     ),
     "log_level": Option("TFPROF_LOG_LEVEL", "WARNING", "log level of the tfprof loggers"),
     "spool_dir": Option(
@@ -195,6 +209,9 @@ class AgentConfig(NamedTuple):
     def via_daemon(self) -> bool:
         """Traced through a node daemon (``tfprof-agent env``), not a launcher."""
         return self.relay == "daemon"
+
+    capture: CaptureMode = ALWAYS_MODE
+    capture_finalize: bool = False  # detach CUPTI between capture windows
 
     @property
     def replay_path(self) -> str | None:
@@ -341,7 +358,18 @@ def load(environ: Mapping[str, str] | None = None) -> AgentConfig:
         scheduler_job=scheduler.name if scheduler else "",
         scheduler_key=scheduler.key if scheduler else "",
         relay=validate_relay(raw("relay")),
+        capture=parse_capture_mode(raw("capture"), OPTIONS["capture"].env),
+        capture_finalize=_flag(OPTIONS["capture_finalize"].env, raw("capture_finalize")),
     )
+
+
+def _flag(env: str, raw: str) -> bool:
+    value = raw.lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("", "0", "false", "no", "off"):
+        return False
+    raise ConfigError(f"{env}={raw!r}: expected 1 or 0 (true or false)")
 
 
 def _skew(raw: str) -> int:

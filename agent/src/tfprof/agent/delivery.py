@@ -72,11 +72,13 @@ class StreamDelivery:
         on_failure: Callable[[str], None] | None = None,
         memory_bytes: int = MEMORY_BYTES,
         next_seq: int = 1,
+        on_captures: Callable[[list[pb.CaptureWindow]], object] | None = None,
     ) -> None:
         self.client = client
         self.hello = hello
         self.spool = spool
         self._on_failure = on_failure
+        self._on_captures = on_captures  # capture windows the collector sends on acks
         self._memory_limit = memory_bytes
         self._cond = threading.Condition()
         self._pending: collections.deque[_Entry] = collections.deque()
@@ -289,8 +291,11 @@ class StreamDelivery:
                     if not self.connected:
                         self.connected = True
                         self.last_error = None
+                    # An ack that only carries capture windows (seq 0, or no newer
+                    # seq) acknowledges nothing and is no progress.
+                    if ack.seq > self.acked_seq or not ack.captures:
+                        self._last_progress = time.monotonic()
                     self.acked_seq = max(self.acked_seq, ack.seq)
-                    self._last_progress = time.monotonic()
                     while self._inflight:
                         seq, entry = next(iter(self._inflight.items()))
                         if seq > self.acked_seq:
@@ -299,6 +304,8 @@ class StreamDelivery:
                         self.records_acked += entry.records
                         self._forget_locked(entry)
                     self._cond.notify_all()
+                if ack.captures:
+                    self._forward_captures(list(ack.captures))
         except grpc.RpcError as exc:
             code = exc.code() if hasattr(exc, "code") else None
             error = describe(exc)
@@ -315,6 +322,14 @@ class StreamDelivery:
                 if first and self._on_failure is not None and not self._abandon:
                     self._on_failure(error)
             self._cond.notify_all()
+
+    def _forward_captures(self, captures: list[pb.CaptureWindow]) -> None:
+        if self._on_captures is None:
+            return
+        try:
+            self._on_captures(captures)
+        except Exception:  # a bug of ours must not end delivery
+            log.exception("cannot forward capture windows to the traced process")
 
     # -- the end ----------------------------------------------------------------------
 

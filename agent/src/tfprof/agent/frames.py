@@ -26,6 +26,9 @@ class FrameType(IntEnum):
     RECORDS = 2  # binary: new strings + columnar records
     DEVICES = 3  # JSON list of DeviceInfo
     GOODBYE = 4  # JSON: final counts
+    # Launcher -> hook, the one frame that travels the other way: a capture window,
+    # JSON {capture_id, start_realtime_ns (this host's realtime clock), duration_ns}.
+    CAPTURE = 5
 
 
 HEADER = struct.Struct("<BI")
@@ -97,6 +100,15 @@ def encode_frame(kind: FrameType, payload: bytes | bytearray | memoryview) -> by
 
 def encode_json_frame(kind: FrameType, obj: Any) -> bytes:
     return encode_frame(kind, json.dumps(obj, separators=(",", ":")).encode())
+
+
+def encode_capture_frame(capture_id: str, start_realtime_ns: int, duration_ns: int) -> bytes:
+    window = {
+        "capture_id": capture_id,
+        "start_realtime_ns": start_realtime_ns,
+        "duration_ns": duration_ns,
+    }
+    return encode_json_frame(FrameType.CAPTURE, window)
 
 
 def encode_records_frame(

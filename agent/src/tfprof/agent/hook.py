@@ -24,6 +24,7 @@ import time
 from typing import Any
 
 from tfprof.agent import clock, config, frames, identity
+from tfprof.agent.capture import ALWAYS, CaptureController, CaptureSchedule
 from tfprof.agent.errors import ConfigError
 from tfprof.agent.frames import FrameType
 from tfprof.agent.sources.base import Source, SourceUnavailable
@@ -151,6 +152,14 @@ class Hook:
         self.connections = 0
         self.records_handed = 0
         self.dropped_handed = 0
+        # Capture windows (on-demand, periodic modes): started once the socket is up.
+        self._capture: CaptureController | None = None
+        self._capture_lock = threading.Lock()
+
+    @property
+    def captures_windows(self) -> bool:
+        """True when capture windows, not the process's lifetime, decide what is traced."""
+        return self.source is not None and self.cfg.capture.kind != ALWAYS
 
     # -- Sink, for the source -------------------------------------------------------
 
@@ -193,7 +202,7 @@ class Hook:
     def start(self) -> None:
         if self.source is not None:
             try:
-                self.source.start(self)
+                self.source.start(self, capturing=self.cfg.capture.kind == ALWAYS)
             except SourceUnavailable as exc:
                 warn(f"{exc} - GPU activity of this process is not traced")
                 self.source = None
@@ -217,6 +226,8 @@ class Hook:
             "argv": _argv(),
             "task": self.cfg.task(self.pid),
             "source": self.source.name if self.source is not None else "none",
+            # The relay sends capture windows only to a process that follows them.
+            "capture": str(self.cfg.capture) if self.captures_windows else ALWAYS,
             "agent_version": __version__,
             "job": self.job,
             "run_id": self.run_id,
@@ -252,6 +263,8 @@ class Hook:
         sending = 0  # records of the frame being sent, lost if the send fails
         try:
             sock.sendall(frames.encode_json_frame(FrameType.HELLO, self._hello()), NO_SIGPIPE)
+            if self.captures_windows:
+                self._start_capture(sock)
             while True:
                 taken = self.queue.take(timeout=0.5)
                 if taken is None:
@@ -308,6 +321,11 @@ class Hook:
         sending = 0
         try:
             sock.sendall(frames.encode_json_frame(FrameType.HELLO, self._hello()), NO_SIGPIPE)
+            if self.captures_windows:  # windows come down this connection now
+                if self._capture is None:
+                    self._start_capture(sock)
+                else:
+                    self._capture.attach(sock)
             names = self.strings.sent() if self.connections > 1 else []
             if names:  # the new stream needs the names earlier streams carried
                 refresh = frames.encode_records_frame(RecordTable(), 1, names, 0)
@@ -340,6 +358,29 @@ class Hook:
             except OSError:
                 pass
 
+    def _start_capture(self, sock: socket.socket) -> None:
+        """One small daemon thread switches the source at the windows' edges and reads
+        the windows the launcher sends down ``sock``; the training thread never waits."""
+        source = self.source
+        assert source is not None
+        with self._capture_lock:
+            if self._stopped:
+                return
+            schedule = CaptureSchedule(self.cfg.capture, clock.now_ns())
+            self._capture = CaptureController(
+                schedule,
+                source.set_capturing,
+                lead_ns=source.capture_lead_ns,
+                on_error=lambda exc: warn(f"capture window failed ({type(exc).__name__}: {exc})"),
+            )
+            self._capture.start(sock)
+
+    def _stop_capture(self) -> None:
+        with self._capture_lock:
+            capture, self._capture = self._capture, None
+        if capture is not None:
+            capture.stop(timeout=1.0)
+
     def _fail(self, in_flight: int = 0) -> None:
         lost = self.queue.discard() + in_flight
         with self._count_lock:
@@ -350,7 +391,9 @@ class Hook:
         """At exit: flush the source, say goodbye, deliver within the exit timeout."""
         if self._stopped:
             return
-        self._stopped = True
+        with self._capture_lock:
+            self._stopped = True
+        self._stop_capture()  # windows end with the process; stop() flushes what they hold
         deadline = time.monotonic() + self.cfg.exit_timeout_s
         if self.source is not None:
             # The source may use most of the budget, not all: delivery needs some too.
@@ -431,6 +474,7 @@ def _pick_source(cfg: config.AgentConfig, run_id: str = "") -> Source | None:
             markers=cfg.nvtx,
             memory=cfg.memory,
             launcher_nvtx=cfg.nvtx_injection,
+            finalize_after_window=cfg.capture_finalize,
         )
     path = cfg.replay_path
     if path is not None:

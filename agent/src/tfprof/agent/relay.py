@@ -9,9 +9,11 @@ from __future__ import annotations
 import json
 import logging
 import os
+import select
 import socket
 import struct
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -26,6 +28,8 @@ from tfprof.core import records
 from tfprof.proto import collector_pb2 as pb
 
 log = logging.getLogger("tfprof.agent.relay")
+
+CONTROL_SEND_S = 1.0  # longest a capture window may wait for the hook's socket
 
 # Host samples ride on records batches; without records they go on their own this often
 # (a batch per sample would cost the collector a write and an fsync each).
@@ -74,7 +78,13 @@ class ProcessLink:
         # stream on: (records, drops) it handed to earlier streams are not this one's.
         self.records_base, self.dropped_base = bases
         self.hello = hello
-        self.sender = StreamDelivery(client, hello, spool, on_failure)
+        # The offset merge applies to this stream (collector = local + offset): capture
+        # windows come in collector time and go to the hook in local time.
+        self.clock_offset_ns = hello.clock_offset_ns
+        self._hook: socket.socket | None = None  # set once the hook follows windows
+        self._early_windows: list[bytes] | None = []  # windows before attach_hook
+        self._control_lock = threading.Lock()
+        self.sender = StreamDelivery(client, hello, spool, on_failure, on_captures=self.on_captures)
         self._clock: tuple[int, int] | None = None
         self.records = 0
         self.dropped_queue = 0
@@ -87,6 +97,7 @@ class ProcessLink:
         """A fresh clock estimate; it travels with the next batch."""
         with self._lock:
             self._clock = (offset_ns, rtt_ns)
+            self.clock_offset_ns = offset_ns
 
     def _attach_clock(self, batch: pb.Batch) -> None:
         with self._lock:
@@ -94,6 +105,60 @@ class ProcessLink:
         if fresh is not None:
             batch.clock_updated = True
             batch.clock_offset_ns, batch.clock_rtt_ns = fresh
+
+    def attach_hook(self, conn: socket.socket, capture: str) -> None:
+        """The hook's socket, for capture windows; only a process whose hello said it
+        follows windows (``capture`` other than ``always``) is sent any."""
+        with self._control_lock:
+            early, self._early_windows = self._early_windows or [], None
+            if capture == "always":
+                return
+            self._hook = conn
+        for frame in early:
+            self._send_control(frame)
+
+    def detach_hook(self) -> None:
+        with self._control_lock:
+            self._hook = None
+            self._early_windows = None
+
+    def on_captures(self, captures: list[pb.CaptureWindow]) -> int:
+        """Send the collector's capture windows to the hook, each converted to this
+        host's realtime clock with the stream's offset; the number sent."""
+        offset = self.clock_offset_ns
+        sent = 0
+        for window in captures:
+            frame = frames.encode_capture_frame(
+                window.capture_id, window.start_ns - offset, window.duration_ns
+            )
+            with self._control_lock:
+                if self._early_windows is not None:  # hello not relayed yet
+                    self._early_windows.append(frame)
+                    continue
+            sent += self._send_control(frame)
+        return sent
+
+    def _send_control(self, frame: bytes) -> int:
+        # Never blocks the relay for long: a hook that stopped reading loses its
+        # windows (said in the log), the records of the stream are untouched.
+        with self._control_lock:
+            conn = self._hook
+            if conn is None:
+                return 0
+            view = memoryview(frame)
+            deadline = time.monotonic() + CONTROL_SEND_S
+            try:
+                while view:
+                    left = deadline - time.monotonic()
+                    if left <= 0 or not select.select([], [conn], [], left)[1]:
+                        raise TimeoutError("the traced process does not read its socket")
+                    n = conn.send(view, socket.MSG_DONTWAIT | getattr(socket, "MSG_NOSIGNAL", 0))
+                    view = view[n:]
+            except (OSError, ValueError) as exc:
+                log.warning("cannot send a capture window to pid %s: %s", self.pid, exc)
+                self._hook = None
+                return 0
+        return 1
 
     def on_records(self, decoded: frames.DecodedRecords) -> None:
         message = pb.AgentMessage()
@@ -233,6 +298,7 @@ class RelayServer:
                     link = self._on_hello(info)
                     if link is None:
                         break
+                    link.attach_hook(conn, str(info.get("capture", "always")))
                     with self._lock:
                         self.links.append(link)
                 elif link is None:
@@ -247,6 +313,8 @@ class RelayServer:
         except (OSError, ValueError) as exc:
             log.warning("relay error for pid %s: %s", link.pid if link else "?", exc)
         finally:
+            if link is not None:
+                link.detach_hook()
             stream.close()
             with self._lock:
                 self._conns.discard(conn)
@@ -258,8 +326,6 @@ class RelayServer:
 
     def wait_closed(self, timeout: float) -> bool:
         """Wait until every connected process has hung up (they do so at exit)."""
-        import time
-
         deadline = time.monotonic() + timeout
         with self._lock:
             readers = list(self._readers)

@@ -531,20 +531,52 @@ class Goodbye(_message.Message):
 Global___Goodbye: _TypeAlias = Goodbye  # noqa: Y015
 
 @_typing.final
+class CaptureWindow(_message.Message):
+    """Collector -> agent, on the Stream response: open a capture window."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CAPTURE_ID_FIELD_NUMBER: _builtins.int
+    START_NS_FIELD_NUMBER: _builtins.int
+    DURATION_NS_FIELD_NUMBER: _builtins.int
+    capture_id: _builtins.str
+    start_ns: _builtins.int
+    """collector clock; the agent subtracts its clock offset"""
+    duration_ns: _builtins.int
+    def __init__(
+        self,
+        *,
+        capture_id: _builtins.str = ...,
+        start_ns: _builtins.int = ...,
+        duration_ns: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["capture_id", b"capture_id", "duration_ns", b"duration_ns", "start_ns", b"start_ns"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CaptureWindow: _TypeAlias = CaptureWindow  # noqa: Y015
+
+@_typing.final
 class Ack(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     SEQ_FIELD_NUMBER: _builtins.int
+    CAPTURES_FIELD_NUMBER: _builtins.int
     seq: _builtins.int
-    """highest durable batch sequence"""
+    """highest durable batch sequence (0: nothing new)"""
+    @_builtins.property
+    def captures(self) -> _containers.RepeatedCompositeFieldContainer[Global___CaptureWindow]: ...
     def __init__(
         self,
         *,
         seq: _builtins.int = ...,
+        captures: _abc.Iterable[Global___CaptureWindow] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["seq", b"seq"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["captures", b"captures", "seq", b"seq"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -44,9 +44,27 @@ class Sink(Protocol):
 
 class Source(Protocol):
     name: str
+    # How long before a capture window's edge the source wants ``set_capturing``: 0 for
+    # one that acts at once (CUPTI); more for one that must know an edge before it
+    # emits the records around it (replay).
+    capture_lead_ns: int
 
-    def start(self, sink: Sink) -> None:
-        """Arm the source. Raise ``SourceUnavailable`` with one clear line if it cannot."""
+    def start(self, sink: Sink, capturing: bool = True) -> None:
+        """Arm the source. Raise ``SourceUnavailable`` with one clear line if it cannot.
+
+        ``capturing=False`` arms it with nothing captured until ``set_capturing(True)``
+        (the ``on-demand`` and ``periodic`` capture modes).
+        """
+        ...
+
+    def set_capturing(self, on: bool, at_ns: int) -> None:
+        """Open (``on``) or close a capture window at ``at_ns`` (host realtime clock).
+
+        Called from the hook's capture thread, never from the training thread nor
+        inside the source's own callbacks, ``capture_lead_ns`` before ``at_ns``, the
+        window's edge (later when the thread was delayed; never dated before an edge
+        already applied). Failures are reported through ``Sink.warn``, never raised.
+        """
         ...
 
     def tracer_clock_ns(self) -> int | None:

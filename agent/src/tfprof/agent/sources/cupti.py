@@ -14,7 +14,7 @@ import os
 import shlex
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
@@ -76,22 +76,34 @@ def import_cupti(launcher_path: str = "", launcher_abi: str = "") -> ModuleType:
     return cupti
 
 
-def _kinds_to_enable(cupti: ModuleType) -> list[int]:
+def _arming_kinds(cupti: ModuleType) -> list[int]:
+    """Kinds that make a record only when a device or context appears, never per
+    operation: on from start in every capture mode, so a window's records carry the
+    GPU's identity even when the window opens long after CUDA initialised."""
+    kind = cupti.ActivityKind
+    return [int(kind.DEVICE), int(kind.CONTEXT)]
+
+
+def _window_kinds(cupti: ModuleType) -> list[int]:
+    """Kinds that make a record per GPU operation: what a capture window turns on."""
     kind = cupti.ActivityKind
     # CONCURRENT_KERNEL, never KERNEL: the latter serialises every kernel on the GPU.
-    return [
-        int(kind.CONCURRENT_KERNEL),
-        int(kind.MEMCPY),
-        int(kind.MEMCPY2),
-        int(kind.MEMSET),
-        int(kind.DEVICE),
-        int(kind.CONTEXT),
-    ]
+    return [int(kind.CONCURRENT_KERNEL), int(kind.MEMCPY), int(kind.MEMCPY2), int(kind.MEMSET)]
+
+
+def _kinds_to_enable(cupti: ModuleType) -> list[int]:
+    return _window_kinds(cupti) + _arming_kinds(cupti)
 
 
 def _optional_kinds(cupti: ModuleType) -> list[int]:
     """Kinds enabled when the driver accepts them; refusing one never stops tracing."""
     return [int(cupti.ActivityKind.SYNCHRONIZATION)]
+
+
+def _host_kinds(cupti: ModuleType) -> list[int]:
+    """The host-side kinds a capture window also switches (enabled per their switches)."""
+    ak = cupti.ActivityKind
+    return [int(getattr(ak, name)) for name in ("RUNTIME", "DRIVER", "MARKER", "MEMORY2")]
 
 
 def libcupti_path() -> str:
@@ -128,17 +140,19 @@ def loaded_libcupti() -> str:
 class CuptiSource:
     """CUPTI activity tracing through cupti-python.
 
-    ``start`` registers the buffer callbacks and enables CONCURRENT_KERNEL, MEMCPY,
-    MEMCPY2, MEMSET, DEVICE and CONTEXT, and where the driver accepts them
-    SYNCHRONIZATION and the host side: RUNTIME and DRIVER (``api``, filtered to the
-    calls ``cupti_api`` names), MARKER (``markers``: NVTX ranges) and MEMORY2
-    (``memory``). CUPTI then fills ``buffer_bytes`` buffers and
-    hands each completed one to ``buffer_completed``. ``flush_period_ms`` > 0 asks CUPTI
+    ``start`` registers the buffer callbacks and enables DEVICE and CONTEXT, and when
+    capturing (always, unless a capture mode arms it idle) CONCURRENT_KERNEL, MEMCPY,
+    MEMCPY2, MEMSET, and where the driver accepts them SYNCHRONIZATION and the host side:
+    RUNTIME and DRIVER (``api``, filtered to the calls ``cupti_api`` names), MARKER
+    (``markers``: NVTX ranges) and MEMORY2 (``memory``); capture windows switch all but
+    DEVICE and CONTEXT on and off (``set_capturing``). CUPTI fills ``buffer_bytes``
+    buffers and hands each completed one to ``buffer_completed``. ``flush_period_ms`` > 0 asks CUPTI
     to complete partial buffers that often, so records stream while the job runs rather
     than when a buffer fills up or at the end.
     """
 
     name = "cupti"
+    capture_lead_ns = 0  # CUPTI acts when asked, not ahead
 
     def __init__(
         self,
@@ -150,6 +164,7 @@ class CuptiSource:
         markers: bool = True,
         memory: bool = True,
         launcher_nvtx: str = "",
+        finalize_after_window: bool = False,
     ) -> None:
         self.buffer_bytes = buffer_bytes
         self.api = api
@@ -164,9 +179,14 @@ class CuptiSource:
         self._cupti: ModuleType | None = None
         self._sink: Sink | None = None
         self._converter: RecordConverter | None = None
+        self.finalize_after_window = finalize_after_window
         self._enabled: list[int] = []
         self._warned = False
+        self._window_warned = False
+        self._capturing = False
+        self._finalized = False
         self._lock = threading.Lock()
+        self._control_lock = threading.Lock()  # capture windows against stop()
 
     @property
     def enabled_kinds(self) -> tuple[int, ...]:
@@ -186,27 +206,94 @@ class CuptiSource:
         self._sink = sink
         self._converter = RecordConverter(sink, cupti)
 
-    def start(self, sink: Sink) -> None:
+    def start(self, sink: Sink, capturing: bool = True) -> None:
         self.bind(sink)
-        cupti = self._cupti
-        assert cupti is not None
         try:
-            cupti.activity_register_callbacks(self.buffer_requested, self.buffer_completed)
-            for kind in _kinds_to_enable(cupti):
-                cupti.activity_enable(kind)
-                self._enabled.append(kind)
+            self._arm()
+            if capturing:
+                self._enable_window_kinds()
+                self._capturing = True
         except Exception as exc:
             self._disable_all()
             from tfprof.agent.sources.cupti_errors import describe_cupti_failure
 
             raise SourceUnavailable(describe_cupti_failure(exc)) from exc
-        for kind in _optional_kinds(cupti):
-            self._enable_optional(kind)  # e.g. an old driver: host waits go unrecorded
-        self._enable_host_side(cupti)
+
+    def _arm(self) -> None:
+        """Register the buffer callbacks and the per-device kinds (CUPTI attaches)."""
+        cupti = self._cupti
+        assert cupti is not None
+        cupti.activity_register_callbacks(self.buffer_requested, self.buffer_completed)
+        self._finalized = False
+        for kind in _arming_kinds(cupti):
+            cupti.activity_enable(kind)
+            self._enabled.append(kind)
         if self.flush_period_ms > 0:
             # an optimisation only: records still come when a buffer fills up
             with contextlib.suppress(Exception):
                 cupti.activity_flush_period(self.flush_period_ms)
+
+    def _enable_window_kinds(self) -> None:
+        cupti = self._cupti
+        assert cupti is not None
+        for kind in _window_kinds(cupti):
+            cupti.activity_enable(kind)
+            self._enabled.append(kind)
+        for kind in _optional_kinds(cupti):
+            self._enable_optional(kind)  # e.g. an old driver: host waits go unrecorded
+        self._enable_host_side(cupti)
+
+    def set_capturing(self, on: bool, at_ns: int) -> None:
+        """Open or close a capture window now (CUPTI cannot act ahead: ``at_ns`` is
+        only the edge this call is for).
+
+        Closing disables the per-operation kinds and flushes, so the window's records
+        leave at once; with ``finalize_after_window`` it then detaches CUPTI
+        (``finalize``) and the next window attaches it again. Runs on the hook's
+        capture thread: flushing calls ``buffer_completed`` here, never from inside a
+        buffer callback, which is what makes ``finalize`` safe.
+        """
+        cupti = self._cupti
+        if cupti is None:
+            return
+        with self._control_lock:
+            try:
+                if on:
+                    if self._finalized:
+                        self._arm()
+                    self._enable_window_kinds()
+                    self._capturing = True
+                    return
+                if not self._capturing:
+                    return
+                self._capturing = False
+                window = set(_window_kinds(cupti) + _optional_kinds(cupti) + _host_kinds(cupti))
+                self._disable(lambda kind: kind in window)
+                self._flush(cupti)
+                if self.finalize_after_window:
+                    self._report_cupti_dropped(cupti)
+                    self._enabled.clear()  # finalize disables everything
+                    cupti.finalize()
+                    self._finalized = True
+            except Exception as exc:
+                self._window_failed(on, exc)
+
+    def _window_failed(self, on: bool, exc: BaseException) -> None:
+        cupti = self._cupti
+        if on and cupti is not None:
+            window = set(_window_kinds(cupti) + _optional_kinds(cupti) + _host_kinds(cupti))
+            self._disable(lambda kind: kind in window)
+        if self._sink is None or self._window_warned:
+            return
+        self._window_warned = True
+        from tfprof.agent.sources.cupti_errors import PREFIX, describe_cupti_failure
+
+        why = describe_cupti_failure(exc).removeprefix(f"{PREFIX}: ")
+        what = "open" if on else "close"
+        with contextlib.suppress(Exception):
+            self._sink.warn(
+                f"cannot {what} a capture window: {why} (later failures are not reported)"
+            )
 
     def _enable_optional(self, kind: int) -> bool:
         assert self._cupti is not None
@@ -308,16 +395,20 @@ class CuptiSource:
         CUPTI offers no way to bound the flush itself by ``deadline``.
         """
         cupti = self._cupti
-        if cupti is None or not self._enabled:
-            return
+        with self._control_lock:
+            if cupti is None or not self._enabled:
+                return
+            self._flush(cupti)
+            self._close_open_ranges()
+            self._report_cupti_dropped(cupti)
+            self._disable_all()
+
+    def _flush(self, cupti: ModuleType) -> None:
         try:
             flag = int(getattr(cupti.ActivityFlag, "FLUSH_FORCED", 1))
             cupti.activity_flush_all(flag)
         except Exception:
             pass
-        self._close_open_ranges()
-        self._report_cupti_dropped(cupti)
-        self._disable_all()
 
     def _close_open_ranges(self) -> None:
         """NVTX ranges still open at the end lasted until now: record them so."""
@@ -345,9 +436,12 @@ class CuptiSource:
             pass
 
     def _disable_all(self) -> None:
+        self._disable(lambda kind: True)
+
+    def _disable(self, which: Callable[[int], bool]) -> None:
         cupti = self._cupti
-        while self._enabled:
-            kind = self._enabled.pop()
+        for kind in [k for k in self._enabled if which(k)]:
+            self._enabled.remove(kind)
             try:
                 if cupti is not None:
                     cupti.activity_disable(kind)

@@ -17,6 +17,12 @@ minutes past the wall clock. Exact timing needs a finite speed, where pacing kee
 record at or before the wall clock. One loop at max is exact and ends at most one
 recording's span after it started.
 
+Capture windows: records are captured only when their start falls inside a window
+(``set_capturing``); the rest are skipped, not dropped, as CUPTI would never have made
+them. The source asks for each edge ``CAPTURE_LEAD_NS`` ahead, so it knows a window
+before it emits the records around it; at speed 1 replayed time tracks the wall clock,
+faster replays run ahead of it and see only the windows known so far.
+
 Cost: the chunk tables are built once per trace (short traces are tiled several loops
 per block so batches stay large); each loop then only rebuilds the start and
 correlation columns.
@@ -25,6 +31,7 @@ correlation columns.
 from __future__ import annotations
 
 import array
+import bisect
 import contextlib
 import os
 import socket
@@ -42,6 +49,8 @@ from tfprof.core.records import COLUMNS, DeviceInfo, RecordKind, RecordTable
 CHUNK_RECORDS = 8192
 PACE_WINDOW_S = 0.01
 LOOP_GAP_NS = 1_000_000
+CAPTURE_LEAD_NS = 500_000_000
+_FOREVER = 1 << 63
 _CORRELATION_MOD = (1 << 32) - 1  # correlation is uint32 on the wire; ids 1 .. 2**32-1
 
 
@@ -127,6 +136,10 @@ class ReplaySource:
         if repeat < 1:
             raise ValueError(f"replay repeat must be >= 1, got {repeat!r}")
         self.name = f"replay:{path}"
+        self.capture_lead_ns = CAPTURE_LEAD_NS
+        # Capture windows as [start, end) on the host realtime clock, in order; an
+        # open window ends at _FOREVER. Always-on until start() says otherwise.
+        self._windows: list[list[int]] = [[-_FOREVER, _FOREVER]]
         self.path = path
         self.speed = speed
         self.repeat = repeat
@@ -141,7 +154,10 @@ class ReplaySource:
 
     # -- Source protocol -------------------------------------------------------------
 
-    def start(self, sink: Sink) -> None:
+    def start(self, sink: Sink, capturing: bool = True) -> None:
+        if not capturing:
+            with self._lock:
+                self._windows = []
         try:
             trace = load_trace(self.path)
         except TraceFormatError as exc:
@@ -165,6 +181,38 @@ class ReplaySource:
 
     def tracer_clock_ns(self) -> int | None:
         return None  # timestamps are already host realtime
+
+    def set_capturing(self, on: bool, at_ns: int) -> None:
+        with self._lock:
+            windows = self._windows
+            is_open = bool(windows) and windows[-1][1] == _FOREVER
+            if on and not is_open:
+                windows.append([at_ns, _FOREVER])
+            elif not on and is_open:
+                windows[-1][1] = max(windows[-1][0], at_ns)
+
+    def _captured(self, columns: list[array.array[int]]) -> list[array.array[int]] | None:
+        """The records of a chunk whose start falls inside a capture window (starts are
+        sorted); None when there are none."""
+        starts = columns[_START]
+        first, last = starts[0], starts[-1]
+        with self._lock:
+            windows = [(a, b) for a, b in self._windows if a <= last and b > first]
+        if not windows:
+            return None
+        if len(windows) == 1 and windows[0][0] <= first and windows[0][1] > last:
+            return columns  # the whole chunk (always the case in the always mode)
+        edges = [(bisect.bisect_left(starts, a), bisect.bisect_left(starts, b)) for a, b in windows]
+        ranges = [(lo, hi) for lo, hi in edges if hi > lo]
+        if not ranges:
+            return None
+        out = []
+        for col in columns:
+            kept = array.array("q")
+            for lo, hi in ranges:
+                kept.extend(col[lo:hi])
+            out.append(kept)
+        return out
 
     def stop(self, deadline: float) -> None:
         with self._lock:
@@ -222,12 +270,15 @@ class ReplaySource:
                 columns[_START] = _shift_starts(columns[_START], start_shift)
                 if plan.has_correlation and corr_shift:
                     columns[_CORRELATION] = _shift_correlations(columns[_CORRELATION], corr_shift)
+                captured = self._captured(columns)
                 with self._lock:
                     if self._cut:
                         return  # stop() has reported what is left
                     self._handed += chunk.size
+                if captured is None:
+                    continue  # outside every capture window: never traced
                 try:
-                    accepted = sink.submit(RecordTable(columns), wait=True)
+                    accepted = sink.submit(RecordTable(captured), wait=True)
                 except Exception:
                     with self._lock:  # a batch the sink choked on was not replayed
                         self._handed -= chunk.size
