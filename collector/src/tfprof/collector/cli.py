@@ -26,6 +26,9 @@ EXAMPLES = {
     "merge": "tfprof-collector merge --as jobs a.json b.json -o both.json.gz",
     "summary": "tfprof-collector summary tfprof-trace.json --view kernels --top 20",
     "advise": "tfprof-collector advise --data-dir /var/lib/tfprof --job train",
+    "sql": 'tfprof-collector sql "SELECT * FROM kernel_summary ORDER BY total_ns DESC LIMIT 10" '
+    "--data-dir /var/lib/tfprof",
+    "compact": "tfprof-collector compact --data-dir /var/lib/tfprof",
 }
 
 
