@@ -40,7 +40,7 @@ def records_batch(seq: int, start: int, n: int = 7, **extra: Any) -> pb.Batch:
     b = pb.Batch(seq=seq, **extra)
     r = b.records
     kinds = [RecordKind(1 + i % 7) for i in range(n)]
-    r.kind.extend(kinds)
+    r.kind.extend(int(k) for k in kinds)
     r.start_ns.extend(start + 10 * i for i in range(n))
     r.duration_ns.extend(5 + i for i in range(n))
     r.name.extend(1 + i % 2 for i in range(n))
@@ -71,13 +71,13 @@ def first_batch() -> pb.Batch:
     return records_batch(1, 10_000, strings=["gemm", "relu"], string_base=1)
 
 
-def count(sources: list[Path], table: str = "kernels") -> int:
+def count(sources: list[Path] | list[str], table: str = "kernels") -> int:
     result = run_query(Engine([str(s) for s in sources]), f"SELECT count(*) AS n FROM {table}")
     return int(result.column("n")[0].as_py())
 
 
 def compact(data_dir: Path) -> None:
-    done, failed = compact_data_dir(data_dir, lake_of(data_dir), collector_id(data_dir))
+    _done, failed = compact_data_dir(data_dir, lake_of(data_dir), collector_id(data_dir))
     assert not failed
 
 
@@ -209,7 +209,7 @@ def test_a_value_cuda_never_makes_fails_that_stream_only(tmp_path: Path) -> None
     bad.records.block_x[0] = 70_000  # over uint16
     write_stream(tmp_path, [bad], stream_id="bad")
     write_stream(tmp_path, [first_batch()], stream_id="good")
-    done, failed = compact_data_dir(tmp_path, lake_of(tmp_path), collector_id(tmp_path))
+    _done, failed = compact_data_dir(tmp_path, lake_of(tmp_path), collector_id(tmp_path))
     assert len(failed) == 1 and "block_x 70000 does not fit uint16" in failed[0]
     assert count([tmp_path]) == 1  # the bad stream is reported and left out
     with pytest.raises(OutOfRange):
@@ -235,8 +235,8 @@ def test_file_urls_and_several_lakes_read_as_one(tmp_path: Path) -> None:
     compact(two)
     urls = [f"file://{lake_of(one).root}", f"file://{lake_of(two).root}"]
     assert open_lake(urls[0]).local
-    result = run_query(Engine(urls), "SELECT stream_id, count FROM "
-                       "(SELECT stream_id, count(*) AS count FROM kernels GROUP BY 1) ORDER BY 1")  # fmt: skip
+    query = "SELECT stream_id, count(*) AS count FROM kernels GROUP BY 1 ORDER BY 1"
+    result = run_query(Engine(urls), query)
     assert result.to_pylist() == [{"stream_id": "s1", "count": 1}, {"stream_id": "s2", "count": 2}]
 
 
