@@ -40,7 +40,7 @@ def records_batch(seq: int, start: int, n: int = 7, **extra: Any) -> pb.Batch:
     b = pb.Batch(seq=seq, **extra)
     r = b.records
     kinds = [RecordKind(1 + i % 7) for i in range(n)]
-    r.kind.extend(int(k) for k in kinds)
+    r.kind.extend(pb.RecordKind.ValueType(k) for k in kinds)
     r.start_ns.extend(start + 10 * i for i in range(n))
     r.duration_ns.extend(5 + i for i in range(n))
     r.name.extend(1 + i % 2 for i in range(n))
