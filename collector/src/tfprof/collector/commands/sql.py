@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from decimal import Decimal
 from typing import TYPE_CHECKING, TextIO
 
 from tfprof.collector.errors import InvalidArgument
@@ -78,7 +79,8 @@ def _write(result: pa.Table, fmt: str, out: TextIO) -> None:
     if fmt == "json":
         import orjson
 
-        out.write(orjson.dumps(rows, default=str, option=orjson.OPT_INDENT_2).decode() + "\n")
+        out.write(orjson.dumps(rows, default=_json_value, option=orjson.OPT_INDENT_2).decode())
+        out.write("\n")
     elif fmt == "csv":
         import csv
 
@@ -91,6 +93,13 @@ def _write(result: pa.Table, fmt: str, out: TextIO) -> None:
         right = [_numeric(result.schema.field(i).type) for i in range(result.num_columns)]
         cells = [[_cell(v) for v in row.values()] for row in rows]
         TextWriter(out).table(result.column_names, cells, right)
+
+
+def _json_value(value: object) -> object:
+    """What orjson leaves to us: DuckDB's 128-bit sums arrive as Decimal."""
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    return str(value)
 
 
 def _cell(value: object) -> str:
