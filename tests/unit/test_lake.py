@@ -292,3 +292,40 @@ def test_compact_command_reports_and_refuses_a_served_data_dir(
     with Store(tmp_path).serving():
         assert main(["compact", "--data-dir", str(tmp_path)]) == 1
     assert "another tfprof-collector serve" in capsys.readouterr().err
+
+
+def test_views_gpu_busy_and_copy_summary(tmp_path: Path) -> None:
+    b = pb.Batch(seq=1, string_base=1, strings=["k"])
+    r = b.records
+    # Kernels on device 0: [0,10) and [5,20) overlap, [30,40) apart: 30 ns busy of 40.
+    # Two copies HtoD of 100 bytes in 10 ns each, one DtoH.
+    rows = [(1, 0, 10, 0, 0), (1, 5, 15, 0, 0), (1, 30, 10, 0, 0),
+            (2, 50, 10, 100, 1), (2, 70, 10, 100, 1), (2, 90, 20, 50, 2)]  # fmt: skip
+    for kind, start, duration, nbytes, copy_kind in rows:
+        r.kind.append(pb.RecordKind.ValueType(kind))
+        r.start_ns.append(start)
+        r.duration_ns.append(duration)
+        r.bytes.append(nbytes)
+        r.copy_kind.append(copy_kind)
+        r.name.append(1 if kind == 1 else 0)
+    write_stream(tmp_path, [b])
+    engine = Engine([str(tmp_path)])
+    busy = run_query(engine, "SELECT gpu, busy_periods, busy_ns, busy_fraction FROM gpu_busy")
+    assert busy.to_pylist() == [
+        {"gpu": "GPU-0", "busy_periods": 2, "busy_ns": 30, "busy_fraction": 0.75}
+    ]
+    copies = run_query(engine, "SELECT direction, count, total_bytes, gb_per_s FROM "
+                       "copy_summary ORDER BY direction").to_pylist()  # fmt: skip
+    assert copies == [
+        {"direction": "DtoH", "count": 1, "total_bytes": 50, "gb_per_s": 2.5},
+        {"direction": "HtoD", "count": 2, "total_bytes": 200, "gb_per_s": 10.0},
+    ]
+
+
+def test_the_readme_documents_every_column() -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme.split("## Columnar store")[1].split("\n## ")[0]
+    for table in TABLES.values():
+        block = section.split(f"**`{table.name}`**")[1].split("**`")[0]
+        for column in table.columns:
+            assert f"| `{column.name}` |" in block, (table.name, column.name)
