@@ -329,3 +329,16 @@ def test_the_readme_documents_every_column() -> None:
         block = section.split(f"**`{table.name}`**")[1].split("**`")[0]
         for column in table.columns:
             assert f"| `{column.name}` |" in block, (table.name, column.name)
+
+
+def test_compacting_an_idle_run_does_not_make_it_look_written(tmp_path: Path) -> None:
+    import os
+
+    write_stream(tmp_path, [first_batch()])
+    old = 1_000_000_000.0
+    for p in (tmp_path / "jobs").rglob("*"):
+        os.utime(p, (old, old))
+    compact(tmp_path)
+    assert (tmp_path / "jobs/train/r1/s1/lake.json").exists()
+    (run,) = Store(tmp_path).list_jobs()
+    assert run.last_write == old  # retention still sees it idle

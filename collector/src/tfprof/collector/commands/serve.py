@@ -83,7 +83,6 @@ def _serve(config: CollectorConfig) -> int:
 
     metrics = CollectorMetrics()
     server = CollectorServer.from_config(config, metrics)
-    compactor = start_compactor(server.store, config.lake, config.compact_interval)
     policy = Policy(config.retain_days, config.retain_bytes)
     stop = threading.Event()
 
@@ -95,6 +94,8 @@ def _serve(config: CollectorConfig) -> int:
     signal.signal(signal.SIGINT, on_signal)
     if policy.active:
         enforce(server.store, policy)  # before serving: start within the limits
+    # After retention: what it just deleted is not worth compacting.
+    compactor = start_compactor(server.store, config.lake, config.compact_interval)
 
     server.start()
     print(f"listening on {server.address}", flush=True)

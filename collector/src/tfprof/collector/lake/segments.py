@@ -25,9 +25,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from tfprof.collector.lake.fs import SUFFIX
-from tfprof.collector.store.files import write_atomic
+from tfprof.collector.store.files import WATERMARK, write_atomic
 
-WATERMARK = "lake.json"
 COLLECTOR_ID = "collector.id"
 SEP = "~"
 _RANGE = re.compile(r"^(?P<collector>[^~]+)~(?P<stream>[^~]+)(~(?P<first>\d+)-(?P<last>\d+))?$")
