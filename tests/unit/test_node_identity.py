@@ -46,7 +46,9 @@ def test_any_text_becomes_a_safe_distinct_name() -> None:
 
 
 def test_config_reads_the_scheduler_and_the_relay() -> None:
-    cfg = config.load({"SLURM_JOB_ID": "5", "TFPROF_RELAY": "daemon", "TFPROF_CAPTURE": "on-demand"})
+    cfg = config.load(
+        {"SLURM_JOB_ID": "5", "TFPROF_RELAY": "daemon", "TFPROF_CAPTURE": "on-demand"}
+    )
     assert (cfg.scheduler_job, cfg.scheduler_key, cfg.via_daemon) == ("slurm-5", "slurm:5", True)
     assert not config.load({}).via_daemon
     with pytest.raises(UsageError):

@@ -67,6 +67,18 @@ OPTIONS: dict[str, Option] = {
         "0",
         "delete oldest finished job runs beyond this size (K/M/G/T suffixes); 0 = no limit",
     ),
+    "lake": Option(
+        "TFPROF_COLLECTOR_LAKE",
+        "",
+        "where Parquet segments go: a path or URL (file://, s3://, gs://) many collectors "
+        "may share; empty = DATA_DIR/lake",
+    ),
+    "compact_interval": Option(
+        "TFPROF_COLLECTOR_COMPACT_INTERVAL",
+        "60",
+        "seconds between compactions of running streams into the lake (finished streams "
+        "at once); 0 = only when they finish",
+    ),
     "log_level": Option("TFPROF_COLLECTOR_LOG_LEVEL", "INFO", "level of the tfprof loggers"),
 }
 
@@ -89,6 +101,8 @@ class CollectorConfig:
     auth_token_file: str = ""
     retain_days: float = 0.0
     retain_bytes: int = 0
+    lake: str = ""
+    compact_interval: float = 60.0  # seconds
     log_level: str = "INFO"
 
     @property
@@ -189,6 +203,8 @@ _PARSERS: dict[str, Callable[[str], Any]] = {
     "auth_token_file": str,
     "retain_days": _non_negative("days"),
     "retain_bytes": parse_size,
+    "lake": str,
+    "compact_interval": _non_negative("seconds"),
     "log_level": _log_level,
 }
 _FIELDS = {"grace": "grace_s"}

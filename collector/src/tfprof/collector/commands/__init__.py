@@ -4,14 +4,16 @@ from __future__ import annotations
 
 from tfprof.collector.commands import (
     advise,
+    compact,
     export,
     import_,
     jobs,
     merge,
     serve,
+    sql,
     summary,
     top,
 )
 
 # Order here is the order in --help.
-COMMANDS = (serve, jobs, export, import_, merge, summary, advise, top)
+COMMANDS = (serve, jobs, export, import_, merge, summary, advise, sql, compact, top)

@@ -7,6 +7,10 @@ reconnecting / will replay its spool). Counts come from per-stream summaries, so
 does not parse every batch. Under the table, each incomplete run says why, and each run
 with unreadable parts (damaged log entries, torn files) says what was skipped, where, and
 how many records that cost.
+
+Several ``--data-dir`` (data dirs, lake directories, lake URLs) are listed as one
+through the SQL engine (the ``runs`` view): a run that several collectors stored shows
+once, with every collector that holds a part of it.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -41,20 +46,33 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     p.add_argument(
         "--data-dir",
+        dest="data_dirs",
+        action="append",
         required=True,
         metavar="DIR",
-        help="collector data dir to list (never created)",
+        help="collector data dir to list (never created); also a lake directory or URL "
+        "(file://, s3://, gs://); repeat to list several as one",
     )
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from tfprof.collector.lake.fs import is_url
+    from tfprof.collector.lake.location import is_data_dir
     from tfprof.collector.store import Store
     from tfprof.collector.terminal import TextWriter
 
-    infos = Store(args.data_dir, create=False).list_jobs()
+    single = args.data_dirs[0] if len(args.data_dirs) == 1 else None
+    # One data dir (or a typo): its logs, with streaming state and damage notes.
+    if (
+        single is None
+        or is_url(single)
+        or (Path(single).is_dir() and not is_data_dir(Path(single)))
+    ):
+        return _run_on_lakes(args.data_dirs)
+    infos = Store(single, create=False).list_jobs()
     if not infos:
-        print(f"no jobs in {args.data_dir}")
+        print(f"no jobs in {single}")
         return 0
     header = ("JOB", "RUN", "STATE", "STREAMS", "TASKS", "RECORDS", "DROPPED", "FIRST", "LAST",
               "HOSTS")  # fmt: skip
@@ -78,6 +96,39 @@ def run(args: argparse.Namespace) -> int:
     if notes:
         print()  # under the table, after a blank line
         print("\n".join(notes))
+    return 0
+
+
+def _run_on_lakes(sources: list[str]) -> int:
+    from tfprof.collector.lake.query import Engine, run_query
+    from tfprof.collector.terminal import TextWriter
+
+    engine = Engine(sources)
+    runs = run_query(engine, "SELECT * FROM runs").to_pylist()
+    if not runs:
+        print(f"no jobs in {', '.join(sources)}")
+        return 0
+    header = ("JOB", "RUN", "STATE", "STREAMS", "TASKS", "RECORDS", "DROPPED", "FIRST", "LAST",
+              "HOSTS", "COLLECTORS")  # fmt: skip
+    rows = [
+        (
+            r["job"],
+            r["run"],
+            r["state"],
+            str(r["streams"]),
+            _tasks(r["tasks"].split(",")),
+            f"{r['records']:,}",
+            f"{r['dropped']:,}",
+            _ts(r["first_ns"]),
+            _ts(r["last_ns"]),
+            r["hosts"],
+            r["collectors"],
+        )
+        for r in runs
+    ]
+    TextWriter(sys.stdout).table(header, rows)
+    for what in engine.skipped:
+        print(f"tfprof-collector: warning: left out {what}", file=sys.stderr)
     return 0
 
 

@@ -30,6 +30,8 @@ _METAVARS = {
     "auth_token_file": "FILE",
     "retain_days": "DAYS",
     "retain_bytes": "BYTES",
+    "lake": "URL",
+    "compact_interval": "SECONDS",
     "log_level": "LEVEL",
 }
 
@@ -74,6 +76,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _serve(config: CollectorConfig) -> int:
+    from tfprof.collector.lake.serving import start_compactor
     from tfprof.collector.metrics import CollectorMetrics, serve_metrics
     from tfprof.collector.retention import Policy, enforce
     from tfprof.collector.server import CollectorServer
@@ -91,6 +94,8 @@ def _serve(config: CollectorConfig) -> int:
     signal.signal(signal.SIGINT, on_signal)
     if policy.active:
         enforce(server.store, policy)  # before serving: start within the limits
+    # After retention: what it just deleted is not worth compacting.
+    compactor = start_compactor(server.store, config.lake, config.compact_interval)
 
     server.start()
     print(f"listening on {server.address}", flush=True)
@@ -124,6 +129,7 @@ def _serve(config: CollectorConfig) -> int:
         "shutting down: %d stream(s) open get up to %.1f s to finish", open_streams, config.grace_s
     )
     server.stop(grace=config.grace_s)
+    compactor.stop()  # publishes what the last streams sent
     if http is not None:
         http.shutdown()
     log.info("stopped; %d stream(s) still open were cut off", server.store.open_streams())

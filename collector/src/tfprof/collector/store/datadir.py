@@ -14,6 +14,7 @@ import shutil
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Protocol
 
 from tfprof.collector.errors import Conflict, NotFound, PathError
 from tfprof.collector.model import JobData
@@ -27,6 +28,14 @@ from tfprof.proto import collector_pb2 as pb
 
 # Held (flock) by the one ``serve`` that owns a data dir; the kernel drops it if it dies.
 SERVE_LOCK = "serve.lock"
+
+
+class StreamListener(Protocol):
+    """Told which streams open and finish (the lake's compactor); must never block."""
+
+    def stream_opened(self, directory: Path) -> None: ...
+
+    def stream_finished(self, directory: Path) -> None: ...
 
 
 class Store:
@@ -51,6 +60,7 @@ class Store:
         self._open: dict[Path, StreamWriter] = {}
         self._bytes: int | None = None
         self._bytes_lock = threading.Lock()
+        self.listener: StreamListener | None = None
 
     @contextlib.contextmanager
     def serving(self) -> Iterator[None]:
@@ -81,9 +91,17 @@ class Store:
             if writer is not None:
                 writer.refs += 1
                 return writer
-            writer = StreamWriter(path, hello, fsync=self.fsync, release=self._release)
+            writer = StreamWriter(
+                path, hello, fsync=self.fsync, release=self._release, on_finish=self._finished
+            )
             self._open[path] = writer
-            return writer
+        if self.listener is not None:
+            self.listener.stream_opened(path)
+        return writer
+
+    def _finished(self, directory: Path) -> None:
+        if self.listener is not None:
+            self.listener.stream_finished(directory)
 
     def _release(self, writer: StreamWriter) -> None:
         with self._lock:

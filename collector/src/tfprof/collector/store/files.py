@@ -59,13 +59,21 @@ def is_streaming(directory: Path) -> bool:
     return False
 
 
+# A stream's compaction watermark (tfprof.collector.lake.segments). It is bookkeeping
+# about data, not data: compacting an idle run must not make it look recently written.
+WATERMARK = "lake.json"
+NOT_WRITES = frozenset({WATERMARK, WATERMARK + ".tmp"})
+
+
 def size_and_mtime(tree: Path) -> tuple[int, float]:
-    """Bytes of every file under ``tree`` and the newest mtime (seconds since 1970)."""
+    """Bytes of every file under ``tree`` and the newest mtime (seconds since 1970) of
+    its data (``NOT_WRITES`` left out of the mtime)."""
     size, newest = 0, 0.0
     for dirpath, _dirs, files in os.walk(tree):
         for name in files:
             with contextlib.suppress(OSError):  # a file deleted while we walk
                 st = os.lstat(os.path.join(dirpath, name))
                 size += st.st_size
-                newest = max(newest, st.st_mtime)
+                if name not in NOT_WRITES:
+                    newest = max(newest, st.st_mtime)
     return size, newest

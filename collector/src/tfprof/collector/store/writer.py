@@ -47,10 +47,12 @@ class StreamWriter:
         hello: pb.Hello,
         fsync: bool = True,
         release: Callable[[StreamWriter], None] | None = None,
+        on_finish: Callable[[Path], None] | None = None,
     ) -> None:
         self.directory = directory
         self.fsync = fsync
         self._release = release
+        self._on_finish = on_finish
         self._lock = threading.Lock()
         self.refs = 1
         created = not directory.exists()
@@ -132,6 +134,8 @@ class StreamWriter:
             os.fsync(self._log.fileno())
             self._write_summary()
             write_atomic(self.directory / "goodbye.pb", goodbye.SerializeToString())
+        if self._on_finish is not None:
+            self._on_finish(self.directory)
 
     def close(self) -> None:
         """Release this caller's share; the last one closes the file and its lock."""

@@ -1,0 +1,231 @@
+"""One stream's log, read in order, as Arrow tables of the lake's schema.
+
+``StreamCursor`` walks batches.log from where it stopped, keeping what later batches
+need from earlier ones (the string table, the latest clock estimate, the devices), the
+same way store/loader.py reads a stream; ``take`` returns the records of a range of
+batches as one Arrow table per lake table. Times come out on the collector clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+from google.protobuf.message import DecodeError
+
+from tfprof.collector.lake.schema import (
+    DEVICES,
+    GOODBYES,
+    HOST_SAMPLES,
+    RECORD_TABLES,
+    RESOLVED,
+    STREAMS,
+    Column,
+    Table,
+)
+from tfprof.collector.model import HOST_COLUMNS, RECORD_COLUMNS
+from tfprof.collector.validate import record_shift
+from tfprof.core import batchlog
+from tfprof.proto import collector_pb2 as pb
+
+
+class OutOfRange(ValueError):
+    """A value that does not fit its lake column's type (CUDA never makes one)."""
+
+
+@dataclass
+class Range:
+    """The batches of one compaction range, as columns; ``last_seq`` 0: none."""
+
+    first_seq: int = 0
+    last_seq: int = 0
+    batches: int = 0
+    records: dict[str, list[np.ndarray]] = field(
+        default_factory=lambda: {c: [] for c in RECORD_COLUMNS}
+    )
+    host: dict[str, list[np.ndarray]] = field(default_factory=lambda: {c: [] for c in HOST_COLUMNS})
+
+
+class StreamCursor:
+    """Reads one stream directory's batches.log forward, batch by batch."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.hello = pb.Hello.FromString((directory / "hello.pb").read_bytes())
+        self.task = self.hello.task or str(self.hello.pid)
+        self.record_shift = record_shift(self.hello)
+        self.strings: list[str] = [""]
+        self.clock_delta = 0  # a batch's fresh clock estimate minus the hello's
+        self.devices: dict[int, pb.Device] = {d.ordinal: d for d in self.hello.devices}
+        self.last_seq = 0
+        self.dropped = 0  # the latest cumulative ``Batch.dropped``
+        self.offset = 0  # where the next unread entry starts
+        self.damaged = 0  # bytes skipped as damaged so far
+
+    def _entries(self) -> Iterator[tuple[int, bytes]]:
+        """(end offset, payload) of each good entry from ``self.offset`` on; stops at a
+        torn tail (an entry still being written)."""
+        path = self.directory / "batches.log"
+        try:
+            with open(path, "rb") as f:
+                header = f.read(len(batchlog.MAGIC))
+                version = batchlog.version_of(header)
+                prefix = header if version == batchlog.V2 else b""
+                start = max(self.offset, len(prefix))
+                f.seek(start)
+                data = prefix + f.read()
+        except FileNotFoundError:
+            return
+        base = start - len(prefix)  # file offset of data[0]
+        scan = batchlog.Scan(version, 0)
+        for offset, payload in batchlog.entries(data, len(prefix), scan):
+            yield base + offset + batchlog.entry_size(len(payload), version), payload
+        self.damaged += sum(d.nbytes for d in scan.damage if d.reason != "torn tail")
+
+    def take(self, after: int, upto: int | None = None) -> Range:
+        """Read on; batches up to ``after`` only update the cursor's state, the rest up to
+        ``upto`` (all, when None) are returned. The cursor stops after ``upto``."""
+        taken = Range()
+        for end, payload in self._entries():
+            try:
+                batch = pb.Batch.FromString(payload)
+            except DecodeError:
+                self.offset = end  # checksummed but unparsable: as the loader, skip it
+                continue
+            if upto is not None and batch.seq > upto:
+                break
+            self.offset = end
+            if batch.seq <= self.last_seq:
+                continue  # a duplicate entry from an older release
+            self.last_seq = batch.seq
+            self._absorb(batch)
+            if batch.seq > after:
+                self._collect(batch, taken)
+        return taken
+
+    def _absorb(self, batch: pb.Batch) -> None:
+        if batch.clock_updated:
+            self.clock_delta = batch.clock_offset_ns - self.hello.clock_offset_ns
+        if batch.strings:
+            while len(self.strings) < batch.string_base:
+                self.strings.append(f"<unknown name {len(self.strings)}>")
+            end = batch.string_base + len(batch.strings)
+            self.strings[batch.string_base : end] = list(batch.strings)
+        for d in batch.devices:
+            self.devices[d.ordinal] = d
+        self.dropped = max(self.dropped, batch.dropped)
+
+    def _collect(self, batch: pb.Batch, taken: Range) -> None:
+        taken.first_seq = taken.first_seq or batch.seq
+        taken.last_seq = batch.seq
+        taken.batches += 1
+        n = len(batch.records.kind)
+        if n:
+            for col in RECORD_COLUMNS:
+                values = getattr(batch.records, col)
+                part = np.array(values, np.int64) if len(values) else np.zeros(n, np.int64)
+                if col == "start_ns":
+                    part += self.record_shift + self.clock_delta
+                taken.records[col].append(part)
+        if len(batch.host.time_ns):
+            for col in HOST_COLUMNS:
+                dtype = np.float32 if col == "cpu_percent" else np.int64
+                part = np.array(getattr(batch.host, col), dtype)
+                if col == "time_ns":
+                    part += self.hello.clock_offset_ns + self.clock_delta
+                taken.host[col].append(part)
+
+    # -- Arrow tables -----------------------------------------------------------------
+
+    def tables(self, taken: Range) -> dict[str, pa.Table]:
+        """The range's non-empty record and host-sample tables, by lake table name."""
+        out: dict[str, pa.Table] = {}
+        if taken.records["kind"]:
+            cols = {c: np.concatenate(parts) for c, parts in taken.records.items()}
+            kinds = cols["kind"]
+            for kind, table in RECORD_TABLES.items():
+                rows = np.flatnonzero(kinds == kind)
+                if len(rows):
+                    out[table.name] = self._table(table, {c: v[rows] for c, v in cols.items()})
+        if taken.host["time_ns"]:
+            host = {c: np.concatenate(parts) for c, parts in taken.host.items()}
+            out[HOST_SAMPLES.name] = self._table(HOST_SAMPLES, host)
+        return out
+
+    def _table(self, table: Table, cols: dict[str, np.ndarray]) -> pa.Table:
+        n = len(next(iter(cols.values())))
+        arrays = [self._array(c, cols, n) for c in table.columns]
+        return pa.Table.from_arrays(arrays, schema=table.schema)
+
+    def _array(self, column: Column, cols: dict[str, np.ndarray], n: int) -> pa.Array:
+        identity = {"stream_id": self.hello.stream_id, "host": self.hello.host, "task": self.task}
+        if column.name in identity:
+            return pa.DictionaryArray.from_arrays(
+                pa.array(np.zeros(n, np.int32)), pa.array([identity[column.name]])
+            )
+        values = cols[column.record_column]
+        if column.name in RESOLVED:
+            return self._names(values)
+        if pa.types.is_floating(column.type):
+            return pa.array(values, column.type)
+        info = np.iinfo(column.type.to_pandas_dtype())
+        if len(values) and (int(values.min()) < info.min or int(values.max()) > info.max):
+            bad = int(values.max()) if int(values.max()) > info.max else int(values.min())
+            raise OutOfRange(
+                f"stream {self.hello.stream_id}: {column.name} {bad} does not fit {column.type}"
+            )
+        return pa.array(values.astype(info.dtype), column.type)
+
+    def _names(self, indices: np.ndarray) -> pa.DictionaryArray:
+        """String-table indices as a dictionary of only the names used."""
+        used, local = np.unique(indices, return_inverse=True)
+        top = int(used.max()) if len(used) else 0
+        while len(self.strings) <= top:
+            self.strings.append(f"<unknown name {len(self.strings)}>")
+        names = [self.strings[i] for i in used.tolist()]
+        return pa.DictionaryArray.from_arrays(pa.array(local.astype(np.int32)), pa.array(names))
+
+    # -- per-stream rows --------------------------------------------------------------
+
+    def streams_row(self, collector: str) -> pa.Table:
+        h = self.hello
+        row = {
+            "stream_id": h.stream_id, "collector": collector, "host": h.host,
+            "task": self.task, "pid": h.pid, "ppid": h.ppid, "argv": list(h.argv),
+            "source": h.source, "agent_version": h.agent_version,
+            "record_shift_ns": self.record_shift, "host_shift_ns": h.clock_offset_ns,
+            "clock_rtt_ns": h.clock_rtt_ns,
+        }  # fmt: skip
+        return pa.Table.from_pylist([row], schema=STREAMS.schema)
+
+    def devices_rows(self) -> pa.Table:
+        rows = [self._device_row(d) for _, d in sorted(self.devices.items())]
+        return pa.Table.from_pylist(rows, schema=DEVICES.schema)
+
+    def _device_row(self, d: pb.Device) -> dict[str, object]:
+        return {
+            "stream_id": self.hello.stream_id, "host": self.hello.host,
+            "ordinal": d.ordinal, "uuid": d.uuid, "name": d.name,
+            "pci_bus_id": d.pci_bus_id,
+            "compute_capability_major": d.compute_capability_major,
+            "compute_capability_minor": d.compute_capability_minor,
+            "sm_count": d.sm_count, "memory_bytes": d.memory_bytes,
+        }  # fmt: skip
+
+    def goodbye_row(self) -> pa.Table | None:
+        """The goodbyes row once the stream said goodbye; None before (or when the file
+        cannot be parsed: the stream then counts as unfinished, as the loader has it)."""
+        try:
+            bye = pb.Goodbye.FromString((self.directory / "goodbye.pb").read_bytes())
+        except (FileNotFoundError, DecodeError):
+            return None
+        row = {
+            "stream_id": self.hello.stream_id, "records_sent": bye.records_sent,
+            "dropped_queue": max(bye.dropped_queue, self.dropped),
+            "dropped_tracer": bye.dropped_tracer, "dropped_relay": bye.dropped_relay,
+            "exit_code": bye.exit_code,
+        }  # fmt: skip
+        return pa.Table.from_pylist([row], schema=GOODBYES.schema)

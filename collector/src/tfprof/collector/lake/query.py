@@ -1,0 +1,197 @@
+"""The SQL engine over one or more lakes: DuckDB, embedded, with every table a view.
+
+Each table is an Arrow dataset DuckDB scans with projection and filter pushdown (a
+``job = '...'`` filter reads only that job's partition directories): the published
+Parquet files of every lake named, plus, for each collector data dir named, the part of
+its streams' logs not compacted yet, read from the logs themselves. The two never
+overlap: for a stream whose log we read, a segment is used only if the stream's
+watermark (read before listing) covers it, and the log is read after the watermark.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pyarrow.dataset as ds
+from google.protobuf.message import DecodeError
+
+from tfprof.collector.errors import InvalidArgument
+from tfprof.collector.lake.compact import up_to_date
+from tfprof.collector.lake.convert import OutOfRange, StreamCursor
+from tfprof.collector.lake.fs import Lake, list_parquet
+from tfprof.collector.lake.location import Source, resolve
+from tfprof.collector.lake.schema import DEVICES, GOODBYES, PARTITION, STREAMS, TABLES, Table
+from tfprof.collector.lake.segments import (
+    SegmentName,
+    Watermark,
+    collector_id,
+    parse_partition,
+    read_watermark,
+)
+from tfprof.collector.lake.views import VIEWS
+from tfprof.collector.store.catalog import runs
+from tfprof.collector.store.loader import stream_dirs
+
+log = logging.getLogger("tfprof.collector.lake")
+
+# (job, run, collector, stream id): one stream as the lake names it.
+StreamKey = tuple[str, str, str, str]
+
+
+@dataclass
+class LocalStream:
+    """A stream whose log we read: what its watermark says is in the lake."""
+
+    mark: Watermark
+    lake_devices: bool = True  # the lake's devices file is current (else from the log)
+
+
+@dataclass
+class Tails:
+    """Rows read from logs, by table, and the streams they came from."""
+
+    streams: dict[StreamKey, LocalStream] = field(default_factory=dict)
+    rows: dict[str, list[pa.Table]] = field(default_factory=dict)
+    skipped: list[str] = field(default_factory=list)
+
+    def add(self, table: str, job: str, run: str, rows: pa.Table) -> None:
+        n = rows.num_rows
+        rows = rows.append_column("job", pa.array([job] * n, pa.string()))
+        rows = rows.append_column("run", pa.array([run] * n, pa.string()))
+        self.rows.setdefault(table, []).append(rows.select(TABLES[table].full_schema.names))
+
+
+def read_tails(data_dir: Path) -> Tails:
+    """What of each stream of ``data_dir`` is not in the lake, from its log."""
+    tails = Tails()
+    collector = collector_id(data_dir) if (data_dir / "collector.id").exists() else "-"
+    for job, run, run_dir in runs(data_dir / "jobs"):
+        for stream_dir in stream_dirs(run_dir):
+            if not (stream_dir / "hello.pb").exists():
+                continue
+            try:
+                _read_tail(stream_dir, job, run, collector, tails)
+            except (OutOfRange, DecodeError, ValueError, OSError) as exc:
+                log.warning("stream %s left out: %s", stream_dir, exc)
+                tails.skipped.append(f"{stream_dir}: {exc}")
+    return tails
+
+
+def _read_tail(stream_dir: Path, job: str, run: str, collector: str, tails: Tails) -> None:
+    mark = read_watermark(stream_dir) or Watermark("", collector)
+    local = LocalStream(mark)
+    tails.streams[(job, run, mark.collector, stream_dir.name)] = local
+    if up_to_date(stream_dir, mark):
+        return
+    cursor = StreamCursor(stream_dir)
+    for table, rows in cursor.tables(cursor.take(after=mark.last_seq)).items():
+        tails.add(table, job, run, rows)
+    if not mark.streams:
+        tails.add(STREAMS.name, job, run, cursor.streams_row(mark.collector))
+    goodbye = None if mark.goodbye else cursor.goodbye_row()
+    if goodbye is not None:
+        tails.add(GOODBYES.name, job, run, goodbye)
+    if sorted(cursor.devices) != mark.devices:
+        local.lake_devices = False
+        tails.add(DEVICES.name, job, run, cursor.devices_rows())
+
+
+def _published(lake: Lake, table: Table, local: dict[StreamKey, LocalStream]) -> list[str]:
+    """The lake's files of ``table`` a reader should see (see the module docstring)."""
+    paths = []
+    for info in list_parquet(lake, table.name):
+        where = parse_partition(info.path)
+        name = SegmentName.parse(info.base_name)
+        if where is None or name is None:
+            continue  # not ours
+        stream = local.get((*where, name.collector, name.stream))
+        if stream is not None and not _covered(table.name, name, stream):
+            continue
+        paths.append(info.path)
+    return paths
+
+
+def _covered(table: str, name: SegmentName, stream: LocalStream) -> bool:
+    if name.last_seq is not None:
+        return name.last_seq <= stream.mark.last_seq
+    if table == STREAMS.name:
+        return stream.mark.streams
+    if table == GOODBYES.name:
+        return stream.mark.goodbye
+    return stream.lake_devices
+
+
+class Engine:
+    """DuckDB over the sources named (data dirs, lake dirs, lake URLs)."""
+
+    def __init__(self, arguments: list[str]) -> None:
+        self.sources: list[Source] = [resolve(a) for a in arguments]
+        self.skipped: list[str] = []
+
+    def connect(self) -> duckdb.DuckDBPyConnection:
+        tails = Tails()
+        for source in self.sources:
+            if source.data_dir is not None:
+                found = read_tails(source.data_dir)
+                tails.streams.update(found.streams)
+                for name, parts in found.rows.items():
+                    tails.rows.setdefault(name, []).extend(parts)
+                tails.skipped += found.skipped
+        self.skipped = tails.skipped
+        lakes = {(lake.fs.type_name, lake.root): lake for lake in (s.lake for s in self.sources)}
+        con = duckdb.connect()
+        for table in TABLES.values():
+            con.register(table.name, self._dataset(table, list(lakes.values()), tails))
+        for name, sql in VIEWS.items():
+            con.execute(f"CREATE VIEW {name} AS {sql}")
+        return con
+
+    def _dataset(self, table: Table, lakes: list[Lake], tails: Tails) -> ds.Dataset:
+        schema = table.full_schema
+        partitioning = ds.partitioning(PARTITION, flavor="hive")
+        children = []
+        for lake in lakes:
+            files = _published(lake, table, tails.streams)
+            if files:
+                base = lake.path(table.name)
+                children.append(
+                    ds.dataset(
+                        files,
+                        schema=schema,
+                        format="parquet",
+                        filesystem=lake.fs,
+                        partitioning=partitioning,
+                        partition_base_dir=base,
+                    )
+                )
+        tail = tails.rows.get(table.name) or [schema.empty_table()]
+        children.append(ds.dataset(pa.concat_tables(tail), schema=schema))
+        return ds.dataset(children) if len(children) > 1 else children[0]
+
+
+def run_query(engine: Engine, sql: str) -> pa.Table:
+    """The query's result; bad SQL is one ``InvalidArgument`` line with DuckDB's reason."""
+    con = engine.connect()
+    try:
+        result = con.sql(sql)
+        if result is None:
+            return pa.table({})
+        return result.to_arrow_table()
+    except duckdb.Error as exc:
+        raise InvalidArgument(f"SQL: {_one_line(str(exc))}") from None
+    finally:
+        con.close()
+
+
+def _one_line(message: str) -> str:
+    # DuckDB adds the query's line and a caret under it: the reason is enough here.
+    lines = [
+        line.strip()
+        for line in message.splitlines()
+        if line.strip() and not line.strip().startswith(("LINE ", "^"))
+    ]
+    return " ".join(lines[:2]) if lines else "DuckDB refused the query"

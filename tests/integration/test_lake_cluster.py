@@ -1,0 +1,161 @@
+"""One lake written by two real collectors at once, read as one by ``sql``, ``jobs``,
+``summary`` and a real standalone Spark cluster: every answer agrees record for record."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.integration.collector_proc import start_serve
+from tests.integration.conftest import agent_cmd, clean_env, collector_cmd
+from tests.integration.spark_cluster import standalone_cluster
+from tests.traces import shared_traces
+from tfprof.collector.lake.schema import RECORD_TABLES
+from tfprof.collector.lake.views import KERNEL_SUMMARY
+from tfprof.collector.store import Store
+
+# (job, trace) per collector: job "train" has a run on each collector.
+RUNS = {
+    "a": [("train", "kineto-hta/simple_add.json.gz")],
+    "b": [("train", "kineto-hta/event_sync_multi_stream.json.gz"),
+          ("eval", "tf-timeline-ikhlestov/GPU_timeline_02_step_0.json")],
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Cluster:
+    data_dirs: dict[str, Path]
+    lake: Path
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Cluster:
+    traces = shared_traces()
+    root = tmp_path_factory.mktemp("lake-cluster")
+    lake = root / "lake"
+    data_dirs = {name: root / f"data-{name}" for name in RUNS}
+    serves = {
+        name: start_serve(d, "--lake", str(lake), "--compact-interval", "1")
+        for name, d in data_dirs.items()
+    }
+    try:
+        for name, jobs in RUNS.items():
+            for job, trace in jobs:
+                cmd = agent_cmd(
+                    "run", "--collector", serves[name].address, "--job", job,
+                    "--source", f"replay:{traces / trace}", "--replay-speed", "max",
+                    "--host-metrics-interval", "0", "--", sys.executable, "-c", "pass",
+                )  # fmt: skip
+                run = subprocess.run(cmd, env=clean_env(), capture_output=True, text=True,
+                                     timeout=300, cwd=root)  # fmt: skip
+                assert run.returncode == 0, run.stderr
+    finally:
+        for serve in serves.values():
+            assert serve.terminate() == 0, serve.output()
+    return Cluster(data_dirs, lake)
+
+
+def sql(query: str, *sources: Path | str) -> list[dict[str, Any]]:
+    args = [a for s in sources for a in ("--data-dir", str(s))]
+    run = subprocess.run(collector_cmd("sql", query, *args, "--format", "json"),
+                         env=clean_env(), capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    rows: list[dict[str, Any]] = json.loads(run.stdout)
+    return rows
+
+
+ORDERED_SUMMARY = f"SELECT * FROM ({KERNEL_SUMMARY}) ORDER BY job, name"
+
+
+def test_two_collectors_publish_into_one_lake_without_coordination(cluster: Cluster) -> None:
+    collectors = {r["collector"] for r in sql("SELECT collector FROM streams", cluster.lake)}
+    assert len(collectors) == 2
+    by_lake = sql(ORDERED_SUMMARY, cluster.lake)
+    assert by_lake == sql(ORDERED_SUMMARY, *cluster.data_dirs.values())
+    assert by_lake == sql(ORDERED_SUMMARY, cluster.lake, *cluster.data_dirs.values())
+    # Both runs of "train" (one per collector) are in it, each stored once.
+    runs = sql("SELECT job, run, records, collectors, state FROM runs ORDER BY job", cluster.lake)
+    assert [(r["job"], r["state"]) for r in runs] == [
+        ("eval", "finished"), ("train", "finished"), ("train", "finished"),
+    ]  # fmt: skip
+    # Every record the collectors' logs hold is in the lake once, in its kind's table.
+    streams = [s for d in cluster.data_dirs.values() for j in Store(d).load_jobs()
+               for s in j.streams]  # fmt: skip
+    for kind, table in RECORD_TABLES.items():
+        logged = sum(int((s.records["kind"] == kind).sum()) for s in streams)
+        assert sql(f"SELECT count(*) AS n FROM {table.name}", cluster.lake)[0]["n"] == logged
+    assert sql("SELECT count(*) AS n FROM streams", cluster.lake)[0]["n"] == len(streams)
+    assert sql("SELECT count(*) AS n FROM goodbyes", cluster.lake)[0]["n"] == len(streams)
+    listing = subprocess.run(
+        collector_cmd("jobs", "--data-dir", str(cluster.lake)),
+        env=clean_env(), capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert listing.returncode == 0 and listing.stdout.count("finished") == 3
+
+
+def test_sql_agrees_with_summary_record_for_record(cluster: Cluster) -> None:
+    # summary reads one data dir's logs; the lake holds both collectors' runs of a job.
+    expected: dict[tuple[str, str], list[int]] = {}
+    for name, data_dir in cluster.data_dirs.items():
+        for job in {j for j, _ in RUNS[name]}:
+            run = subprocess.run(
+                collector_cmd("summary", "--data-dir", str(data_dir), "--job", job,
+                              "--view", "kernels", "--format", "json"),
+                env=clean_env(), capture_output=True, text=True, timeout=120,
+            )  # fmt: skip
+            assert run.returncode == 0, run.stderr
+            for row in json.loads(run.stdout)["rows"]:
+                counts = expected.setdefault((job, row["name"]), [0, 0])
+                counts[0] += row["count"]
+                counts[1] += round(row["total_us"] * 1000)
+    ours = sql("SELECT job, name, count, total_ns FROM kernel_summary", cluster.lake)
+    assert {(r["job"], r["name"]): [r["count"], r["total_ns"]] for r in ours} == expected
+
+
+def test_spark_standalone_cluster_gets_exactly_duckdbs_answer(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    with standalone_cluster(workers=2, work_dir=tmp_path) as master:
+        from pyspark.sql import SparkSession
+
+        spark = (
+            SparkSession.builder.master(master)
+            .appName("tfprof-lake-test")
+            .config("spark.driver.host", "127.0.0.1")
+            .config("spark.driver.bindAddress", "127.0.0.1")
+            .config("spark.executor.memory", "512m")
+            .config("spark.executor.cores", "1")
+            .config("spark.ui.enabled", "false")
+            # Partition values are names, never numbers (a job called "0001").
+            .config("spark.sql.sources.partitionColumnTypeInference.enabled", "false")
+            .getOrCreate()
+        )
+        try:
+            executors = _wait_for_executors(spark, 2)
+            path = str(cluster.lake / "kernels")
+            spark.read.option("basePath", path).parquet(path).createOrReplaceTempView("kernels")
+            rows = spark.sql(ORDERED_SUMMARY).collect()
+        finally:
+            spark.stop()
+    assert executors == 2  # one per worker: the query ran on the cluster
+    spark_rows = [r.asDict() for r in rows]
+    duck_rows = sql(ORDERED_SUMMARY, cluster.lake)
+    assert len(spark_rows) == len(duck_rows) > 0
+    assert spark_rows == duck_rows
+
+
+def _wait_for_executors(spark: Any, wanted: int, timeout: float = 120) -> int:
+    """Executors registered with the driver (the driver itself not counted)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        executors = int(spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size()) - 1
+        if executors >= wanted or time.monotonic() > deadline:
+            return executors
+        time.sleep(0.5)
