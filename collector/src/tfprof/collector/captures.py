@@ -100,6 +100,7 @@ def to_json(capture: pb.Capture) -> dict[str, Any]:
         "requested_ns": capture.requested_ns,
         "start_ns": capture.start_ns,
         "duration_ns": capture.duration_ns,
+        "start_in_ns": request.start_in_ns,
         "jobs": list(request.jobs),
         "hosts": list(request.hosts),
         "all": request.all,
@@ -113,6 +114,7 @@ def from_json(data: dict[str, Any]) -> pb.Capture:
         hosts=data.get("hosts", []),
         all=bool(data.get("all", False)),
         duration_ns=int(data["duration_ns"]),
+        start_in_ns=int(data.get("start_in_ns", 0)),
     )
     return pb.Capture(
         capture_id=str(data["capture_id"]),
