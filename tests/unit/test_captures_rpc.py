@@ -58,7 +58,7 @@ class Fleet:
         time.sleep(wait)
         got: dict[tuple[str, str, int], list[str]] = {}
         for key, s in self.streams.items():
-            ids = []
+            ids: list[str] = []
             while not s.acks.empty():
                 ack = s.next_ack()
                 assert ack.seq == 0  # a push carries no new sequence
