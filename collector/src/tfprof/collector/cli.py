@@ -26,6 +26,9 @@ EXAMPLES = {
     "merge": "tfprof-collector merge --as jobs a.json b.json -o both.json.gz",
     "summary": "tfprof-collector summary tfprof-trace.json --view kernels --top 20",
     "advise": "tfprof-collector advise --data-dir /var/lib/tfprof --job train",
+    "capture": "tfprof-collector capture --collector node1:4317 --job train --duration 2s "
+    "-o train-window.pftrace --data-dir /var/lib/tfprof",
+    "captures": "tfprof-collector captures --collector node1:4317 --format json",
 }
 
 

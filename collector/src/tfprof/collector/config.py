@@ -326,3 +326,23 @@ def read_token(path: str) -> str:
     if any(c.isspace() or not c.isprintable() for c in token):
         raise ConfigError(f"auth token file {path}: the token must be one word, no spaces")
     return token
+
+
+# -- clients of a running collector (capture, captures) ----------------------------------
+
+DEFAULT_COLLECTOR = "127.0.0.1:4317"
+
+
+def client_auth_token_file(environ: Mapping[str, str] | None = None) -> str:
+    """The token file a client command uses when ``--auth-token-file`` is not given: the
+    one ``serve`` reads (``TFPROF_COLLECTOR_AUTH_TOKEN_FILE``), handy on the collector's
+    own host; empty when unset."""
+    env = os.environ if environ is None else environ
+    return env.get(OPTIONS["auth_token_file"].env, "").strip()
+
+
+def check_collector_address(raw: str, flag: str = "--collector") -> str:
+    try:
+        return _address(raw.strip())
+    except ValueError:
+        raise ConfigError(f"{flag} {raw!r}: expected HOST:PORT (no scheme)") from None

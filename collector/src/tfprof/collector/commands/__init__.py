@@ -2,7 +2,17 @@
 
 from __future__ import annotations
 
-from tfprof.collector.commands import advise, export, import_, jobs, merge, serve, summary
+from tfprof.collector.commands import (
+    advise,
+    capture,
+    captures,
+    export,
+    import_,
+    jobs,
+    merge,
+    serve,
+    summary,
+)
 
 # Order here is the order in --help.
-COMMANDS = (serve, jobs, export, import_, merge, summary, advise)
+COMMANDS = (serve, jobs, export, import_, merge, summary, advise, capture, captures)
