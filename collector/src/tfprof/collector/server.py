@@ -102,6 +102,7 @@ class CollectorServer:
         hello_timeout_s: float = DEFAULT_HELLO_TIMEOUT_S,
     ) -> None:
         self.store = Store(data_dir, fsync=fsync)
+        self._max_streams = max_streams
         self.metrics = metrics or CollectorMetrics()
         self.metrics.track_storage(lambda: self.store.bytes_stored)
         self._storage = ThreadPoolExecutor(max_workers, thread_name_prefix="tfprof-store")
@@ -183,6 +184,11 @@ class CollectorServer:
                 ("grpc.max_receive_message_length", max_message_bytes + OVERSIZE_HEADROOM),
                 ("grpc.max_send_message_length", max_message_bytes),
                 ("grpc.so_reuseport", 0),
+                # Calls gRPC holds before the loop picks them up: its default (1,000
+                # soft, 3,000 hard) refuses a burst of agents connecting at once (a
+                # collector restart) with INTERNAL; our own limit is --max-streams.
+                ("grpc.server.max_pending_requests", max(1000, self._max_streams)),
+                ("grpc.server.max_pending_requests_hard_limit", max(3000, 2 * self._max_streams)),
             ],
         )
         self.server.add_generic_rpc_handlers((self.servicer.handlers(),))
