@@ -97,6 +97,14 @@ def describe(exc: grpc.RpcError) -> str:
     return f"{code.name if code else 'ERROR'}: {text}"
 
 
+def refused_for_size(exc: grpc.RpcError) -> bool:
+    """True for a RESOURCE_EXHAUSTED that a retry cannot fix: a message over the
+    collector's size limit (its own check, or gRPC's far over it). A collector at its
+    stream limit answers RESOURCE_EXHAUSTED too; that one is worth retrying."""
+    details = str(exc.details() if hasattr(exc, "details") else exc).lower()
+    return "larger than max" in details or "over this collector's limit" in details
+
+
 def check_address(address: str, flag: str = "--collector") -> None:
     """Raise ``UsageError`` naming ``flag`` unless ``address``'s host name resolves."""
     import socket

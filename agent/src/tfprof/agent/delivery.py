@@ -2,10 +2,11 @@
 
 Runs in the launcher, never in the user's process. Each stream delivers its batches in
 sequence order and keeps every batch until the collector acknowledges it; when the
-collector is unreachable or slow it reconnects with backoff and spills to the on-disk
-spool, and what is still undelivered when the job ends stays in the spool for
-``tfprof-agent flush-spool``. The collector ignores sequence numbers it already
-stored, so resending after a reconnect never duplicates a record.
+collector is unreachable, slow or busy it reconnects with backoff (with jitter) and
+spills to the on-disk spool (read back and sent once it answers again), and what is
+still undelivered when the job ends stays in the spool for ``tfprof-agent
+flush-spool``. The collector ignores sequence numbers it already stored, so resending
+after a reconnect never duplicates a record.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import collections
 import logging
 import queue
+import random
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -21,7 +23,7 @@ from typing import Protocol
 
 import grpc
 
-from tfprof.agent.client import BACKOFF_MAX_S, CollectorClient, describe
+from tfprof.agent.client import BACKOFF_MAX_S, CollectorClient, describe, refused_for_size
 from tfprof.agent.spool import Spool, SpoolFile, keep_leftovers
 from tfprof.proto import collector_pb2 as pb
 
@@ -33,13 +35,15 @@ BACKOFF_START_S = 0.1
 STALL_S = 15.0  # no acknowledgement for this long with batches in flight: reconnect
 CONNECT_S = 5.0  # a call whose hello is not acknowledged by then has failed
 # Errors a retry cannot fix; what is undelivered goes to the spool at the end.
+# RESOURCE_EXHAUSTED is one of them only for a batch over the collector's size limit
+# (``client.refused_for_size``); a collector at its stream limit is busy, not broken: the
+# stream retries with backoff (UNAVAILABLE, DEADLINE_EXCEEDED and the rest too).
 FATAL_CODES = {
     grpc.StatusCode.UNAUTHENTICATED,
     grpc.StatusCode.PERMISSION_DENIED,
     grpc.StatusCode.INVALID_ARGUMENT,
     grpc.StatusCode.UNIMPLEMENTED,
     grpc.StatusCode.FAILED_PRECONDITION,
-    grpc.StatusCode.RESOURCE_EXHAUSTED,  # a batch over the collector's size limit
 }
 _END = object()
 
@@ -98,6 +102,7 @@ class StreamDelivery:
         self._done = False  # goodbye acknowledged, or abandoned
         self._abandon = False
         self._fatal = False
+        self._busy = False  # the last call was refused by a collector at its stream limit
         self._failed_calls = 0
         self._last_progress = time.monotonic()
         self._thread = threading.Thread(target=self._run, name="tfprof-stream", daemon=True)
@@ -194,7 +199,9 @@ class StreamDelivery:
             with self._cond:
                 if self._abandon:
                     break
-                self._cond.wait(backoff)
+                # Jitter: streams refused together (a collector restart, its stream limit)
+                # do not all come back at the same instant.
+                self._cond.wait(random.uniform(backoff / 2, backoff))
             backoff = min(backoff * 2, BACKOFF_MAX_S)
         self._release_spool_if_delivered()
 
@@ -291,6 +298,7 @@ class StreamDelivery:
                     if not self.connected:
                         self.connected = True
                         self.last_error = None
+                        self._busy = False
                     # An ack that only carries capture windows (seq 0, or no newer
                     # seq) acknowledges nothing and is no progress.
                     if ack.seq > self.acked_seq or not ack.captures:
@@ -310,11 +318,18 @@ class StreamDelivery:
             code = exc.code() if hasattr(exc, "code") else None
             error = describe(exc)
             cancelled = code == grpc.StatusCode.CANCELLED
+            busy = code == grpc.StatusCode.RESOURCE_EXHAUSTED and not refused_for_size(exc)
         with self._cond:
             if error is not None and cancelled:
                 self.connected = False  # we cancelled it ourselves
+            elif error is not None and busy:
+                self.connected = False  # retried with backoff; not worth a warning
+                if not self._busy:
+                    log.info("collector busy (%s); retrying with backoff", error)
+                self._busy = True
             elif error is not None:
-                if code in FATAL_CODES:
+                self._busy = False
+                if code in FATAL_CODES or code == grpc.StatusCode.RESOURCE_EXHAUSTED:
                     self._fatal = True
                 first = self.last_error is None
                 self.last_error = error
@@ -350,8 +365,10 @@ class StreamDelivery:
             while not self._done:
                 left = deadline - time.monotonic()
                 # A fresh attempt failed since the job ended: the collector is down, so
-                # spool now rather than keep the user waiting.
+                # spool now rather than keep the user waiting. A busy one (at its stream
+                # limit) is up: keep trying until the timeout.
                 down = not self.connected and self._failed_calls > failed_before
+                down = down and not self._busy
                 if left <= 0 or down or self._fatal:
                     break
                 self._cond.wait(min(left, 0.1))

@@ -30,6 +30,9 @@ EXAMPLES = {
     "sql": 'tfprof-collector sql "SELECT * FROM kernel_summary ORDER BY total_ns DESC LIMIT 10" '
     "--data-dir /var/lib/tfprof",
     "compact": "tfprof-collector compact --data-dir /var/lib/tfprof",
+    "capture": "tfprof-collector capture --collector node1:4317 --job train --duration 2s "
+    "-o train-window.pftrace --data-dir /var/lib/tfprof",
+    "captures": "tfprof-collector captures --collector node1:4317 --format json",
 }
 
 

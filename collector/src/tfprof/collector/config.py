@@ -34,7 +34,27 @@ OPTIONS: dict[str, Option] = {
         "TFPROF_COLLECTOR_LISTEN", "127.0.0.1:4317", "HOST:PORT to serve gRPC on; port 0 picks one"
     ),
     "data_dir": Option("TFPROF_COLLECTOR_DATA_DIR", "", "where streams are stored (required)"),
-    "max_workers": Option("TFPROF_COLLECTOR_MAX_WORKERS", "256", "concurrent streams served"),
+    "max_workers": Option(
+        "TFPROF_COLLECTOR_MAX_WORKERS",
+        "16",
+        "threads that store batches (fdatasync before the ack) off the event loop",
+    ),
+    "max_streams": Option(
+        "TFPROF_COLLECTOR_MAX_STREAMS",
+        "16384",
+        "agent streams held at once; beyond, RESOURCE_EXHAUSTED and agents retry with backoff",
+    ),
+    "max_inflight_bytes": Option(
+        "TFPROF_COLLECTOR_MAX_INFLIGHT_BYTES",
+        str(256 << 20),
+        "received batch bytes being parsed and stored at once; beyond, streams wait "
+        "(flow control); K/M/G suffixes allowed",
+    ),
+    "hello_timeout": Option(
+        "TFPROF_COLLECTOR_HELLO_TIMEOUT",
+        "30",
+        "seconds a new stream may take to say hello before it is closed",
+    ),
     "grace": Option(
         "TFPROF_COLLECTOR_GRACE", "10", "seconds running streams get to finish after SIGTERM"
     ),
@@ -91,7 +111,10 @@ class ConfigError(InvalidArgument):
 class CollectorConfig:
     listen: str = "127.0.0.1:4317"
     data_dir: str = ""
-    max_workers: int = 256
+    max_workers: int = 16
+    max_streams: int = 16384
+    max_inflight_bytes: int = 256 << 20
+    hello_timeout: float = 30.0  # seconds
     grace_s: float = 10.0
     max_message_bytes: int = 64 << 20
     fsync: bool = True
@@ -154,6 +177,16 @@ def _non_negative(unit: str) -> Callable[[str], float]:
     return parse
 
 
+def _positive(unit: str) -> Callable[[str], float]:
+    def parse(raw: str) -> float:
+        value = _non_negative(unit)(raw)
+        if value == 0:
+            raise ValueError(f"expected a number of {unit} > 0")
+        return value
+
+    return parse
+
+
 _SIZE = re.compile(r"^(\d+(?:\.\d+)?)\s*([KMGT]?)(i?B?)$", re.IGNORECASE)
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 
@@ -194,6 +227,9 @@ _PARSERS: dict[str, Callable[[str], Any]] = {
     "listen": _address,
     "data_dir": str,
     "max_workers": _int_at_least(1),
+    "max_streams": _int_at_least(1),
+    "max_inflight_bytes": _positive_size,
+    "hello_timeout": _positive("seconds"),
     "grace": _non_negative("seconds"),
     "max_message_bytes": _positive_size,
     "fsync": _bool,
@@ -306,3 +342,23 @@ def read_token(path: str) -> str:
     if any(c.isspace() or not c.isprintable() for c in token):
         raise ConfigError(f"auth token file {path}: the token must be one word, no spaces")
     return token
+
+
+# -- clients of a running collector (capture, captures) ----------------------------------
+
+DEFAULT_COLLECTOR = "127.0.0.1:4317"
+
+
+def client_auth_token_file(environ: Mapping[str, str] | None = None) -> str:
+    """The token file a client command uses when ``--auth-token-file`` is not given: the
+    one ``serve`` reads (``TFPROF_COLLECTOR_AUTH_TOKEN_FILE``), handy on the collector's
+    own host; empty when unset."""
+    env = os.environ if environ is None else environ
+    return env.get(OPTIONS["auth_token_file"].env, "").strip()
+
+
+def check_collector_address(raw: str, flag: str = "--collector") -> str:
+    try:
+        return _address(raw.strip())
+    except ValueError:
+        raise ConfigError(f"{flag} {raw!r}: expected HOST:PORT (no scheme)") from None

@@ -625,3 +625,170 @@ class ClockReply(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ClockReply: _TypeAlias = ClockReply  # noqa: Y015
+
+@_typing.final
+class CaptureRequest(_message.Message):
+    """Which live streams a capture covers: every one (all), or those whose job is one of
+    jobs (when given) and whose host is one of hosts (when given).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    JOBS_FIELD_NUMBER: _builtins.int
+    HOSTS_FIELD_NUMBER: _builtins.int
+    ALL_FIELD_NUMBER: _builtins.int
+    DURATION_NS_FIELD_NUMBER: _builtins.int
+    START_IN_NS_FIELD_NUMBER: _builtins.int
+    all: _builtins.bool
+    duration_ns: _builtins.int
+    start_in_ns: _builtins.int
+    """the window opens this long after the request arrives"""
+    @_builtins.property
+    def jobs(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def hosts(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        jobs: _abc.Iterable[_builtins.str] | None = ...,
+        hosts: _abc.Iterable[_builtins.str] | None = ...,
+        all: _builtins.bool = ...,
+        duration_ns: _builtins.int = ...,
+        start_in_ns: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["all", b"all", "duration_ns", b"duration_ns", "hosts", b"hosts", "jobs", b"jobs", "start_in_ns", b"start_in_ns"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CaptureRequest: _TypeAlias = CaptureRequest  # noqa: Y015
+
+@_typing.final
+class CaptureStream(_message.Message):
+    """A stream a capture window was sent to, as its hello named it."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    JOB_FIELD_NUMBER: _builtins.int
+    HOST_FIELD_NUMBER: _builtins.int
+    PID_FIELD_NUMBER: _builtins.int
+    TASK_FIELD_NUMBER: _builtins.int
+    STREAM_ID_FIELD_NUMBER: _builtins.int
+    RUN_ID_FIELD_NUMBER: _builtins.int
+    job: _builtins.str
+    host: _builtins.str
+    pid: _builtins.int
+    task: _builtins.str
+    stream_id: _builtins.str
+    run_id: _builtins.str
+    def __init__(
+        self,
+        *,
+        job: _builtins.str = ...,
+        host: _builtins.str = ...,
+        pid: _builtins.int = ...,
+        task: _builtins.str = ...,
+        stream_id: _builtins.str = ...,
+        run_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["host", b"host", "job", b"job", "pid", b"pid", "run_id", b"run_id", "stream_id", b"stream_id", "task", b"task"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CaptureStream: _TypeAlias = CaptureStream  # noqa: Y015
+
+@_typing.final
+class Capture(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CAPTURE_ID_FIELD_NUMBER: _builtins.int
+    REQUESTED_NS_FIELD_NUMBER: _builtins.int
+    START_NS_FIELD_NUMBER: _builtins.int
+    DURATION_NS_FIELD_NUMBER: _builtins.int
+    STREAMS_FIELD_NUMBER: _builtins.int
+    REQUEST_FIELD_NUMBER: _builtins.int
+    capture_id: _builtins.str
+    requested_ns: _builtins.int
+    """collector clock"""
+    start_ns: _builtins.int
+    """collector clock"""
+    duration_ns: _builtins.int
+    @_builtins.property
+    def streams(self) -> _containers.RepeatedCompositeFieldContainer[Global___CaptureStream]: ...
+    @_builtins.property
+    def request(self) -> Global___CaptureRequest: ...
+    def __init__(
+        self,
+        *,
+        capture_id: _builtins.str = ...,
+        requested_ns: _builtins.int = ...,
+        start_ns: _builtins.int = ...,
+        duration_ns: _builtins.int = ...,
+        streams: _abc.Iterable[Global___CaptureStream] | None = ...,
+        request: Global___CaptureRequest | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["request", b"request"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["capture_id", b"capture_id", "duration_ns", b"duration_ns", "request", b"request", "requested_ns", b"requested_ns", "start_ns", b"start_ns", "streams", b"streams"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Capture: _TypeAlias = Capture  # noqa: Y015
+
+@_typing.final
+class CaptureReply(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CAPTURE_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def capture(self) -> Global___Capture: ...
+    def __init__(
+        self,
+        *,
+        capture: Global___Capture | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["capture", b"capture"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["capture", b"capture"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CaptureReply: _TypeAlias = CaptureReply  # noqa: Y015
+
+@_typing.final
+class ListCapturesRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListCapturesRequest: _TypeAlias = ListCapturesRequest  # noqa: Y015
+
+@_typing.final
+class ListCapturesReply(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CAPTURES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def captures(self) -> _containers.RepeatedCompositeFieldContainer[Global___Capture]: ...
+    def __init__(
+        self,
+        *,
+        captures: _abc.Iterable[Global___Capture] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["captures", b"captures"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListCapturesReply: _TypeAlias = ListCapturesReply  # noqa: Y015

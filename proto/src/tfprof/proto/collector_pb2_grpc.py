@@ -44,6 +44,16 @@ class CollectorStub:
                 request_serializer=tfprof_dot_proto_dot_collector__pb2.ClockRequest.SerializeToString,
                 response_deserializer=tfprof_dot_proto_dot_collector__pb2.ClockReply.FromString,
                 _registered_method=True)
+        self.StartCapture = channel.unary_unary(
+                '/tfprof.v1.Collector/StartCapture',
+                request_serializer=tfprof_dot_proto_dot_collector__pb2.CaptureRequest.SerializeToString,
+                response_deserializer=tfprof_dot_proto_dot_collector__pb2.CaptureReply.FromString,
+                _registered_method=True)
+        self.ListCaptures = channel.unary_unary(
+                '/tfprof.v1.Collector/ListCaptures',
+                request_serializer=tfprof_dot_proto_dot_collector__pb2.ListCapturesRequest.SerializeToString,
+                response_deserializer=tfprof_dot_proto_dot_collector__pb2.ListCapturesReply.FromString,
+                _registered_method=True)
 
 
 class CollectorServicer:
@@ -64,6 +74,22 @@ class CollectorServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def StartCapture(self, request, context):
+        """Open a capture window on every live stream that matches (privileged: with a token
+        configured, only authenticated callers). Each matching stream receives a
+        CaptureWindow on its Ack stream.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListCaptures(self, request, context):
+        """Every capture recorded in the collector's data dir, oldest first.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_CollectorServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -76,6 +102,16 @@ def add_CollectorServicer_to_server(servicer, server):
                     servicer.Clock,
                     request_deserializer=tfprof_dot_proto_dot_collector__pb2.ClockRequest.FromString,
                     response_serializer=tfprof_dot_proto_dot_collector__pb2.ClockReply.SerializeToString,
+            ),
+            'StartCapture': grpc.unary_unary_rpc_method_handler(
+                    servicer.StartCapture,
+                    request_deserializer=tfprof_dot_proto_dot_collector__pb2.CaptureRequest.FromString,
+                    response_serializer=tfprof_dot_proto_dot_collector__pb2.CaptureReply.SerializeToString,
+            ),
+            'ListCaptures': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListCaptures,
+                    request_deserializer=tfprof_dot_proto_dot_collector__pb2.ListCapturesRequest.FromString,
+                    response_serializer=tfprof_dot_proto_dot_collector__pb2.ListCapturesReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -132,6 +168,60 @@ class Collector:
             '/tfprof.v1.Collector/Clock',
             tfprof_dot_proto_dot_collector__pb2.ClockRequest.SerializeToString,
             tfprof_dot_proto_dot_collector__pb2.ClockReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def StartCapture(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tfprof.v1.Collector/StartCapture',
+            tfprof_dot_proto_dot_collector__pb2.CaptureRequest.SerializeToString,
+            tfprof_dot_proto_dot_collector__pb2.CaptureReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListCaptures(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tfprof.v1.Collector/ListCaptures',
+            tfprof_dot_proto_dot_collector__pb2.ListCapturesRequest.SerializeToString,
+            tfprof_dot_proto_dot_collector__pb2.ListCapturesReply.FromString,
             options,
             channel_credentials,
             insecure,

@@ -42,6 +42,13 @@ class CollectorStub:
     """
     Clock: _grpc.UnaryUnaryMultiCallable[_collector_pb2.ClockRequest, _collector_pb2.ClockReply]
     """NTP-style clock probe: the agent stamps t1/t4, the collector t2/t3."""
+    StartCapture: _grpc.UnaryUnaryMultiCallable[_collector_pb2.CaptureRequest, _collector_pb2.CaptureReply]
+    """Open a capture window on every live stream that matches (privileged: with a token
+    configured, only authenticated callers). Each matching stream receives a
+    CaptureWindow on its Ack stream.
+    """
+    ListCaptures: _grpc.UnaryUnaryMultiCallable[_collector_pb2.ListCapturesRequest, _collector_pb2.ListCapturesReply]
+    """Every capture recorded in the collector's data dir, oldest first."""
 
 @_typing.type_check_only
 class CollectorAsyncStub(CollectorStub):
@@ -52,6 +59,13 @@ class CollectorAsyncStub(CollectorStub):
     """
     Clock: _aio.UnaryUnaryMultiCallable[_collector_pb2.ClockRequest, _collector_pb2.ClockReply]  # type: ignore[assignment]
     """NTP-style clock probe: the agent stamps t1/t4, the collector t2/t3."""
+    StartCapture: _aio.UnaryUnaryMultiCallable[_collector_pb2.CaptureRequest, _collector_pb2.CaptureReply]  # type: ignore[assignment]
+    """Open a capture window on every live stream that matches (privileged: with a token
+    configured, only authenticated callers). Each matching stream receives a
+    CaptureWindow on its Ack stream.
+    """
+    ListCaptures: _aio.UnaryUnaryMultiCallable[_collector_pb2.ListCapturesRequest, _collector_pb2.ListCapturesReply]  # type: ignore[assignment]
+    """Every capture recorded in the collector's data dir, oldest first."""
 
 class CollectorServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -71,5 +85,24 @@ class CollectorServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_collector_pb2.ClockReply, _abc.Awaitable[_collector_pb2.ClockReply]]:
         """NTP-style clock probe: the agent stamps t1/t4, the collector t2/t3."""
+
+    @_abc_1.abstractmethod
+    def StartCapture(
+        self,
+        request: _collector_pb2.CaptureRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_collector_pb2.CaptureReply, _abc.Awaitable[_collector_pb2.CaptureReply]]:
+        """Open a capture window on every live stream that matches (privileged: with a token
+        configured, only authenticated callers). Each matching stream receives a
+        CaptureWindow on its Ack stream.
+        """
+
+    @_abc_1.abstractmethod
+    def ListCaptures(
+        self,
+        request: _collector_pb2.ListCapturesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_collector_pb2.ListCapturesReply, _abc.Awaitable[_collector_pb2.ListCapturesReply]]:
+        """Every capture recorded in the collector's data dir, oldest first."""
 
 def add_CollectorServicer_to_server(servicer: CollectorServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from tfprof.collector.commands import (
     advise,
+    capture,
+    captures,
     compact,
     export,
     import_,
@@ -16,4 +18,6 @@ from tfprof.collector.commands import (
 )
 
 # Order here is the order in --help.
-COMMANDS = (serve, jobs, export, import_, merge, summary, advise, sql, compact, top)
+COMMANDS = (
+    serve, jobs, export, import_, merge, summary, advise, sql, compact, capture, captures, top
+)  # fmt: skip

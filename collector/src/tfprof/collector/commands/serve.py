@@ -21,6 +21,9 @@ _METAVARS = {
     "listen": "HOST:PORT",
     "data_dir": "DIR",
     "max_workers": "N",
+    "max_streams": "N",
+    "max_inflight_bytes": "BYTES",
+    "hello_timeout": "SECONDS",
     "grace": "SECONDS",
     "max_message_bytes": "BYTES",
     "fsync": "BOOL",
@@ -75,12 +78,26 @@ def run(args: argparse.Namespace) -> int:
         return _serve(config)
 
 
+def raise_open_files_limit() -> None:
+    """Every agent connection is a socket: lift the soft descriptor limit to the hard one
+    (often 1,024 soft against far more hard) so thousands of agents can connect."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and (hard == resource.RLIM_INFINITY or soft < hard):
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        except (ValueError, OSError) as exc:  # some platforms cap it lower
+            log.info("open files limit stays at %d: %s", soft, exc)
+
+
 def _serve(config: CollectorConfig) -> int:
     from tfprof.collector.lake.serving import start_compactor
     from tfprof.collector.metrics import CollectorMetrics, serve_metrics
     from tfprof.collector.retention import Policy, enforce
     from tfprof.collector.server import CollectorServer
 
+    raise_open_files_limit()
     metrics = CollectorMetrics()
     server = CollectorServer.from_config(config, metrics)
     policy = Policy(config.retain_days, config.retain_bytes)

@@ -1,0 +1,216 @@
+"""``tfprof-collector capture``: open one capture window on every matching live stream.
+
+The collector sends the window down each stream that matches (``--job``, ``--host``, or
+``--all``); every process starts recording at the same instant on the collector's clock
+and stops after ``--duration``. With ``-o`` the command waits until the window has ended
+(plus ``--flush-grace`` for the last records to arrive), then writes one merged timeline
+of every matching rank, restricted to the window, through the export command's path.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import TYPE_CHECKING
+
+from tfprof.collector.config import DEFAULT_COLLECTOR
+
+if TYPE_CHECKING:
+    from tfprof.collector.remote import Remote
+    from tfprof.proto import collector_pb2 as pb
+
+RPC_TIMEOUT_S = 10.0
+
+
+def add_client_options(p: argparse.ArgumentParser) -> None:
+    """How to reach a running collector (shared with ``captures``)."""
+    p.add_argument(
+        "--collector",
+        metavar="HOST:PORT",
+        default=None,
+        help=f"the running collector (default: {DEFAULT_COLLECTOR})",
+    )
+    p.add_argument(
+        "--auth-token-file",
+        metavar="FILE",
+        default=None,
+        help="file holding the collector's bearer token (default: "
+        "TFPROF_COLLECTOR_AUTH_TOKEN_FILE, else none)",
+    )
+    p.add_argument(
+        "--tls-ca", metavar="PEM", default="", help="talk TLS, trusting this CA (default: none)"
+    )
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "capture",
+        help="record every matching rank for a window (jobs traced on demand)",
+        description="Open a capture window on every live stream that matches: each traced "
+        "process records GPU activity from the same instant on the collector's clock for "
+        "--duration. Prints the capture id and the matched streams; with -o, waits for the "
+        "window to end and writes one merged timeline of it.",
+    )
+    add_client_options(p)
+    p.add_argument("--job", action="append", metavar="NAME", help="capture this job (repeatable)")
+    p.add_argument(
+        "--host", action="append", metavar="HOST", help="capture streams of this host (repeatable)"
+    )
+    p.add_argument("--all", action="store_true", help="capture every live stream")
+    p.add_argument(
+        "--duration",
+        required=True,
+        metavar="D",
+        help="length of the window, with a unit: 2s, 500ms, 1m (required)",
+    )
+    p.add_argument(
+        "--start-in",
+        default="1s",
+        metavar="S",
+        help="open the window this long after the request, so every host has it in time",
+    )
+    p.add_argument(
+        "-o",
+        "--output",
+        metavar="PATH",
+        default=None,
+        help="wait, then write the window's merged timeline here (needs --data-dir); its "
+        "suffix picks the format as for export (default: no file)",
+    )
+    p.add_argument(
+        "--data-dir",
+        metavar="DIR",
+        default=None,
+        help="the collector's data dir, read for -o (default: none)",
+    )
+    p.add_argument(
+        "--flush-grace",
+        default="5s",
+        metavar="D",
+        help="with -o, how long after the window to wait for its last records",
+    )
+    p.add_argument(
+        "--format",
+        choices=("chrome", "perfetto", "xplane", "stepstats"),
+        default=None,
+        help="output format (default: from the output's suffix)",
+    )
+    p.add_argument(
+        "--group-by",
+        choices=("job", "gpu"),
+        default="job",
+        help="job: tracks per job/task/GPU/stream; gpu: every job under its physical GPU",
+    )
+    p.set_defaults(func=run)
+
+
+def _positive_duration(text: str, flag: str, allow_zero: bool = False) -> int:
+    from tfprof.collector.errors import InvalidArgument
+    from tfprof.collector.timespec import parse_duration
+
+    value = 0 if text.strip() == "0" else parse_duration(text, flag)
+    if value < 0 or (value == 0 and not allow_zero):
+        raise InvalidArgument(f"{flag} {text!r}: must be {'0 or more' if allow_zero else '> 0'}")
+    return value
+
+
+def request_from(args: argparse.Namespace) -> pb.CaptureRequest:
+    from tfprof.collector.errors import InvalidArgument
+    from tfprof.proto import collector_pb2 as pb
+
+    if args.all and (args.job or args.host):
+        raise InvalidArgument("--all captures every stream: give it without --job or --host")
+    if not (args.all or args.job or args.host):
+        raise InvalidArgument("say what to capture: --job NAME, --host HOST, or --all")
+    return pb.CaptureRequest(
+        jobs=args.job or [],
+        hosts=args.host or [],
+        all=args.all,
+        duration_ns=_positive_duration(args.duration, "--duration"),
+        start_in_ns=_positive_duration(args.start_in, "--start-in", allow_zero=True),
+    )
+
+
+def open_remote(args: argparse.Namespace) -> Remote:
+    from tfprof.collector.config import check_collector_address, client_auth_token_file
+    from tfprof.collector.remote import Remote
+
+    address = check_collector_address(args.collector or DEFAULT_COLLECTOR)
+    token_file = args.auth_token_file
+    if token_file is None:
+        token_file = client_auth_token_file()
+    return Remote(address, args.tls_ca, token_file)
+
+
+def run(args: argparse.Namespace) -> int:
+    import grpc
+
+    from tfprof.collector.errors import InvalidArgument
+    from tfprof.collector.export import format_for
+
+    request = request_from(args)
+    grace_ns = _positive_duration(args.flush_grace, "--flush-grace", allow_zero=True)
+    if args.output:
+        if not args.data_dir:
+            raise InvalidArgument("-o needs --data-dir: the collector's data dir to read")
+        format_for(args.output, args.format)  # a bad name fails before the capture
+    with open_remote(args) as remote:
+        try:
+            reply = remote.stub.StartCapture(
+                request, metadata=remote.metadata, timeout=RPC_TIMEOUT_S
+            )
+        except grpc.RpcError as exc:
+            raise remote.error(exc, "capture") from None
+    capture = reply.capture
+    print_capture(capture)
+    if args.output:
+        # Wait by our own clock for as long as the window lasts from now: the collector's
+        # clock may differ from ours.
+        wait_s = (request.start_in_ns + request.duration_ns + grace_ns) / 1e9
+        print(f"tfprof-collector: waiting {wait_s:.1f} s for the window to end", file=sys.stderr)
+        time.sleep(wait_s)
+        write_window(capture, args)
+    return 0
+
+
+def print_capture(capture: pb.Capture) -> None:
+    from tfprof.collector.commands.captures import local_time
+    from tfprof.collector.terminal import TextWriter
+
+    print(
+        f"capture {capture.capture_id}: {len(capture.streams)} stream(s), from "
+        f"{local_time(capture.start_ns)} for {capture.duration_ns / 1e9:g} s"
+    )
+    rows = [(s.job, s.host, str(s.pid), s.task, s.stream_id) for s in capture.streams]
+    TextWriter(sys.stdout).table(("JOB", "HOST", "PID", "TASK", "STREAM"), rows)
+
+
+def write_window(capture: pb.Capture, args: argparse.Namespace) -> int:
+    """Every matching rank's records inside the window, merged into ``args.output``."""
+    from tfprof.collector import captures
+    from tfprof.collector.commands import export
+    from tfprof.collector.errors import NotFound
+    from tfprof.collector.store import Store
+    from tfprof.proto import collector_pb2 as pb
+
+    store = Store(args.data_dir, create=False)
+    request = capture.request
+    jobs = store.load_jobs(list(request.jobs) or None)
+    for job in jobs:
+        job.streams = [
+            s
+            for s in job.streams
+            if captures.matches(request, pb.CaptureStream(job=s.job, host=s.host))
+        ]
+    jobs = [job for job in jobs if job.streams]
+    if not jobs:
+        raise NotFound(f"no stream of the capture is stored in {args.data_dir}")
+    end = capture.start_ns + capture.duration_ns
+    options = argparse.Namespace(
+        output=args.output,
+        format=args.format,
+        group_by=args.group_by,
+        window=f"@{capture.start_ns}ns:@{end}ns",
+    )
+    return export.write(jobs, options)

@@ -1,0 +1,93 @@
+"""``tfprof-collector captures``: list the capture windows a collector has recorded.
+
+From a running collector (``--collector``, the default) or straight from its data dir
+(``--data-dir``: its ``captures.jsonl``, readable while the collector is down).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tfprof.proto import collector_pb2 as pb
+
+
+def local_time(ns: int) -> str:
+    ms = ns % 10**9 // 10**6
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ns / 1e9)) + f".{ms:03d}"
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from tfprof.collector.commands.capture import add_client_options
+
+    p = sub.add_parser(
+        "captures",
+        help="list recorded capture windows",
+        description="List the captures a collector recorded: id, when requested, the "
+        "window on the collector's clock, what was asked for and the streams it reached.",
+    )
+    add_client_options(p)
+    p.add_argument(
+        "--data-dir",
+        metavar="DIR",
+        default=None,
+        help="read the collector's data dir instead of asking it (default: ask --collector)",
+    )
+    p.add_argument("--format", choices=("table", "json"), default="table", help="output format")
+    p.set_defaults(func=run)
+
+
+def read_captures(args: argparse.Namespace) -> list[pb.Capture]:
+    import grpc
+
+    from tfprof.collector.captures import CaptureLog
+    from tfprof.collector.commands.capture import open_remote
+    from tfprof.collector.errors import InvalidArgument
+    from tfprof.collector.store import Store
+    from tfprof.proto import collector_pb2 as pb
+
+    if args.data_dir:
+        if args.collector:
+            raise InvalidArgument("give --collector or --data-dir, not both")
+        Store(args.data_dir, create=False)  # NotFound for a data dir that does not exist
+        return CaptureLog(args.data_dir).read()
+    with open_remote(args) as remote:
+        try:
+            reply = remote.stub.ListCaptures(
+                pb.ListCapturesRequest(), metadata=remote.metadata, timeout=10.0
+            )
+        except grpc.RpcError as exc:
+            raise remote.error(exc, "captures") from None
+    return list(reply.captures)
+
+
+def run(args: argparse.Namespace) -> int:
+    from tfprof.collector.captures import describe_targets, to_json
+    from tfprof.collector.terminal import TextWriter
+
+    captures = read_captures(args)
+    if args.format == "json":
+        json.dump([to_json(c) for c in captures], sys.stdout, indent=2)
+        print()
+        return 0
+    if not captures:
+        print("no captures")
+        return 0
+    header = ("ID", "REQUESTED", "START", "DURATION", "STREAMS", "OF")
+    rows = [
+        (
+            c.capture_id,
+            local_time(c.requested_ns),
+            local_time(c.start_ns),
+            f"{c.duration_ns / 1e9:g} s",
+            str(len(c.streams)),
+            describe_targets(c.request),
+        )
+        for c in captures
+    ]
+    TextWriter(sys.stdout).table(header, rows)
+    return 0
