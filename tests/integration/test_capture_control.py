@@ -54,6 +54,16 @@ class WindowCollector(pb_grpc.CollectorServicer):
     def now_ns(self) -> int:
         return time.time_ns() + self.skew_ns
 
+    def StartCapture(
+        self, request: pb.CaptureRequest, context: grpc.ServicerContext
+    ) -> pb.CaptureReply:
+        context.abort(grpc.StatusCode.UNIMPLEMENTED, "this test pushes windows itself")
+
+    def ListCaptures(
+        self, request: pb.ListCapturesRequest, context: grpc.ServicerContext
+    ) -> pb.ListCapturesReply:
+        context.abort(grpc.StatusCode.UNIMPLEMENTED, "this test pushes windows itself")
+
     def Clock(self, request: pb.ClockRequest, context: grpc.ServicerContext) -> pb.ClockReply:
         t = self.now_ns()
         return pb.ClockReply(t1_ns=request.t1_ns, t2_ns=t, t3_ns=t)
