@@ -144,7 +144,7 @@ def test_launch_statistics_agree_with_hta_per_correlation(filename: str, tmp_pat
     own = trace[["correlation", "stream"]].rename(columns={"stream": "own_stream"})
     joined = series.join(own, how="left")
     at_launch = joined[joined["own_stream"] == -1]
-    starts = set(zip(trace["stream"].tolist(), trace["ts"].tolist()))
+    starts = set(zip(trace["stream"].tolist(), trace["ts"].tolist(), strict=True))
     compared = 0
     for corr, length, ts, stream in zip(
         at_launch["correlation"],
