@@ -9,6 +9,9 @@ Known differences, excluded from the comparison:
 - HTA lists Kineto ``cuda_sync`` events that name a stream ("Stream Wait Event") among
   the GPU kernels; we import every ``cuda_sync`` as a SYNC record (a wait, not work), so
   it is not in our kernels view.
+- HTA's launch statistics cover every call with a GPU partner (kernels, copies and
+  memsets with ``include_memory_events``); the launch view is per kernel name, so the
+  per-name comparison leaves copies and memsets out (the per-correlation one does not).
 - HTA's idle time per stream is the sum of gaps between consecutive events on the stream
   (it does not count the Stream Wait Event); we compute busy time as the union of
   intervals; busy = span - idle (span without the wait event) ties the two.
@@ -20,11 +23,13 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from tests.traces import shared_traces
 from tfprof.collector.analysis import prepare
 from tfprof.collector.analysis.kernels import kernel_rows
+from tfprof.collector.analysis.launch import launch_rows
 from tfprof.collector.analysis.memcpy import memcpy_rows
 from tfprof.collector.analysis.streams import stream_rows
 from tfprof.collector.analysis.tracefile import job_from_trace
@@ -98,3 +103,70 @@ def test_kernel_totals_and_stream_busy_time_agree_with_hta(filename: str, tmp_pa
         )
         compared += 1
     assert compared == len(their_idle)
+
+
+@pytest.mark.parametrize("filename", KINETO)
+def test_launch_statistics_agree_with_hta_per_correlation(filename: str, tmp_path: Path) -> None:
+    """HTA's CUDA kernel launch statistics (cpu_duration, launch_delay per correlation) and
+    queue length against ours (``launch`` view's columns: ``RecordSet.api``/``latency``/
+    ``queue``), kernel by kernel, then per kernel name as the launch view shows them."""
+    path = shared_traces() / "kineto-hta" / filename
+    if not path.is_file():
+        pytest.skip(f"{path} not found (set TFPROF_SHARED_DATA)")
+    analysis = _hta(path, tmp_path)
+    theirs = analysis.get_cuda_kernel_launch_stats(
+        ranks=[0], include_memory_events=True, visualize=False
+    )[0]
+    rs = prepare([job_from_trace(path)])
+    linked = np.flatnonzero(rs.api >= 0)
+    ours = {
+        int(c): (float(rs.host.duration[a]) / 1000, float(lat) / 1000, int(q), i)
+        for c, a, lat, q, i in zip(
+            rs.correlation[linked],
+            rs.api[linked],
+            rs.latency[linked],
+            rs.queue[linked],
+            linked,
+            strict=True,
+        )
+    }
+    assert len(theirs) > 0
+    for _, row in theirs.iterrows():
+        cpu, latency, _, _ = ours[int(row["correlation"])]
+        assert _close(cpu, float(row["cpu_duration"])), (row["correlation"], cpu, row)
+        assert abs(latency - float(row["launch_delay"])) < 1e-3, (row["correlation"], latency)
+
+    # Queue length: HTA counts +1 at each launch call, -1 at each GPU start, per stream;
+    # at a launch it includes the launched record itself. Where a record of the stream
+    # starts at the very instant of the call, HTA's order is its sort's: not compared.
+    series = analysis.get_queue_length_time_series(ranks=[0])[0]
+    trace = analysis.t.get_trace(0)
+    own = trace[["correlation", "stream"]].rename(columns={"stream": "own_stream"})
+    joined = series.join(own, how="left")
+    at_launch = joined[joined["own_stream"] == -1]
+    starts = set(zip(trace["stream"].tolist(), trace["ts"].tolist(), strict=True))
+    compared = 0
+    for corr, length, ts, stream in zip(
+        at_launch["correlation"],
+        at_launch["queue_length"],
+        at_launch["ts"],
+        at_launch["stream"],
+        strict=True,
+    ):
+        if int(corr) not in ours or (stream, ts) in starts:
+            continue
+        assert ours[int(corr)][2] + 1 == int(length), (corr, ours[int(corr)][2], length)
+        compared += 1
+    assert compared > 0
+
+    # The view: per kernel name, the mean latency and CPU time of HTA's rows.
+    names = {int(rs.correlation[i]): rs.names[int(rs.name[i])] for *_, i in ours.values()}
+    kernels_only = theirs[theirs["correlation"].map(lambda c: int(c) in names)]
+    by_name = kernels_only.assign(name=kernels_only["correlation"].map(lambda c: names[int(c)]))
+    view = {r.name: r for r in launch_rows(rs)}
+    for name, group in by_name.groupby("name"):
+        if name not in view:  # a copy or memset: HTA lists them, the view is per kernel
+            continue
+        assert view[name].kernels == len(group)
+        assert _close(view[name].latency_avg_us, float(group["launch_delay"].mean()))
+        assert _close(view[name].launch_cpu_us, float(group["cpu_duration"].sum()))

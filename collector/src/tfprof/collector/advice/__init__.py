@@ -13,8 +13,12 @@ from tfprof.collector.advice import (
     bandwidth,
     copy_overlap,
     gpu_idle,
+    host_stalls,
+    launch_bound,
+    memory_capacity,
     pageable,
     single_stream,
+    sync_per_step,
     sync_stalls,
     time_slicing,
     tiny_kernels,
@@ -32,6 +36,10 @@ RULES: tuple[ModuleType, ...] = (
     time_slicing,
     sync_stalls,
     bandwidth,
+    launch_bound,
+    host_stalls,
+    sync_per_step,
+    memory_capacity,
 )
 RULE_NAMES = tuple(r.NAME for r in RULES)
 

@@ -11,7 +11,18 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tfprof.collector.analysis import gpus, jobs, kernels, memcpy, streams
+from tfprof.collector.analysis import (
+    api,
+    gpus,
+    jobs,
+    kernels,
+    launch,
+    memcpy,
+    memory_view,
+    ops,
+    scopes,
+    streams,
+)
 from tfprof.collector.analysis.errors import AnalysisError
 from tfprof.collector.analysis.filters import Filters, apply_filters
 from tfprof.collector.analysis.notes import notes
@@ -28,6 +39,9 @@ class View:
     name_field: str  # what --show/--hide-name-regex match
     time_field: str  # what --min-micros compares
     hidden: tuple[str, ...] = ()  # fields left out unless --select names them
+    depth_field: str = ""  # what --max-depth compares (tree views)
+    # Why the view is empty or partial, in a line each (after the record set's notes).
+    notes: Callable[[RecordSet], Sequence[str]] | None = None
 
 
 VIEWS: dict[str, View] = {
@@ -47,6 +61,19 @@ VIEWS: dict[str, View] = {
              memcpy.memcpy_rows, memcpy.MemcpyRow, memcpy.NAME_FIELD, memcpy.TIME_FIELD),
         View("jobs", "per job: processes, GPUs, kernel/copy time, records, dropped",
              jobs.job_rows, jobs.JobRow, jobs.NAME_FIELD, jobs.TIME_FIELD),
+        View("op", "per op (framework op, NVTX range): count, GPU time, kernels, launch CPU time",
+             ops.op_rows, ops.OpRow, ops.NAME_FIELD, ops.TIME_FIELD, notes=ops.op_notes),
+        View("scope", "name-scope tree of the ops (split at /): self and total GPU time",
+             scopes.scope_rows, scopes.ScopeRow, scopes.NAME_FIELD, scopes.TIME_FIELD,
+             depth_field=scopes.DEPTH_FIELD, notes=ops.op_notes),
+        View("api", "per CUDA API call: calls, total/mean/median/min/max us, errors",
+             api.api_rows, api.ApiRow, api.NAME_FIELD, api.TIME_FIELD, notes=api.api_notes),
+        View("launch", "per kernel name: launch latency, CPU launch time, stream queue depth",
+             launch.launch_rows, launch.LaunchRow, launch.NAME_FIELD, launch.TIME_FIELD,
+             notes=launch.launch_notes),
+        View("memory", "per job and GPU: peak device memory, % of the GPU, a coarse timeline",
+             memory_view.memory_rows, memory_view.MemoryRow, memory_view.NAME_FIELD,
+             memory_view.TIME_FIELD, notes=memory_view.memory_notes),
     )
 }  # fmt: skip
 
@@ -56,12 +83,17 @@ def view_report(view: str, rs: RecordSet, filters: Filters | None = None) -> Vie
     if spec is None:
         raise AnalysisError(f"unknown view {view!r}; views are {', '.join(VIEWS)}")
     rows, fields = apply_filters(
-        spec.rows(rs), spec.row_type, spec.name_field, spec.time_field, filters or Filters()
+        spec.rows(rs),
+        spec.row_type,
+        spec.name_field,
+        spec.time_field,
+        filters or Filters(),
+        spec.depth_field,
     )
     if not (filters and filters.select):
         fields = tuple(f for f in fields if f not in spec.hidden)
     return ViewReport(
-        notes=notes(rs),
+        notes=notes(rs) + tuple(spec.notes(rs) if spec.notes else ()),
         view=view,
         jobs=tuple(j.label for j in rs.jobs),
         start_ns=rs.start_ns,

@@ -20,6 +20,7 @@ class Filters:
     show_name_regex: str | None = None  # keep rows whose name field matches (search)
     hide_name_regex: str | None = None  # drop rows whose name field matches
     top: int | None = None
+    max_depth: int | None = None  # hide rows deeper than this (views with a depth field)
 
 
 def field_names(row_type: type) -> tuple[str, ...]:
@@ -39,8 +40,12 @@ def apply_filters(
     name_field: str,
     time_field: str,
     filters: Filters,
+    depth_field: str = "",
 ) -> tuple[list[Any], tuple[str, ...]]:
-    """The rows that pass, ordered and cut, and the fields to show."""
+    """The rows that pass, ordered and cut, and the fields to show.
+
+    An empty ``time_field`` / ``depth_field``: the view has none, and the filter on it
+    is refused."""
     fields = field_names(row_type)
 
     def check(name: str, flag: str) -> str:
@@ -49,9 +54,17 @@ def apply_filters(
         return name
 
     out = list(rows)
+    if filters.max_depth is not None:
+        if not depth_field:
+            raise AnalysisError("--max-depth: this view is not a tree (the scope view is)")
+        if filters.max_depth < 1:
+            raise AnalysisError("--max-depth must be >= 1")
+        out = [r for r in out if getattr(r, depth_field) <= filters.max_depth]
     if filters.min_micros is not None:
         if filters.min_micros < 0:
             raise AnalysisError("--min-micros must be >= 0")
+        if not time_field:
+            raise AnalysisError("--min-micros: this view has no time field")
         out = [r for r in out if getattr(r, time_field) >= filters.min_micros]
     if filters.show_name_regex:
         show = _regex(filters.show_name_regex, "--show-name-regex")

@@ -5,17 +5,29 @@ labels as on the timeline, clock shift, window, name interning), clips the recor
 the analysis window, and tags every record with its job, its process and its physical
 GPU (by UUID: CUDA ordinals are per process). The columns are numpy arrays with one
 value per record; nothing here makes a Python object per record.
+
+GPU activity (kernels, copies, memsets, syncs) is the main table, which every GPU
+analysis reads; the host records (API calls, ranges, memory) are kept apart in
+``RecordSet.host`` (``host_records``), and each GPU record carries its link to them: the
+API call that launched it, the op it ran for, its launch latency and queue depth.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
 from tfprof.collector.analysis.errors import AnalysisError
+from tfprof.collector.analysis.host_records import (
+    HOST_COLUMNS,
+    HOST_KINDS,
+    HostRecords,
+    launches,
+)
 from tfprof.collector.analysis.intervals import Merged, merge_intervals
+from tfprof.collector.memory import memory_deltas
 from tfprof.collector.model import JobData, StreamData
 from tfprof.collector.prepare import (
     NameTable,
@@ -70,6 +82,7 @@ class ProcessRef:
 class GpuRef:
     uuid: str
     name: str
+    memory_bytes: int = 0  # device memory (DeviceMeta), 0 when unknown
 
 
 @dataclass(frozen=True)
@@ -100,6 +113,18 @@ class RecordSet:
     src_kind: np.ndarray
     dst_kind: np.ndarray
     sync_type: np.ndarray
+    correlation: np.ndarray
+    # The host side of each GPU record (``host_records.launches``): the ``host`` row of
+    # the API call that launched it (-1: none found), the ``names`` id of the op it ran
+    # for (-1: none), launch latency (ns, unclipped times) and stream queue depth (-1).
+    api: np.ndarray
+    op: np.ndarray
+    latency: np.ndarray
+    queue: np.ndarray
+    host: HostRecords
+    memory_gpus: tuple[GpuRef, ...] = ()  # the GPUs of host MEMORY rows (``host.gpu``)
+    # Bytes each (job, memory_gpus index) held before the window began (memory view).
+    memory_base: tuple[tuple[int, int, int], ...] = ()
 
     def __len__(self) -> int:
         return int(self.kind.shape[0])
@@ -127,8 +152,11 @@ class RecordSet:
 
 
 # Record columns passed through as they are (bytes is scaled when a copy is clipped).
-_COLUMNS = ("device", "stream", "bytes", "copy_kind", "src_kind", "dst_kind", "sync_type")
+_COLUMNS = (
+    "device", "stream", "bytes", "copy_kind", "src_kind", "dst_kind", "sync_type", "correlation",
+)  # fmt: skip
 _TAGS = ("kind", "start", "end", "job", "process", "gpu", "name")
+_LINKS = ("api", "op", "latency", "queue")
 
 
 def _lost_records(job: JobData) -> int | None:
@@ -165,10 +193,15 @@ def prepare(
                 _lost_records(job),
             )
         )
+        # Streams of one process (a reconnect) share a task label and correlation ids.
+        by_task: dict[str, list[tuple[PreparedStream, int]]] = {}
         for prep in prepared.streams:
             processes.append(ProcessRef(j, prep.task_label, prep.stream.host, prep.stream.pid))
-            table.add(prep, window, j, len(processes) - 1)
+            by_task.setdefault(prep.task_label, []).append((prep, len(processes) - 1))
+        for group in by_task.values():
+            table.add(group, window, j)
     columns = table.columns()
+    host = HostRecords(**table.host_columns())
     starts, ends = columns["start"], columns["end"]
     # Without records (no GPU activity) the host samples still span the run.
     sampled = [j.host for j in job_refs if j.host.samples]
@@ -183,6 +216,9 @@ def prepare(
         names=table.names.names,
         start_ns=lo,
         end_ns=hi,
+        host=host,
+        memory_gpus=tuple(table.memory_gpus.gpus),
+        memory_base=tuple((j, g, b) for (j, g), b in sorted(table.memory_base.items()) if b),
         **columns,
     )
 
@@ -224,49 +260,24 @@ def _clip(
     return start, end, np.where(cut, (end - start) / np.maximum(whole, 1), 1.0)
 
 
-class _Table:
-    """Collects every stream's clipped, tagged columns; interns names and GPUs."""
+class _Gpus:
+    """Physical GPUs by UUID, numbered in order of appearance."""
 
     def __init__(self) -> None:
-        self.names = NameTable([""])  # id 0: no name
         self.gpus: list[GpuRef] = []
-        self._gpu_index: dict[str, int] = {}
-        self._parts: dict[str, list[np.ndarray]] = {c: [] for c in (*_TAGS, *_COLUMNS)}
+        self._index: dict[str, int] = {}
 
-    def add(self, prep: PreparedStream, window: TimeWindow, job: int, process: int) -> None:
-        prep = _gpu_activity(prep)
-        m = len(prep)
-        if m == 0:
-            return
-        start, end, fraction = _clip(prep.start, prep.end, window)
-        parts = self._parts
-        parts["kind"].append(prep.column("kind").astype(np.int8))
-        parts["start"].append(start)
-        parts["end"].append(end)
-        parts["job"].append(np.full(m, job, dtype=np.int32))
-        parts["process"].append(np.full(m, process, dtype=np.int32))
-        device = prep.column("device")
-        parts["gpu"].append(self._gpu_ids(prep.stream, device))
-        names = self.names.intern_column(prep.stream.strings, prep.column("name"), unnamed=0)
-        parts["name"].append(names)
-        for c in _COLUMNS:
-            values = device if c == "device" else prep.column(c)
-            if c == "bytes" and fraction is not None:
-                values = np.rint(values * fraction).astype(np.int64)
-            parts[c].append(values)
-
-    def columns(self) -> dict[str, np.ndarray]:
-        return {c: _concat(v, np.int8 if c == "kind" else np.int64) for c, v in self._parts.items()}
-
-    def _gpu_ids(self, stream: StreamData, device: np.ndarray) -> np.ndarray:
+    def ids(self, stream: StreamData, device: np.ndarray) -> np.ndarray:
         table: dict[int, int] = {}
         for o in small_unique(device).tolist():
             uuid = stream.device_uuid(o)
-            if uuid not in self._gpu_index:
+            if uuid not in self._index:
                 meta = stream.devices.get(o)
-                self._gpu_index[uuid] = len(self.gpus)
-                self.gpus.append(GpuRef(uuid, meta.name if meta else ""))
-            table[o] = self._gpu_index[uuid]
+                self._index[uuid] = len(self.gpus)
+                self.gpus.append(
+                    GpuRef(uuid, meta.name if meta else "", meta.memory_bytes if meta else 0)
+                )
+            table[o] = self._index[uuid]
         if len(table) == 1:
             return np.full(device.shape[0], next(iter(table.values())), dtype=np.int32)
         keys = np.array(sorted(table), dtype=np.int64)
@@ -275,15 +286,174 @@ class _Table:
         return ids
 
 
-def _gpu_activity(prep: PreparedStream) -> PreparedStream:
-    """The stream's GPU activity (kernels, copies, memsets, syncs) without its host records
-    (API calls, ranges, memory), which the GPU analyses must not count."""
-    kind = prep.column("kind")
-    gpu = (kind >= RecordKind.KERNEL) & (kind <= RecordKind.SYNC)
-    if gpu.all():
-        return prep
-    idx = np.flatnonzero(gpu)
-    return replace(prep, keep=prep.rows(idx), start=prep.start[idx], end=prep.end[idx])
+class _Table:
+    """Collects every stream's clipped, tagged columns; interns names and GPUs.
+
+    GPU activity and host records go to separate tables; ``add`` takes one process (its
+    streams) at a time so that its GPU records are linked to its API calls and ranges.
+    """
+
+    def __init__(self) -> None:
+        self.names = NameTable([""])  # id 0: no name
+        self._gpus = _Gpus()
+        self.memory_gpus = _Gpus()
+        self.memory_base: dict[tuple[int, int], int] = {}
+        self._parts: dict[str, list[np.ndarray]] = {c: [] for c in (*_TAGS, *_COLUMNS, *_LINKS)}
+        self._host: dict[str, list[np.ndarray]] = {c: [] for c in HOST_COLUMNS}
+        self._host_rows = 0
+
+    @property
+    def gpus(self) -> list[GpuRef]:
+        return self._gpus.gpus
+
+    def add(
+        self, group: Sequence[tuple[PreparedStream, int]], window: TimeWindow, job: int
+    ) -> None:
+        """One process's streams (``(prepared stream, process index)``)."""
+        kinds = [prep.column("kind") for prep, _ in group]
+        names = [
+            self.names.intern_column(prep.stream.strings, prep.column("name"), unnamed=0)
+            for prep, _ in group
+        ]
+        linked = self._link(group, kinds, names)
+        host_base = self._host_rows
+        gpu_offset = 0
+        for (prep, process), kind, name in zip(group, kinds, names, strict=True):
+            gpu = (kind >= RecordKind.KERNEL) & (kind <= RecordKind.SYNC)
+            gpu_rows = np.flatnonzero(gpu)
+            mine = slice(gpu_offset, gpu_offset + gpu_rows.shape[0])
+            gpu_offset += gpu_rows.shape[0]
+            links = {c: v[mine] for c, v in linked.items()}
+            links["api"] = np.where(links["api"] >= 0, links["api"] + host_base, -1)
+            self._add_gpu(prep, gpu_rows, window, job, process, name, links)
+            host_rows = np.flatnonzero(np.isin(kind, _HOST_KINDS))
+            self._add_host(prep, host_rows, window, job, process, name)
+            self._add_memory_base(prep, window, job)
+
+    def _link(
+        self,
+        group: Sequence[tuple[PreparedStream, int]],
+        kinds: Sequence[np.ndarray],
+        names: Sequence[np.ndarray],
+    ) -> dict[str, np.ndarray]:
+        """``launches`` over the process's rows; ``api`` as its host-row rank."""
+        cols: dict[str, list[np.ndarray]] = {c: [] for c in _LAUNCH_COLUMNS}
+        for (prep, _), kind, name in zip(group, kinds, names, strict=True):
+            marker = kind == RecordKind.MARKER
+            category = self.names.intern_column(
+                prep.stream.strings, np.where(marker, prep.column("category"), 0), unnamed=0
+            )
+            cols["kind"].append(kind)
+            cols["start_ns"].append(prep.start)
+            cols["duration_ns"].append(prep.end - prep.start)
+            cols["name"].append(name.astype(np.int64))
+            cols["category"].append(np.where(marker, category, 0).astype(np.int64))
+            for c in ("thread", "correlation", "external_id", "device", "stream"):
+                cols[c].append(prep.column(c))
+        records = {c: _concat(v, np.int64) for c, v in cols.items()}
+        found = launches(records, self.names.names)
+        host_rank = np.cumsum(np.isin(records["kind"], _HOST_KINDS)) - 1
+        api = np.where(found.api >= 0, host_rank[np.maximum(found.api, 0)], -1)
+        return {"api": api, "op": found.op, "latency": found.latency, "queue": found.queue}
+
+    def _add_gpu(
+        self,
+        prep: PreparedStream,
+        idx: np.ndarray,
+        window: TimeWindow,
+        job: int,
+        process: int,
+        name: np.ndarray,
+        links: dict[str, np.ndarray],
+    ) -> None:
+        m = int(idx.shape[0])
+        if m == 0:
+            return
+        start, end, fraction = _clip(prep.start[idx], prep.end[idx], window)
+        parts = self._parts
+        parts["kind"].append(prep.column("kind")[idx].astype(np.int8))
+        parts["start"].append(start)
+        parts["end"].append(end)
+        parts["job"].append(np.full(m, job, dtype=np.int32))
+        parts["process"].append(np.full(m, process, dtype=np.int32))
+        device = prep.column("device")[idx]
+        parts["gpu"].append(self._gpus.ids(prep.stream, device))
+        parts["name"].append(name[idx])
+        for c in _COLUMNS:
+            values = device if c == "device" else prep.column(c)[idx]
+            if c == "bytes" and fraction is not None:
+                values = np.rint(values * fraction).astype(np.int64)
+            parts[c].append(values)
+        for c, v in links.items():
+            parts[c].append(v)
+
+    def _add_host(
+        self,
+        prep: PreparedStream,
+        idx: np.ndarray,
+        window: TimeWindow,
+        job: int,
+        process: int,
+        name: np.ndarray,
+    ) -> None:
+        m = int(idx.shape[0])
+        if m == 0:
+            return
+        kind = prep.column("kind")[idx]
+        start, end, _ = _clip(prep.start[idx], prep.end[idx], window)
+        marker = kind == RecordKind.MARKER
+        category = prep.column("category")[idx]
+        domain = self.names.intern_column(
+            prep.stream.strings, np.where(marker, category, 0), unnamed=0
+        )
+        device = prep.column("device")[idx]
+        memory = kind == RecordKind.MEMORY
+        gpu = np.full(m, -1, dtype=np.int32)
+        if memory.any():
+            gpu[memory] = self.memory_gpus.ids(prep.stream, device[memory])
+        values = {
+            "kind": kind.astype(np.int8),
+            "start": start,
+            "end": end,
+            "job": np.full(m, job, dtype=np.int32),
+            "process": np.full(m, process, dtype=np.int32),
+            "name": name[idx],
+            "category": np.where(marker, domain, category),
+            "device": device,
+            "gpu": gpu,
+        }
+        for c in HOST_COLUMNS:
+            self._host[c].append(values[c] if c in values else prep.column(c)[idx])
+        self._host_rows += m
+
+    def _add_memory_base(self, prep: PreparedStream, window: TimeWindow, job: int) -> None:
+        """Bytes the process allocated (less freed) on each GPU before the window began."""
+        if window.lo is None:
+            return
+        rec = prep.stream.records
+        before = (rec["kind"] == RecordKind.MEMORY) & (
+            rec["start_ns"] + np.int64(prep.stream.record_shift_ns) < window.lo
+        )
+        if not before.any():
+            return
+        delta = memory_deltas(rec["kind"][before], rec["memory_op"][before], rec["bytes"][before])
+        gpus = self.memory_gpus.ids(prep.stream, rec["device"][before])
+        for g in np.unique(gpus).tolist():
+            key = (job, int(g))
+            self.memory_base[key] = self.memory_base.get(key, 0) + int(delta[gpus == g].sum())
+
+    def columns(self) -> dict[str, np.ndarray]:
+        return {c: _concat(v, np.int8 if c == "kind" else np.int64) for c, v in self._parts.items()}
+
+    def host_columns(self) -> dict[str, np.ndarray]:
+        return {c: _concat(v, np.int8 if c == "kind" else np.int64) for c, v in self._host.items()}
+
+
+_HOST_KINDS = np.array([int(k) for k in HOST_KINDS])
+_LAUNCH_COLUMNS = (
+    "kind", "start_ns", "duration_ns", "name", "category", "thread", "correlation",
+    "external_id", "device", "stream",
+)  # fmt: skip
 
 
 def _concat(parts: list[np.ndarray], dtype: type) -> np.ndarray:

@@ -24,6 +24,12 @@ rules:
   time-slicing     several jobs sharing one GPU: shares, switches between jobs
   sync-stalls      host time in CUDA synchronisation (SYNCHRONIZATION records)
   slow-copies      large copies far below a PCIe link's bandwidth
+  launch-bound     CPU time launching kernels at least half their GPU time (API records)
+  host-stalls      GPU idle in gaps >= 100 us while the host was in sync calls, other
+                   CUDA calls or outside CUDA (API records)
+  sync-per-step    more than 4 synchronising CUDA calls per step (API records; steps:
+                   ProfilerStep#N or "step" ranges, else outermost host ranges)
+  memory-capacity  peak device memory at 90% or more of the GPU's (MEMORY records)
 """
 
 

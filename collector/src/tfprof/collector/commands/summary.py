@@ -24,6 +24,25 @@ views:
                   overlapped with kernels on the same GPU
   jobs            per job: processes, GPUs, kernel/copy/memset/sync time, records, dropped
 
+host side (CUDA API calls, host ranges and memory records: --api/--nvtx/--memory, or
+Kineto and TF timeline traces):
+  op              per op (the framework op, NVTX range or annotation a GPU record ran
+                  for): ranges, GPU time, kernels, CPU time in the launching calls, the
+                  ranges' own time; tfprof's `op -select micros -order_by micros`
+  scope           the ops' name-scope tree (names split at /, TF ops by node name): self
+                  and total GPU time per scope; --max-depth N as tfprof's -max_depth
+  api             per CUDA API function: calls, total/mean/median/min/max/stddev us,
+                  errors (as nsys stats' cuda_api_sum)
+  launch          per kernel name: launch latency (kernel start - call end), CPU launch
+                  time (the call's duration), stream queue depth at launch (as HTA)
+  memory          per job and GPU: peak device memory, when, % of the GPU's memory,
+                  allocations, releases, the level over 8 slices of the window
+
+examples:
+  tfprof-collector summary trace.json.gz --view op --top 20
+  tfprof-collector summary --data-dir DIR --job train --view scope --max-depth 2
+  tfprof-collector summary trace.json.gz --view api --format csv -o api.csv
+
 Filters apply in this order: --min-micros, --show/--hide-name-regex, --order-by, --top;
 --select picks the fields shown. Field names are those of --format json (the header
 of --format csv lists them).
@@ -35,7 +54,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
     p = sub.add_parser(
         "summary",
-        help="tfprof-style views: kernels, streams, gpus, memcpy, jobs",
+        help="tfprof-style views: kernels, streams, gpus, memcpy, jobs, op, scope, api, "
+        "launch, memory",
         description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -46,7 +66,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         type=float,
         metavar="US",
         help="keep rows whose time field (kernels: total_us, streams/gpus: busy_us, "
-        "memcpy: total_us, jobs: kernel_us) is at least US",
+        "memcpy: total_us, jobs: kernel_us, op: gpu_us, scope: total_us, api: total_us, "
+        "launch: launch_cpu_us; memory has none) is at least US (default: keep all)",
+    )
+    p.add_argument(
+        "--max-depth",
+        type=int,
+        metavar="N",
+        help="scope view: show scopes down to depth N (1: top level); deeper ones still "
+        "count in their ancestors' totals (default: all depths)",
     )
     p.add_argument("--order-by", metavar="FIELD", help="sort by FIELD (numbers descending)")
     p.add_argument(
@@ -55,8 +83,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--show-name-regex",
         metavar="RE",
-        help="keep rows whose name matches RE (kernels: name, streams: track, gpus: uuid, "
-        "memcpy: copy, jobs: job)",
+        help="keep rows whose name matches RE (kernels/api/launch: name, streams: track, "
+        "gpus: uuid, memcpy: copy, jobs/memory: job, op: op, scope: scope) (default: all)",
     )
     p.add_argument("--hide-name-regex", metavar="RE", help="drop rows whose name matches RE")
     p.add_argument("--top", type=int, metavar="N", help="show the first N rows only")
@@ -76,6 +104,7 @@ def run(args: argparse.Namespace) -> int:
         show_name_regex=args.show_name_regex,
         hide_name_regex=args.hide_name_regex,
         top=args.top,
+        max_depth=args.max_depth,
     )
     report = view_report(args.view, rs, filters)
     with output(args.output) as out:

@@ -18,6 +18,11 @@ Per slice a ``NodeExecStats``: times in absolute collector-clock nanoseconds
 same): the kernel name, or ``MEMCPY<kind>`` / ``MEMSET`` as in the Chrome export;
 ``timeline_label`` keeps the exact name. StepStats has no place for launch parameters
 or byte counts: those stay in the other formats.
+
+A slice attributed to an op (``SliceTrack.op_id``: the framework op or NVTX range it
+ran for) is ``<op>:<name>`` instead, as TF's GPU tracer put the op's node first:
+``timeline.py`` then shows the slice as the kernel with ``args.name`` the op (its ``:``
+written as ``∶``, e.g. ``dense/MatMul∶MatMul:volta_sgemm_128x64_nn``).
 """
 
 from __future__ import annotations
@@ -72,20 +77,22 @@ def _add_nodes(
     end = start + track.duration_ns
     start_us = start // 1000
     rel_us = (end // 1000 - start_us).tolist()
+    ops = track.op_id if track.op_id is not None else np.full(len(track), -1)
     rows = zip(
         start.tolist(),
         track.duration_ns.tolist(),
         start_us.tolist(),
         rel_us,
         track.name_id.tolist(),
+        ops.tolist(),
         track.lane.tolist(),
         strict=True,
     )
     nodes = device.node_stats
-    for s_ns, d_ns, s_us, d_us, name_id, lane in rows:
+    for s_ns, d_ns, s_us, d_us, name_id, op_id, lane in rows:
         label = escaped[name_id]
         nodes.add(
-            node_name=f"{label}:{label}",
+            node_name=f"{escaped[op_id] if op_id >= 0 else label}:{label}",
             timeline_label=names[name_id],
             all_start_micros=s_us,
             op_end_rel_micros=d_us,

@@ -1,0 +1,82 @@
+"""Host stalls between steps: a job's GPU sits idle in long gaps while its host is
+waiting in a synchronising CUDA call, busy in other CUDA calls, or outside CUDA
+altogether (Python, data loading, the framework between launches). Needs CUDA API
+records to tell the three apart; ``gpu-idle`` covers jobs without them."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tfprof.collector.advice.base import Context, Finding, share, us
+from tfprof.collector.advice.host_calls import api_calls, calls_by_job
+from tfprof.collector.analysis.intervals import covered, gaps, merge_intervals
+from tfprof.collector.analysis.records import GPU_KINDS
+
+NAME = "host-stalls"
+MIN_GAP_NS = 100_000  # gaps of 100 us or more: between steps, not between kernels
+MIN_SHARE = 0.10  # adding up to 10% of the job's span on the GPU
+MIN_TOTAL_NS = 1_000_000
+
+
+def check(ctx: Context) -> list[Finding]:
+    rs = ctx.rs
+    calls = api_calls(rs)
+    if calls.shape[0] == 0:
+        return []
+    in_api = calls_by_job(rs, calls)
+    in_sync = calls_by_job(rs, api_calls(rs, sync_only=True))
+    on = np.flatnonzero(rs.mask(*GPU_KINDS))
+    n_gpus = max(len(rs.gpus), 1)
+    key = rs.job[on].astype(np.int64) * n_gpus + rs.gpu[on]
+    busy = merge_intervals(key, rs.start[on], rs.end[on], len(rs.jobs) * n_gpus)
+    lo, hi = ctx.job_gpu_span
+    idle = gaps(busy, lo.reshape(-1), hi.reshape(-1))
+    long = idle.length >= MIN_GAP_NS
+    g_key, g_start, g_end = idle.group[long], idle.start[long], idle.end[long]
+    jobs_with_calls = set(rs.host.job[calls].tolist())
+    findings = []
+    for k in np.unique(g_key).tolist():
+        j, g = divmod(int(k), n_gpus)
+        if j not in jobs_with_calls:
+            continue
+        mine = g_key == k
+        s, e = g_start[mine], g_end[mine]
+        total = int((e - s).sum())
+        span = int(hi[j, g] - lo[j, g])
+        if total < MIN_TOTAL_NS or total < MIN_SHARE * span:
+            continue
+        job_of = np.full(s.shape[0], j, dtype=np.int64)
+        sync = int(covered(in_sync, job_of, s, e).sum())
+        api = int(covered(in_api, job_of, s, e).sum())
+        longest = int(np.argmax(e - s))
+        label = rs.jobs[j].label
+        findings.append(
+            Finding(
+                rule=NAME,
+                title=f"job {label}: GPU {rs.gpus[g].uuid} idle {us(total):,.0f} us in "
+                f"{s.shape[0]:,} gaps between its work ({share(total, span)}% of its span); "
+                f"the host was in sync calls {share(sync, total)}%, other CUDA calls "
+                f"{share(api - sync, total)}%, outside CUDA {share(total - api, total)}%",
+                impact_us=us(total),
+                evidence={
+                    "gaps": int(s.shape[0]),
+                    "idle_us": us(total),
+                    "idle_pct_of_span": share(total, span),
+                    "in_sync_calls_us": us(sync),
+                    "in_other_cuda_calls_us": us(api - sync),
+                    "outside_cuda_us": us(total - api),
+                    "longest_us": us(e[longest] - s[longest]),
+                    "longest_at_ns": int(s[longest]),
+                },
+                suggestion=(
+                    "Keep the GPU fed across steps: prefetch input (DataLoader workers and "
+                    "pin_memory, tf.data prefetch), move host work off the critical path, "
+                    "drop per-step synchronisations (.item(), printing losses) and let the "
+                    "next step's launches overlap the GPU's work."
+                ),
+                start_ns=int(s.min()),
+                end_ns=int(e.max()),
+                jobs=(label,),
+            )
+        )
+    return findings

@@ -1,0 +1,77 @@
+"""Launch-bound work: the CPU spends about as long launching kernels as the GPU spends
+running them, so the GPU waits for the host (CUDA API records link each kernel to its
+launching call).
+
+Steady state only: each kernel name's first launch is left out, as it carries one-off
+costs (module loading, autotuning) that fusing or CUDA graphs would not remove.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tfprof.collector.advice.base import Context, Finding, share, us
+from tfprof.core.records import RecordKind
+
+NAME = "launch-bound"
+RATIO = 0.5  # CPU launch time at least half the kernel time it launched
+MIN_LAUNCHES = 50  # kernels linked to their launching call, first launches left out
+MIN_LAUNCH_NS = 1_000_000  # 1 ms of launch time at least
+
+
+def _steady(ctx: Context) -> np.ndarray:
+    """Linked kernels but the first launch of each (job, kernel name)."""
+    rs = ctx.rs
+    kernels = np.flatnonzero((rs.kind == RecordKind.KERNEL) & (rs.api >= 0))
+    kernels = kernels[np.argsort(rs.start[kernels], kind="stable")]
+    key = rs.job[kernels].astype(np.int64) << 32 | rs.name[kernels]
+    _, first = np.unique(key, return_index=True)
+    keep = np.ones(kernels.shape[0], dtype=bool)
+    keep[first] = False
+    return np.sort(kernels[keep])
+
+
+def check(ctx: Context) -> list[Finding]:
+    rs = ctx.rs
+    h = rs.host
+    kernels = _steady(ctx)
+    findings = []
+    for j in np.unique(rs.job[kernels]).tolist():
+        rows = kernels[rs.job[kernels] == j]
+        calls = np.unique(rs.api[rows])  # a graph launch runs several kernels
+        launch = int(h.duration[calls].sum())
+        kernel = int(rs.duration[rows].sum())
+        if rows.shape[0] < MIN_LAUNCHES or launch < MIN_LAUNCH_NS or launch < RATIO * kernel:
+            continue
+        names, counts = np.unique(h.name[calls], return_counts=True)
+        job = rs.jobs[j].label
+        findings.append(
+            Finding(
+                rule=NAME,
+                title=f"job {job}: launching {rows.shape[0]:,} kernels (first launches left "
+                f"out) took {us(launch):,.0f} us "
+                f"of CPU, {share(launch, kernel)}% of their {us(kernel):,.0f} us on the GPU",
+                impact_us=us(launch),
+                evidence={
+                    "kernels": int(rows.shape[0]),
+                    "launch_calls": int(calls.shape[0]),
+                    "launch_cpu_us": us(launch),
+                    "kernel_us": us(kernel),
+                    "launch_to_kernel_pct": share(launch, kernel),
+                    "launch_median_us": us(np.median(h.duration[calls])),
+                    "kernel_median_us": us(np.median(rs.duration[rows])),
+                    "latency_median_us": us(np.median(rs.latency[rows])),
+                    "calls": {rs.names[int(n)]: int(c) for n, c in zip(names, counts, strict=True)},
+                },
+                suggestion=(
+                    "Cut the number of launches: capture steady-state steps in CUDA graphs "
+                    "(torch.cuda.graphs, XLA), fuse small ops (torch.compile, jit_compile=True), "
+                    "and give each kernel more work (larger batches)."
+                ),
+                start_ns=int(rs.start[rows].min()),
+                end_ns=int(rs.end[rows].max()),
+                jobs=(job,),
+                streams=ctx.tracks_of(rows),
+            )
+        )
+    return findings

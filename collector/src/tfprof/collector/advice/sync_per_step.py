@@ -1,0 +1,110 @@
+"""Excessive synchronisation per step: the host blocks on the GPU several times in every
+step (CUDA API records of synchronising calls: ``host_calls.SYNC_CALL``).
+
+Steps are the job's step ranges (``ProfilerStep#N`` from torch.profiler, or host ranges
+with "step" in their name: ``train_step``, NVTX ``step 12``); without any, each
+outermost host range (one inside no other range on its thread) holding a
+synchronising call is taken for a step.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from tfprof.collector.advice.base import Context, Finding, us
+from tfprof.collector.advice.host_calls import api_calls
+from tfprof.collector.analysis.ops import host_ranges
+from tfprof.collector.analysis.records import RecordSet
+
+NAME = "sync-per-step"
+MAX_SYNCS_PER_STEP = 4  # more than this many synchronising calls per step on average
+MIN_SYNCS = 10  # in all the job's steps together
+STEP_NAME = re.compile(r"^ProfilerStep#\d+$|(^|[^a-z])step([^a-z]|$)", re.IGNORECASE)
+
+
+def _outermost(rs: RecordSet, ranges: np.ndarray) -> np.ndarray:
+    """The ranges inside no other range of their process and thread."""
+    h = rs.host
+    keep = []
+    key = h.process[ranges].astype(np.int64) << 32 | (h.thread[ranges] & 0xFFFFFFFF)
+    for k in np.unique(key).tolist():
+        mine = ranges[key == k]
+        mine = mine[np.lexsort((-h.end[mine], h.start[mine]))]
+        reach = np.maximum.accumulate(h.end[mine])
+        top = np.ones(mine.shape[0], dtype=bool)
+        top[1:] = h.end[mine][1:] > reach[:-1]
+        keep.append(mine[top])
+    return np.concatenate(keep) if keep else ranges[:0]
+
+
+def _steps(rs: RecordSet, job: int) -> tuple[np.ndarray, bool]:
+    """The job's step ranges (rows of ``rs.host``) and whether they were named as steps."""
+    h = rs.host
+    ranges = host_ranges(rs)
+    ranges = ranges[h.job[ranges] == job]
+    named = np.array([bool(STEP_NAME.search(rs.names[int(n)])) for n in h.name[ranges]])
+    if named.any():
+        return ranges[named], True
+    return _outermost(rs, ranges), False
+
+
+def check(ctx: Context) -> list[Finding]:
+    rs = ctx.rs
+    h = rs.host
+    syncs = api_calls(rs, sync_only=True)
+    findings = []
+    for j in np.unique(h.job[syncs]).tolist():
+        mine = syncs[h.job[syncs] == j]
+        steps, named = _steps(rs, j)
+        if steps.shape[0] == 0:
+            continue
+        # The step each call started in (any thread of the same process).
+        per_step = np.zeros(steps.shape[0], dtype=np.int64)
+        inside = np.zeros(mine.shape[0], dtype=bool)
+        for i, step in enumerate(steps.tolist()):
+            hit = (
+                (h.process[mine] == h.process[step])
+                & (h.start[mine] >= h.start[step])
+                & (h.start[mine] <= h.end[step])
+            )
+            per_step[i] = int(hit.sum())
+            inside |= hit
+        used = per_step > 0 if not named else np.ones(steps.shape[0], dtype=bool)
+        total = int(per_step.sum())
+        mean = total / max(int(used.sum()), 1)
+        if total < MIN_SYNCS or mean <= MAX_SYNCS_PER_STEP:
+            continue
+        calls = mine[inside]
+        names, counts = np.unique(h.name[calls], return_counts=True)
+        wait = int(h.duration[calls].sum())
+        label = rs.jobs[j].label
+        kind = "steps" if named else "outermost host ranges (no step ranges found)"
+        findings.append(
+            Finding(
+                rule=NAME,
+                title=f"job {label}: {mean:,.1f} synchronising CUDA calls per step "
+                f"({total:,} in {int(used.sum()):,} {kind})",
+                impact_us=us(wait),
+                evidence={
+                    "sync_calls": total,
+                    "steps": int(used.sum()),
+                    "steps_from": "step ranges" if named else "outermost host ranges",
+                    "per_step_mean": round(mean, 2),
+                    "per_step_max": int(per_step.max()),
+                    "wait_us": us(wait),
+                    "calls": {rs.names[int(n)]: int(c) for n, c in zip(names, counts, strict=True)},
+                },
+                suggestion=(
+                    "Synchronise once per step at most: keep values on the GPU instead of "
+                    "reading them back (.item(), .cpu(), .numpy(), printing), batch small "
+                    "copies into one, use non-blocking copies from pinned memory, and order "
+                    "work with events and stream waits rather than cudaStreamSynchronize."
+                ),
+                start_ns=int(h.start[calls].min()),
+                end_ns=int(h.end[calls].max()),
+                jobs=(label,),
+            )
+        )
+    return findings
