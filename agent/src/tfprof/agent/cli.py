@@ -31,6 +31,7 @@ FLAGGED_OPTIONS = (
     "exit_timeout",
     "tls_ca",
     "spool_dir",
+    "tf_ops",
 )
 
 
@@ -87,6 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--exit-timeout", metavar="SECONDS", help=_help("exit_timeout"))
     run.add_argument("--tls-ca", metavar="PEM", help=_help("tls_ca"))
     run.add_argument("--spool-dir", metavar="DIR", help=_help("spool_dir"))
+    run.add_argument("--tf-ops", metavar="on|off", help=_help("tf_ops"))
     run.add_argument(
         "cmd", nargs=argparse.REMAINDER, metavar="CMD [ARGS...]",
         help="the command to run and its arguments (put -- before it if it starts with -)",

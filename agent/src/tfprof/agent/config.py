@@ -65,6 +65,12 @@ OPTIONS: dict[str, Option] = {
         "only when a buffer fills and at exit",
     ),
     "log_level": Option("TFPROF_LOG_LEVEL", "WARNING", "log level of the tfprof loggers"),
+    "tf_ops": Option(
+        "TFPROF_TF_OPS",
+        "on",
+        "on | off: when the job imports tensorflow, record its op names (TensorFlow's own "
+        "host tracer, device tracer off) as host ranges on their threads",
+    ),
     "spool_dir": Option(
         "TFPROF_SPOOL_DIR", "", "where undelivered batches wait (default: ~/.cache/tfprof/spool)"
     ),
@@ -133,6 +139,7 @@ class AgentConfig(NamedTuple):
     # The launcher's cupti-python (a folder to add to sys.path) and the ABI it needs.
     cupti_path: str = ""
     cupti_abi: str = ""
+    tf_ops: bool = False  # record TensorFlow op names (tf_ops.py)
 
     @property
     def replay_path(self) -> str | None:
@@ -247,7 +254,19 @@ def load(environ: Mapping[str, str] | None = None) -> AgentConfig:
         clock_skew_ns=_skew(raw("test_clock_skew_ns")),
         cupti_path=raw("cupti_path"),
         cupti_abi=raw("cupti_abi"),
+        tf_ops=_on_off(OPTIONS["tf_ops"].env, raw("tf_ops")),
     )
+
+
+_ON = ("on", "1", "true", "yes")
+_OFF = ("off", "0", "false", "no")
+
+
+def _on_off(env: str, raw: str) -> bool:
+    value = raw.lower()
+    if value in _ON or value in _OFF:
+        return value in _ON
+    raise ConfigError(f"{env}={raw!r}: expected on or off")
 
 
 def _skew(raw: str) -> int:

@@ -23,7 +23,7 @@ import threading
 import time
 from typing import Any
 
-from tfprof.agent import clock, config, frames
+from tfprof.agent import clock, config, frames, tf_ops
 from tfprof.agent.errors import ConfigError
 from tfprof.agent.frames import FrameType
 from tfprof.agent.sources.base import Source, SourceUnavailable
@@ -273,9 +273,10 @@ class Hook:
             return
         self._stopped = True
         deadline = time.monotonic() + self.cfg.exit_timeout_s
+        # The sources may use most of the budget, not all: delivery needs some too.
+        reserve = min(2.0, self.cfg.exit_timeout_s / 2)
+        tf_ops.stop(deadline - reserve)  # TensorFlow op names, when a tracer runs
         if self.source is not None:
-            # The source may use most of the budget, not all: delivery needs some too.
-            reserve = min(2.0, self.cfg.exit_timeout_s / 2)
             try:
                 self.source.stop(deadline - reserve)
             except Exception as exc:
@@ -395,5 +396,7 @@ def start() -> None:
         source = None
     _hook = Hook(cfg, source)
     _hook.start()
+    if cfg.tf_ops:
+        tf_ops.install(_hook, cfg.run_dir)
     atexit.register(_shutdown)
     os.register_at_fork(after_in_child=_after_fork_child)
