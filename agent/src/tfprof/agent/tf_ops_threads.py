@@ -103,6 +103,26 @@ def _stack_pointers() -> dict[int, int]:
     return pointers
 
 
+def threads_by_stack(pthreads: set[int]) -> dict[int, int]:
+    """OS thread id of each ``pthread_t`` whose thread is off-CPU now, by stack mapping."""
+    mappings = _Mappings(_read("/proc/self/maps") or "")
+    by_span: dict[tuple[int, int] | None, int] = {}
+    shared = set()  # one mapping holding two stacks (no guard page): ambiguous
+    for tid, sp in _stack_pointers().items():
+        span = mappings.find(sp)
+        if span in by_span:
+            shared.add(span)
+        by_span[span] = tid
+    for span in shared | {None}:
+        by_span.pop(span, None)
+    found: dict[int, int] = {}
+    for pthread in pthreads:
+        owner = by_span.get(mappings.find(pthread))
+        if owner is not None:
+            found[pthread] = owner
+    return found
+
+
 class ThreadResolver:
     """Maps TensorFlow line ids to OS thread ids; ``resolve`` at each drain."""
 
@@ -128,19 +148,9 @@ class ThreadResolver:
                 break
             if attempt:
                 time.sleep(self._pause_s)
-            mappings = _Mappings(_read("/proc/self/maps") or "")
-            pointers = _stack_pointers()
-            by_stack: dict[tuple[int, int] | None, int] = {}
-            shared = set()  # mappings holding two stacks (no guard page): ambiguous
-            for tid, sp in pointers.items():
-                span = mappings.find(sp)
-                if span in by_stack:
-                    shared.add(span)
-                by_stack[span] = tid
-            for span in shared | {None}:
-                by_stack.pop(span, None)
+            by_pthread = threads_by_stack(set(left.values()))
             for line_id, pthread in left.items():
-                tid = by_stack.get(mappings.find(pthread))
+                tid = by_pthread.get(pthread)
                 if tid is not None:
                     found[line_id] = tid
         for line_id, pthread in wanted.items():
