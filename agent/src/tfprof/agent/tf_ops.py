@@ -16,17 +16,16 @@ so that ours is drained and paused while theirs runs, and resumed after. A sessi
 started some other way (a profiler server's capture) makes our restart fail: one line,
 and we try again at the next drain. Every failure is one ``tfprof:`` line; the job and
 its import of TensorFlow carry on. Standard library only at import time: TensorFlow's
-modules (and protobuf) are imported inside the callbacks, in a process that has them.
+modules (and protobuf) are imported inside the callbacks, in a process that has them,
+and so is what only a running tracer needs (tempfile, shutil): the hook's start-up stays
+light.
 """
 
 from __future__ import annotations
 
 import array
-import functools
 import os
-import shutil
 import sys
-import tempfile
 import threading
 import time
 from types import ModuleType
@@ -34,8 +33,6 @@ from typing import Any
 
 from tfprof.agent import clock, post_import
 from tfprof.agent.sources.base import Sink
-from tfprof.agent.tf_ops_threads import ThreadResolver
-from tfprof.agent.tf_ops_xspace import op_events
 from tfprof.core.records import RecordKind, RecordTable
 
 TENSORFLOW = "tensorflow"
@@ -94,6 +91,8 @@ class TfOpsTracer:
         self._scratch = ""
         self._pywrap: Any = None
         self._xplane: Any = None
+        from tfprof.agent.tf_ops_threads import ThreadResolver
+
         self._threads = ThreadResolver()
         self._names: dict[str, int] = {}
         self._category = 0
@@ -104,6 +103,9 @@ class TfOpsTracer:
 
     def start(self) -> bool:
         """Start the first session and the drain thread; False (said once) if it cannot."""
+        import shutil
+        import tempfile
+
         from tensorflow.python.profiler.internal import _pywrap_profiler
 
         self._pywrap = _pywrap_profiler
@@ -133,6 +135,8 @@ class TfOpsTracer:
         if self._thread is not None:
             self._thread.join(max(0.0, deadline - time.monotonic()))
         self._drain(restart=False)
+        import shutil
+
         shutil.rmtree(self._scratch, ignore_errors=True)
 
     def pause(self) -> None:
@@ -199,6 +203,8 @@ class TfOpsTracer:
                 return
 
     def _drain(self, restart: bool) -> None:
+        from tfprof.agent.tf_ops_xspace import op_events
+
         with self._lock:
             session_start_ns = self._session_start_ns
             blobs = self._collect(restart)
@@ -240,6 +246,8 @@ class TfOpsTracer:
 
 def _wrap_user_profiler(tracer: TfOpsTracer) -> None:
     """Make ``tf.profiler.experimental.start``/``stop`` pause and resume ours."""
+    import functools
+
     from tensorflow.python.profiler import profiler_v2
 
     user_start, user_stop = profiler_v2.start, profiler_v2.stop
