@@ -94,7 +94,9 @@ def main(argv: list[str] | None = None) -> int:
         description="Median step time of examples/train_mnist_like.py untraced, traced with "
         "--tf-ops off and with --tf-ops on; prints the ratios and op records per second."
     )
-    parser.add_argument("--rounds", type=int, default=5, help="rounds (default: 5)")
+    parser.add_argument(
+        "--rounds", type=int, default=5, help="rounds (default: 5; 0: the tracer-alone run only)"
+    )
     parser.add_argument("--steps", type=int, default=300, help="training steps (default: 300)")
     parser.add_argument(
         "--threads",
@@ -131,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
         steps: dict[str, list[float]] = {kind: [] for kind in commands}
         rates: list[float] = []
         kinds = list(commands)
-        for r in range(args.rounds):
+        for r in range(args.rounds if args.rounds > 0 else 0):
             order = kinds[r % 3 :] + kinds[: r % 3]
             for kind in order:
                 step_ms, wall = run_once(commands[kind], args.timeout)
@@ -146,15 +148,17 @@ def main(argv: list[str] | None = None) -> int:
                     f"  (process wall {wall:5.1f} s){extra}",
                     flush=True,
                 )
-        for kind in kinds:
+        for kind in kinds if args.rounds > 0 else ():
             print(f"median of medians {kind:9s} {statistics.median(steps[kind]):8.3f} ms")
-        for num, den in (("ops on", "ops off"), ("ops on", "untraced"), ("ops off", "untraced")):
+        pairs = (("ops on", "ops off"), ("ops on", "untraced"), ("ops off", "untraced"))
+        for num, den in pairs if args.rounds > 0 else ():
             ratios = [a / b for a, b in zip(steps[num], steps[den], strict=True)]
             print(
                 f"median per-round ratio {num} / {den}: {statistics.median(ratios):.3f}"
                 f"  ({', '.join(f'{x:.3f}' for x in ratios)})"
             )
-        print(f"op records per second of wall (ops on): median {statistics.median(rates):,.0f}")
+        if rates:
+            print(f"op records per second of wall (ops on): median {statistics.median(rates):,.0f}")
 
         alone = subprocess.run(
             [sys.executable, "-c", TRACER_ALONE, str(args.drain_period), *job[1:]],
