@@ -38,6 +38,7 @@ FLAGGED_OPTIONS = (
     "torch_ops",
     "capture",
     "capture_finalize",
+    "tf_ops",
 )
 
 
@@ -104,6 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--capture-finalize", action="store_const", const="1", help=_help("capture_finalize")
     )
+    run.add_argument("--tf-ops", metavar="on|off", help=_help("tf_ops"))
     run.add_argument(
         "cmd", nargs=argparse.REMAINDER, metavar="CMD [ARGS...]",
         help="the command to run and its arguments (put -- before it if it starts with -)",

@@ -23,7 +23,7 @@ import threading
 import time
 from typing import Any
 
-from tfprof.agent import clock, config, frames, identity
+from tfprof.agent import clock, config, frames, identity, tf_ops
 from tfprof.agent.capture import ALWAYS, CaptureController, CaptureSchedule
 from tfprof.agent.errors import ConfigError
 from tfprof.agent.frames import FrameType
@@ -395,9 +395,10 @@ class Hook:
             self._stopped = True
         self._stop_capture()  # windows end with the process; stop() flushes what they hold
         deadline = time.monotonic() + self.cfg.exit_timeout_s
+        # The sources may use most of the budget, not all: delivery needs some too.
+        reserve = min(2.0, self.cfg.exit_timeout_s / 2)
+        tf_ops.stop(deadline - reserve)  # TensorFlow op names, when a tracer runs
         if self.source is not None:
-            # The source may use most of the budget, not all: delivery needs some too.
-            reserve = min(2.0, self.cfg.exit_timeout_s / 2)
             try:
                 self.source.stop(deadline - reserve)
             except Exception as exc:
@@ -560,5 +561,7 @@ def start() -> None:
     _hook.start()
     if cfg.torch_ops and cfg.nvtx and _hook.source is not None and cfg.source == "cupti":
         _watch_torch()
+    if cfg.tf_ops:
+        tf_ops.install(_hook, cfg.run_dir)
     atexit.register(_shutdown)
     os.register_at_fork(after_in_child=_after_fork_child)

@@ -1,0 +1,109 @@
+"""Run a callback right after a named top-level module has been imported.
+
+``when_imported("tensorflow", on_import)`` puts one finder on ``sys.meta_path`` that
+answers only for the watched names, once each: it finds the module's spec through the
+finders after it, wraps the spec's loader so that ``on_import(module)`` runs once the
+module's own code has run, and forgets the name. A job that never imports a watched name
+pays one dictionary lookup per top-level import; a module already imported gets its
+callback at once. Standard library only: this runs inside every traced process.
+
+Callbacks must not raise (the caller wraps them: a failure is its one ``tfprof:`` line),
+and the module under import never sees the wrapper: its ``__loader__`` and
+``__spec__.loader`` are its own.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from types import ModuleType
+from typing import Any
+
+Callback = Callable[[ModuleType], None]
+
+
+class _NotifyingLoader:
+    """The module's own loader, with the callbacks run once its code has run."""
+
+    def __init__(self, loader: Any, callbacks: list[Callback]) -> None:
+        self._loader = loader
+        self._callbacks = callbacks
+
+    def create_module(self, spec: Any) -> ModuleType | None:
+        create = getattr(self._loader, "create_module", None)
+        return create(spec) if create is not None else None
+
+    def exec_module(self, module: ModuleType) -> None:
+        module.__loader__ = self._loader
+        if module.__spec__ is not None:
+            module.__spec__.loader = self._loader
+        self._loader.exec_module(module)
+        for callback in self._callbacks:
+            callback(module)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._loader, name)
+
+
+class PostImportFinder:
+    """The ``sys.meta_path`` entry; it removes itself when no name is left to watch."""
+
+    def __init__(self) -> None:
+        self._watched: dict[str, list[Callback]] = {}
+        self._lock = threading.Lock()
+
+    def watch(self, name: str, callback: Callback) -> None:
+        with self._lock:
+            self._watched.setdefault(name, []).append(callback)
+
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None = None, target: ModuleType | None = None
+    ) -> Any:
+        if fullname not in self._watched:  # the common case: not ours, nothing else done
+            return None
+        with self._lock:
+            callbacks = self._watched.pop(fullname, None)
+            if not self._watched:
+                _remove(self)
+        if callbacks is None:
+            return None
+        # Once per name: a failed import is not watched again.
+        for finder in list(sys.meta_path):
+            find = getattr(finder, "find_spec", None)
+            if finder is self or find is None:
+                continue
+            spec = find(fullname, path, target)
+            if spec is None:
+                continue
+            if spec.loader is not None and hasattr(spec.loader, "exec_module"):
+                spec.loader = _NotifyingLoader(spec.loader, callbacks)
+            return spec
+        return None
+
+
+_finder: PostImportFinder | None = None
+
+
+def _remove(finder: PostImportFinder) -> None:
+    global _finder
+    try:
+        sys.meta_path.remove(finder)
+    except ValueError:
+        pass
+    if _finder is finder:
+        _finder = None
+
+
+def when_imported(name: str, callback: Callback) -> None:
+    """Call ``callback(module)`` once the top-level module ``name`` is imported (now, if
+    it already is)."""
+    global _finder
+    module = sys.modules.get(name)
+    if module is not None:
+        callback(module)
+        return
+    if _finder is None:
+        _finder = PostImportFinder()
+        sys.meta_path.insert(0, _finder)
+    _finder.watch(name, callback)
