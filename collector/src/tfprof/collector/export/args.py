@@ -40,10 +40,10 @@ def label_column(labels: Labels, values: np.ndarray) -> list[str]:
     return result
 
 
-def dim3_column(x: np.ndarray, y: np.ndarray, z: np.ndarray) -> list[str]:
-    """``"(x, y, z)"`` per row; formatted once per distinct triple, not once per row."""
+def dim3_distinct(x: np.ndarray, y: np.ndarray, z: np.ndarray) -> tuple[list[str], np.ndarray]:
+    """The distinct ``"(x, y, z)"`` texts and, per row, the index of its text."""
     if x.shape[0] == 0:
-        return []
+        return [], np.zeros(0, dtype=np.intp)
     small = (x.min() >= 0) & (x.max() < 1 << 31) & (y.min() >= 0) & (y.max() < 1 << 16)
     if small and z.min() >= 0 and z.max() < 1 << 16:
         key = (x << 32) | (y << 16) | z
@@ -52,22 +52,62 @@ def dim3_column(x: np.ndarray, y: np.ndarray, z: np.ndarray) -> list[str]:
     else:
         triples, inverse = np.unique(np.stack([x, y, z], axis=1), axis=0, return_inverse=True)
         text = [format_dim3(a, b, c) for a, b, c in triples.tolist()]
-    result: list[str] = np.array(text, dtype=object)[inverse.reshape(-1)].tolist()
+    return text, inverse.reshape(-1)
+
+
+def dim3_column(x: np.ndarray, y: np.ndarray, z: np.ndarray) -> list[str]:
+    """``"(x, y, z)"`` per row; formatted once per distinct triple, not once per row."""
+    text, inverse = dim3_distinct(x, y, z)
+    result: list[str] = np.array(text, dtype=object)[inverse].tolist()
+    return result
+
+
+def rate_thousandths(nbytes: np.ndarray, duration_ns: np.ndarray) -> np.ndarray:
+    """GB/s (bytes per nanosecond) in thousandths, rounded as ``np.round(rate, 3)`` rounds
+    (``rint(rate * 1000)``); 0 where the slice took no time (``has_rate`` says which)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        thousandths: np.ndarray = np.where(
+            duration_ns > 0, np.rint(nbytes / duration_ns * 1000), 0
+        ).astype(np.int64)
+    return thousandths
+
+
+def has_rate(duration_ns: np.ndarray) -> np.ndarray:
+    """Where a slice has a rate: it took some time."""
+    result: np.ndarray = duration_ns > 0
     return result
 
 
 def rate_column(nbytes: np.ndarray, duration_ns: np.ndarray) -> list[float]:
     """GB/s (bytes per nanosecond) to 3 places; NaN where the slice took no time."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        rate: list[float] = np.where(
-            duration_ns > 0, np.round(nbytes / duration_ns, 3), np.nan
-        ).tolist()
+    rate: list[float] = np.where(
+        has_rate(duration_ns), rate_thousandths(nbytes, duration_ns) / 1000, np.nan
+    ).tolist()
     return rate
 
 
 def is_sparse(arg: SliceArg) -> bool:
     """Written only on the slices that have it (a peer copy's destination device)."""
     return arg.type is ArgType.PEER_DEVICE
+
+
+class Selection:
+    """Some slices of one track, each record column gathered once however often it is
+    read (a copy's bytes make two args; its copy kind, a label and the peer test)."""
+
+    def __init__(self, track: SliceTrack, sel: np.ndarray | slice) -> None:
+        self.track = track
+        self.sel = sel
+        self.rows = track.rows[sel]
+        self.count = int(self.rows.shape[0])
+        self._columns: dict[str, np.ndarray] = {}
+
+    def column(self, name: str) -> np.ndarray:
+        """A record column (``RECORD_COLUMNS``) for the selected slices."""
+        values = self._columns.get(name)
+        if values is None:
+            values = self._columns[name] = self.track.records[name][self.rows]
+        return values
 
 
 @dataclass(frozen=True)
