@@ -7,6 +7,7 @@ import gzip
 import io
 import json
 import logging
+import zlib
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -30,7 +31,19 @@ def perfetto_packets(timeline: Timeline, **kw: Any) -> list[Any]:
 
     buf = io.BytesIO()
     PerfettoReporter(timeline, **kw).render(buf)
-    return list(pftrace.Trace.FromString(buf.getvalue()).packet)
+    return inflated(pftrace.Trace.FromString(buf.getvalue()).packet)
+
+
+def inflated(packets: Any) -> list[Any]:
+    """The packets, those inside ``compressed_packets`` in their place (deflate, as
+    trace_processor inflates them)."""
+    out: list[Any] = []
+    for p in packets:
+        if p.HasField("compressed_packets"):
+            out += pftrace.Trace.FromString(zlib.decompress(p.compressed_packets)).packet
+        else:
+            out.append(p)
+    return out
 
 
 def chrome_tracks(trace: dict[str, Any]) -> Counter[str]:
