@@ -25,8 +25,8 @@ Slice and counter packets are written in ``compressed_packets`` (deflate), the w
 Perfetto's own tracing service compresses traces (``TraceConfig.compression_type``);
 trace_processor and ui.perfetto.dev inflate them as they read. Args repeat from slice to
 slice (a kernel's grid, block and registers, a stream's device and context), so the
-compressed packets take a fifth of the space. The descriptors and interned names at the
-start of the file stay uncompressed.
+compressed packets take about a quarter of the space. The descriptors and interned
+names at the start of the file stay uncompressed.
 """
 
 from __future__ import annotations

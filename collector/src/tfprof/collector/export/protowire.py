@@ -64,14 +64,16 @@ class Field:
 
 
 @dataclass(frozen=True)
-class Optional:
-    """Pieces that only the rows ``present`` have: the others keep none of their bytes."""
+class Group:
+    """Pieces kept together, with the bytes each row keeps of them (``size``, summed
+    once): a nested message, or what only the rows ``present`` have (None: all rows)."""
 
     pieces: tuple[Piece, ...]
-    present: np.ndarray
+    size: np.ndarray | int
+    present: np.ndarray | None = None
 
 
-Piece = bytes | Field | Optional
+Piece = bytes | Field | Group
 
 
 def varints(values: np.ndarray) -> Piece:
@@ -114,7 +116,7 @@ def kept(piece: Piece) -> np.ndarray | int:
         return len(piece)
     if isinstance(piece, Field):
         return piece.length
-    return np.where(piece.present, _total(piece.pieces), 0)
+    return piece.size
 
 
 def _total(pieces: Sequence[Piece]) -> np.ndarray | int:
@@ -128,15 +130,17 @@ def optional(pieces: Sequence[Piece], present: np.ndarray) -> list[Piece]:
     """The pieces on the rows ``present``; nothing of them on the others."""
     if present.all():
         return list(pieces)
-    return [Optional(tuple(pieces), present)]
+    return [Group(tuple(pieces), np.where(present, _total(pieces), 0), present)]
 
 
 def message(field_tag: bytes, pieces: Sequence[Piece]) -> list[Piece]:
     """A nested message: its tag and, per row, the size of what its pieces keep."""
     size = _total(pieces)
     if isinstance(size, int):
-        return [field_tag + varint(size), *pieces]
-    return [field_tag, varints(size), *pieces]
+        head = field_tag + varint(size)
+        return [Group((head, *pieces), len(head) + size)]
+    length = varints(size)
+    return [Group((field_tag, length, *pieces), len(field_tag) + kept(length) + size)]
 
 
 class _Layout:
@@ -154,6 +158,8 @@ class _Layout:
             elif isinstance(piece, Field):
                 self.fields.append((len(self.template), piece))
                 self.template += bytes(piece.width)
+            elif piece.present is None:
+                self.add(piece.pieces)
             else:
                 start = len(self.template)
                 self.add(piece.pieces)
@@ -198,7 +204,7 @@ __all__ = [
     "LEN",
     "VARINT",
     "Field",
-    "Optional",
+    "Group",
     "Piece",
     "encode_rows",
     "fixed64",
