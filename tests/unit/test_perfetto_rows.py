@@ -125,11 +125,26 @@ def test_every_slice_name_arg_and_track_survives() -> None:
 
 def test_compression_and_chunks_change_no_packet() -> None:
     timeline = _mixed_timeline(900, seed=9)
-    plain = perfetto_packets(timeline, compression_level=0)
+    plain = perfetto_packets(timeline, compress=False)
     assert not any(p.HasField("compressed_packets") for p in plain)
     assert perfetto_packets(timeline) == plain
-    assert perfetto_packets(timeline, chunk_events=7, compression_level=0) != []
     assert _view(timeline, chunk_events=7) == _view(timeline)
+
+
+def test_deflate_without_isal_is_zlibs(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    from tfprof.collector.export import perfetto
+
+    data = b"packets " * 1000
+    fast = perfetto.deflate(data)
+    monkeypatch.setitem(sys.modules, "isal", None)  # as if its wheel were missing
+    slow = perfetto.pick_deflate()
+    assert getattr(slow, "func", None) is zlib.compress
+    assert zlib.decompress(fast) == zlib.decompress(slow(data)) == data
+    monkeypatch.setattr(perfetto, "deflate", slow)
+    timeline = _mixed_timeline(300, seed=11)
+    assert perfetto_packets(timeline) == perfetto_packets(timeline, compress=False)
 
 
 def test_slices_go_in_deflated_packets_after_plain_descriptors() -> None:

@@ -33,8 +33,9 @@ from __future__ import annotations
 
 import zlib
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from functools import partial
 
 import numpy as np
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pftrace
@@ -46,8 +47,6 @@ from tfprof.collector.timeline import CounterTrack, SliceTrack, Timeline
 from tfprof.core.slice_args import BY_KIND, CATEGORIES, OTHER_CATEGORY
 
 NAMES_PER_PACKET = 4096
-# zlib level 1: measured on a million slices, twice as fast as level 6 for 15% more bytes.
-COMPRESSION_LEVEL = 1
 _COMPRESSED_PACKET = tag(1, LEN)  # Trace.packet holding only TracePacket.compressed_packets
 _COMPRESSED_PACKETS = tag(50, LEN)
 _CLEARED = pftrace.TracePacket.SEQ_INCREMENTAL_STATE_CLEARED
@@ -60,6 +59,19 @@ ANNOTATION_NAMES: tuple[str, ...] = tuple(
     dict.fromkeys(arg.name for args in BY_KIND.values() for arg in args)
 )
 CATEGORY_NAMES: tuple[str, ...] = (*dict.fromkeys(CATEGORIES.values()), OTHER_CATEGORY)
+
+
+def pick_deflate() -> Callable[[bytes], bytes]:
+    """Data to a zlib stream (what ``compressed_packets`` holds) at the fastest level:
+    ISA-L's, measured four times zlib's speed for the same size, else zlib's."""
+    try:
+        from isal import isal_zlib
+    except ImportError:  # a platform without its wheel
+        return partial(zlib.compress, level=1)
+    return partial(isal_zlib.compress, level=1)
+
+
+deflate = pick_deflate()
 
 
 class TrackUuids:
@@ -84,15 +96,12 @@ class PerfettoReporter:
     format_name = "perfetto"
 
     def __init__(
-        self,
-        timeline: Timeline,
-        chunk_events: int = CHUNK_EVENTS,
-        compression_level: int = COMPRESSION_LEVEL,
+        self, timeline: Timeline, chunk_events: int = CHUNK_EVENTS, compress: bool = True
     ) -> None:
-        """``compression_level`` 0 writes every packet plain (no ``compressed_packets``)."""
+        """``compress=False`` writes every packet plain (no ``compressed_packets``)."""
         self.timeline = timeline
         self.chunk_events = max(1, chunk_events)
-        self.compression_level = compression_level
+        self.compress = compress
         self._uuids = TrackUuids(timeline)
         self._interned = Interned(
             categories={name: i + 1 for i, name in enumerate(CATEGORY_NAMES)},
@@ -124,9 +133,9 @@ class PerfettoReporter:
                 yield trace.SerializeToString()
 
     def _compressed(self, packets: bytes) -> bytes:
-        if not self.compression_level or not packets:
+        if not self.compress or not packets:
             return packets
-        data = zlib.compress(packets, self.compression_level)
+        data = deflate(packets)
         body = _COMPRESSED_PACKETS + varint(len(data)) + data
         return _COMPRESSED_PACKET + varint(len(body)) + body
 
