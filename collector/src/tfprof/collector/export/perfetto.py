@@ -40,13 +40,14 @@ from functools import partial
 import numpy as np
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pftrace
 
-from tfprof.collector.export.output import CHUNK_EVENTS, BinaryOutput
+from tfprof.collector.export.output import BinaryOutput
 from tfprof.collector.export.perfetto_rows import SEQUENCE_ID, Interned, slice_packets
 from tfprof.collector.export.protowire import LEN, tag, varint
 from tfprof.collector.timeline import CounterTrack, SliceTrack, Timeline
 from tfprof.core.slice_args import BY_KIND, CATEGORIES, OTHER_CATEGORY
 
 NAMES_PER_PACKET = 4096
+CHUNK_SLICES = 1 << 14  # slices encoded at once: measured fastest on a million
 _COMPRESSED_PACKET = tag(1, LEN)  # Trace.packet holding only TracePacket.compressed_packets
 _COMPRESSED_PACKETS = tag(50, LEN)
 _CLEARED = pftrace.TracePacket.SEQ_INCREMENTAL_STATE_CLEARED
@@ -96,7 +97,7 @@ class PerfettoReporter:
     format_name = "perfetto"
 
     def __init__(
-        self, timeline: Timeline, chunk_events: int = CHUNK_EVENTS, compress: bool = True
+        self, timeline: Timeline, chunk_events: int = CHUNK_SLICES, compress: bool = True
     ) -> None:
         """``compress=False`` writes every packet plain (no ``compressed_packets``)."""
         self.timeline = timeline

@@ -29,6 +29,7 @@ from tfprof.collector.export.protowire import (
     LEN,
     VARINT,
     Piece,
+    choice,
     encode_rows,
     fixed64,
     message,
@@ -87,37 +88,21 @@ class Interned:
         return result
 
 
-# An arg's slot in a chunk's rows: shared by every kind that lists the same arg (the
-# table's COMMON args are one object), unless the kinds list their args in orders that
-# disagree (then the kind has a slot of its own). Args hold dicts: keyed by identity.
-SlotKey = tuple[object, int]
-_SHARED = "shared"
-
-
-def merged_slots(
+def split_args(
     kinds: Sequence[int | None],
-) -> tuple[list[tuple[SlotKey, SliceArg]], dict[int | None, list[SlotKey]]]:
-    """(one order of the args of all ``kinds`` that keeps each kind's own order, each
-    kind's args' slots)."""
-    order: list[tuple[SlotKey, SliceArg]] = []
-    own: dict[int | None, list[SlotKey]] = {}
-    for kind in kinds:
-        last = -1
-        mine: list[SlotKey] = []
-        for arg in args_of(kind):
-            key: SlotKey = (_SHARED, id(arg))
-            keys = [k for k, _ in order]
-            at = keys.index(key) if key in keys else -1
-            if at > last:
-                last = at
-            else:
-                if at >= 0:
-                    key = (kind, id(arg))
-                last += 1
-                order.insert(last, (key, arg))
-            mine.append(key)
-        own[kind] = mine
-    return order, own
+) -> tuple[list[SliceArg], dict[int | None, tuple[list[SliceArg], list[SliceArg]]]]:
+    """(the args every kind has, one run in the same order in each: the table's COMMON
+    ones; each kind's args before and after that run)."""
+    lists = [args_of(kind) for kind in kinds]
+    shared = [a for a in lists[0] if all(any(a is b for b in args) for args in lists)]
+    own: dict[int | None, tuple[list[SliceArg], list[SliceArg]]] = {}
+    for kind, args in zip(kinds, lists, strict=True):
+        at = next((i for i, a in enumerate(args) if shared and a is shared[0]), len(args))
+        run = args[at : at + len(shared)]
+        if len(run) != len(shared) or any(a is not b for a, b in zip(run, shared, strict=True)):
+            return [], {k: (list(args_of(k)), []) for k in kinds}  # no common run: none shared
+        own[kind] = (list(args[:at]), list(args[at + len(shared) :]))
+    return shared, own
 
 
 @dataclass(frozen=True)
@@ -188,45 +173,28 @@ def _generic(
     return _Values(_STRING_VALUE_IID, True, iids, present)
 
 
-@dataclass(frozen=True)
-class _KindRows:
-    """The rows of a chunk that hold slices of one kind."""
+def _annotation(name_iid: int, value: _Values) -> list[Piece]:
+    """One DebugAnnotation over the rows of ``value`` (none on rows that lack one)."""
+    field = value.values
+    low = int(field.min()) if value.varint and field.shape[0] else 0
+    high = int(field.max()) if value.varint and field.shape[0] else 1
+    encoded: Piece = (
+        varint(low) if low == high else varints(field) if value.varint else fixed64(field)
+    )
+    name = _ANNOTATION_NAME_IID + varint(name_iid)
+    annotation = message(_ANNOTATION, [name, value.tag, encoded])
+    return annotation if value.present is None else optional(annotation, value.present)
 
-    kind: int | None
-    index: np.ndarray  # their positions in the chunk
-    mask: np.ndarray  # one bool per row of the chunk (one object: presence groups merge)
 
-
-def _slot(
-    parts: Sequence[tuple[_KindRows, _Values]], rows: int, everyone: bool
-) -> tuple[list[Piece], np.ndarray | None]:
-    """(an arg's value field over the chunk's rows, the rows that have the arg or None
-    for all): the kinds that have the arg each give their rows' values."""
-    first = parts[0][1]
-    filled = [v.values for _, v in parts if v.values.shape[0]]
-    if first.varint and filled:
-        low = min(int(v.min()) for v in filled)
-        high = max(int(v.max()) for v in filled)
-    else:
-        low, high = 0, 1
-    if len(parts) == 1 and parts[0][0].index.shape[0] == rows:
-        column = first.values
-    elif low == high:
-        column = np.full(1, low, dtype=np.int64)  # a literal: no per-row bytes
-    else:
-        column = np.zeros(rows, dtype=first.values.dtype)
-        for kind_rows, value in parts:
-            column[kind_rows.index] = value.values
-    field: list[Piece] = [first.tag, varints(column) if first.varint else fixed64(column)]
-    if all(v.present is None for _, v in parts):
-        if everyone:
-            return field, None
-        if len(parts) == 1:
-            return field, parts[0][0].mask
-    present = np.zeros(rows, dtype=bool)
-    for kind_rows, value in parts:
-        present[kind_rows.index] = True if value.present is None else value.present
-    return field, None if present.all() else present
+def _own_annotations(
+    args: Sequence[SliceArg], picked: Selection, duration_ns: np.ndarray, interned: Interned
+) -> list[Piece]:
+    """The annotations of args only one kind has, over that kind's rows."""
+    out: list[Piece] = []
+    for arg in args:
+        value = _value(arg, picked, duration_ns, interned)
+        out += _annotation(interned.annotation_names[arg.name], value)
+    return out
 
 
 def _annotations(
@@ -235,31 +203,50 @@ def _annotations(
     kinds: np.ndarray,
     interned: Interned,
 ) -> tuple[list[Piece], np.ndarray]:
-    """Every arg of the chunk's slices, and each row's category iid."""
+    """Every arg of the chunk's slices, and each row's category iid.
+
+    The args all kinds share are one field over every row; the others are a ``choice``
+    per kind, made over that kind's rows only, before and after the shared ones.
+    """
     rows = sel.shape[0]
     known = np.isin(kinds, list(CATEGORIES))
     present_kinds: list[int | None] = [*np.unique(kinds[known]).tolist()]
     if not known.all():
         present_kinds.append(None)  # kinds this version does not know: generic args
+    shared, own = split_args(present_kinds)
     category = np.zeros(rows, dtype=np.int64)
-    parts: dict[SlotKey, list[tuple[_KindRows, _Values]]] = {}
-    order, own = merged_slots(present_kinds)
+    shared_values: list[list[tuple[np.ndarray, _Values]]] = [[] for _ in shared]
+    before: list[tuple[np.ndarray, list[Piece]]] = []
+    after: list[tuple[np.ndarray, list[Piece]]] = []
     for kind in present_kinds:
-        mask = ~known if kind is None else kinds == kind
-        kind_rows = _KindRows(kind, np.flatnonzero(mask), mask)
-        category[kind_rows.index] = interned.categories[category_of(kind)]
-        picked = Selection(track, sel[kind_rows.index])
-        duration = track.duration_ns[sel[kind_rows.index]]
-        for arg, key in zip(args_of(kind), own[kind], strict=True):
-            parts.setdefault(key, []).append((kind_rows, _value(arg, picked, duration, interned)))
-    pieces: list[Piece] = []
-    for key, arg in order:
-        everyone = len(parts[key]) == len(present_kinds)
-        field, present = _slot(parts[key], rows, everyone)
-        name = _ANNOTATION_NAME_IID + varint(interned.annotation_names[arg.name])
-        annotation = message(_ANNOTATION, [name, *field])
-        pieces += annotation if present is None else optional(annotation, present)
-    return pieces, category
+        index = np.flatnonzero(~known if kind is None else kinds == kind)
+        category[index] = interned.categories[category_of(kind)]
+        picked = Selection(track, sel[index])
+        duration = track.duration_ns[sel[index]]
+
+        first, last = own[kind]
+        before.append((index, _own_annotations(first, picked, duration, interned)))
+        for parts, arg in zip(shared_values, shared, strict=True):
+            parts.append((index, _value(arg, picked, duration, interned)))
+        after.append((index, _own_annotations(last, picked, duration, interned)))
+    annotations = choice(before, rows)
+    for arg, parts in zip(shared, shared_values, strict=True):
+        annotations += _annotation(interned.annotation_names[arg.name], _gathered(parts, rows))
+    annotations += choice(after, rows)
+    return annotations, category
+
+
+def _gathered(parts: Sequence[tuple[np.ndarray, _Values]], rows: int) -> _Values:
+    """One arg's values over all rows, from each kind's rows."""
+    first = parts[0][1]
+    if len(parts) == 1:
+        return first
+    values = np.zeros(rows, dtype=first.values.dtype)
+    present = np.zeros(rows, dtype=bool)
+    for index, value in parts:
+        values[index] = value.values
+        present[index] = True if value.present is None else value.present
+    return _Values(first.tag, first.varint, values, None if present.all() else present)
 
 
 def slice_packets(
@@ -286,4 +273,4 @@ def slice_packets(
     return encode_rows([*message(_PACKET, begin), *message(_PACKET, end)], sel.shape[0])
 
 
-__all__ = ["SEQUENCE_ID", "Interned", "SlotKey", "merged_slots", "slice_packets"]
+__all__ = ["SEQUENCE_ID", "Interned", "slice_packets", "split_args"]

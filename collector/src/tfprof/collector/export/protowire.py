@@ -73,7 +73,25 @@ class Group:
     present: np.ndarray | None = None
 
 
-Piece = bytes | Field | Group
+@dataclass(frozen=True)
+class Choice:
+    """Rows that differ in shape (slices of different kinds): alternative k's pieces,
+    made for its rows only, go to the rows ``index[k]``. The alternatives share one
+    stretch of the matrix, as wide as the widest; each row keeps its own."""
+
+    alternatives: tuple[tuple[np.ndarray, tuple[Piece, ...]], ...]  # (row index, pieces)
+    rows: int
+
+    @property
+    def size(self) -> np.ndarray:
+        """Bytes each row keeps."""
+        size = np.zeros(self.rows, dtype=np.int64)
+        for index, pieces in self.alternatives:
+            size[index] = _total(pieces)
+        return size
+
+
+Piece = bytes | Field | Group | Choice
 
 
 def varints(values: np.ndarray) -> Piece:
@@ -119,6 +137,17 @@ def kept(piece: Piece) -> np.ndarray | int:
     return piece.size
 
 
+def choice(alternatives: Sequence[tuple[np.ndarray, Sequence[Piece]]], rows: int) -> list[Piece]:
+    """One alternative's pieces on each row (see ``Choice``); nothing when none has any."""
+    kept_ones = tuple((index, tuple(p)) for index, p in alternatives if p)
+    if not kept_ones:
+        return []
+    if len(alternatives) == 1 and alternatives[0][0].shape[0] == rows:
+        return list(alternatives[0][1])  # every row is of the one kind
+    picked = Choice(tuple((index, tuple(p)) for index, p in alternatives), rows)
+    return [Group((picked,), picked.size)]
+
+
 def _total(pieces: Sequence[Piece]) -> np.ndarray | int:
     size: np.ndarray | int = 0
     for piece in pieces:
@@ -150,6 +179,7 @@ class _Layout:
         self.template = bytearray()
         self.fields: list[tuple[int, Field]] = []
         self.groups: list[tuple[int, int, np.ndarray]] = []  # (start, end, present)
+        self.choices: list[tuple[int, int, list[tuple[np.ndarray, _Layout]]]] = []
 
     def add(self, pieces: Sequence[Piece]) -> None:
         for piece in pieces:
@@ -158,6 +188,8 @@ class _Layout:
             elif isinstance(piece, Field):
                 self.fields.append((len(self.template), piece))
                 self.template += bytes(piece.width)
+            elif isinstance(piece, Choice):
+                self._add_choice(piece)
             elif piece.present is None:
                 self.add(piece.pieces)
             else:
@@ -168,44 +200,74 @@ class _Layout:
                     start = self.groups.pop()[0]  # next to a group of the same rows: one
                 self.groups.append((start, len(self.template), piece.present))
 
+    def _add_choice(self, picked: Choice) -> None:
+        layouts = []
+        for index, pieces in picked.alternatives:
+            layout = _Layout()
+            layout.add(pieces)
+            layouts.append((index, layout))
+        width = max(len(layout.template) for _, layout in layouts)
+        self.choices.append((len(self.template), width, layouts))
+        self.template += bytes(width)
+
+    def fill(self, rows: int) -> tuple[np.ndarray, np.ndarray | None]:
+        """(the rows' matrix, which bytes they keep or None for all)."""
+        width = len(self.template)
+        matrix = np.empty((rows, width), dtype=np.uint8)
+        matrix[:] = np.frombuffer(bytes(self.template), dtype=np.uint8)
+        keep: np.ndarray | None = None
+        for start, field in self.fields:
+            slot = slice(start, start + field.width)
+            matrix[:, slot] = field.data
+            if isinstance(field.length, int) and field.length == field.width:
+                continue
+            if keep is None:
+                keep = np.ones((rows, width), dtype=bool)
+            if isinstance(field.length, int):
+                keep[:, start + field.length : slot.stop] = False
+            elif field.width < _PREFIX.shape[1]:
+                keep[:, slot] = np.take(_PREFIX[:, : field.width], field.length, axis=0)
+            else:
+                keep[:, slot] = np.arange(field.width)[None, :] < field.length[:, None]
+        for start, end, present in self.groups:
+            if keep is None:
+                keep = np.ones((rows, width), dtype=bool)
+            keep[:, start:end] &= present[:, None]
+        for start, stretch, layouts in self.choices:
+            if keep is None:
+                keep = np.ones((rows, width), dtype=bool)
+            keep[:, start : start + stretch] = False  # rows of no alternative keep none
+            for index, layout in layouts:
+                own = len(layout.template)
+                if own == 0:
+                    continue
+                block, block_keep = layout.fill(index.shape[0])
+                matrix[index, start : start + own] = block
+                keep[index, start : start + own] = True if block_keep is None else block_keep
+        return matrix, keep
+
 
 def encode_rows(pieces: Sequence[Piece], rows: int) -> bytes:
     """The rows' bytes, one row after the other, each piece as much as the row keeps."""
     layout = _Layout()
     layout.add(pieces)
-    width = len(layout.template)
-    matrix = np.empty((rows, width), dtype=np.uint8)
-    matrix[:] = np.frombuffer(bytes(layout.template), dtype=np.uint8)
-    keep: np.ndarray | None = None
-    for start, field in layout.fields:
-        slot = slice(start, start + field.width)
-        matrix[:, slot] = field.data
-        if isinstance(field.length, int) and field.length == field.width:
-            continue
-        if keep is None:
-            keep = np.ones((rows, width), dtype=bool)
-        if isinstance(field.length, int):
-            keep[:, start + field.length : slot.stop] = False
-        elif field.width < _PREFIX.shape[1]:
-            keep[:, slot] = np.take(_PREFIX[:, : field.width], field.length, axis=0)
-        else:
-            keep[:, slot] = np.arange(field.width)[None, :] < field.length[:, None]
-    for start, end, present in layout.groups:
-        if keep is None:
-            keep = np.ones((rows, width), dtype=bool)
-        keep[:, start:end] &= present[:, None]
+    matrix, keep = layout.fill(rows)
     if keep is None:
         return matrix.tobytes()
-    return np.compress(keep.reshape(-1), matrix.reshape(-1)).tobytes()
+    # A flat mask whose dropped bytes come in runs (varint tails, an absent kind's
+    # stretch): numpy copies the kept runs whole, faster than np.compress (measured).
+    return matrix.reshape(-1)[keep.reshape(-1)].tobytes()
 
 
 __all__ = [
     "FIXED64",
     "LEN",
     "VARINT",
+    "Choice",
     "Field",
     "Group",
     "Piece",
+    "choice",
     "encode_rows",
     "fixed64",
     "kept",
