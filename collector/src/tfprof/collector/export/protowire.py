@@ -256,7 +256,8 @@ def encode_rows(pieces: Sequence[Piece], rows: int) -> bytes:
         return matrix.tobytes()
     # A flat mask whose dropped bytes come in runs (varint tails, an absent kind's
     # stretch): numpy copies the kept runs whole, faster than np.compress (measured).
-    return matrix.reshape(-1)[keep.reshape(-1)].tobytes()
+    kept_bytes: np.ndarray = matrix.reshape(-1)[keep.reshape(-1)]
+    return kept_bytes.tobytes()
 
 
 __all__ = [
