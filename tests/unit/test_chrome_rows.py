@@ -164,3 +164,21 @@ def test_order_does_not_depend_on_the_chunk_size() -> None:
     whole = _render(timeline)
     assert _render(timeline, chunk_events=1) == whole
     assert _render(timeline, chunk_events=37) == whole
+
+
+def test_dim3_codes_stay_the_same_across_chunks() -> None:
+    from tfprof.collector.export.args import Dim3Codes, dim3_column
+
+    codes = Dim3Codes()
+    rng = np.random.default_rng(12)
+    seen: dict[str, int] = {}
+    for chunk in range(12):
+        x = rng.choice([1, 128, 1024, (1 << 31) - 1], 40)
+        if chunk == 5:
+            x = np.full(40, 1 << 40)  # too wide to pack: still one code per text
+        y, z = rng.choice([1, 2, 65535], 40), rng.choice([1, 3], 40)
+        got = codes.codes(x, y, z)
+        assert [codes.texts[c] for c in got.tolist()] == dim3_column(x, y, z)
+        for c in got.tolist():
+            assert seen.setdefault(codes.texts[c], c) == c
+    assert len(codes.texts) == len(set(codes.texts))

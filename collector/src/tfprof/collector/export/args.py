@@ -55,6 +55,50 @@ def dim3_distinct(x: np.ndarray, y: np.ndarray, z: np.ndarray) -> tuple[list[str
     return text, inverse.reshape(-1)
 
 
+class Dim3Codes:
+    """Launch dimensions as codes that stay the same from chunk to chunk (``texts[code]``
+    is ``"(x, y, z)"``). The triples seen so far are kept sorted, so a chunk's codes are
+    a binary search among a few keys, not a sort of the chunk."""
+
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+        self._code_of_text: dict[str, int] = {}
+        self._keys = np.zeros(0, dtype=np.int64)  # packed (x, y, z), ascending
+        self._codes = np.zeros(0, dtype=np.intp)  # the code of each key
+
+    def _code(self, text: str) -> int:
+        code = self._code_of_text.get(text)
+        if code is None:
+            code = self._code_of_text[text] = len(self.texts)
+            self.texts.append(text)
+        return code
+
+    def codes(self, x: np.ndarray, y: np.ndarray, z: np.ndarray) -> np.ndarray:
+        if x.shape[0] == 0:
+            return np.zeros(0, dtype=np.intp)
+        small = (x.min() >= 0) & (x.max() < 1 << 31) & (y.min() >= 0) & (y.max() < 1 << 16)
+        if not (small and z.min() >= 0 and z.max() < 1 << 16):
+            texts, inverse = dim3_distinct(x, y, z)
+            found = np.array([self._code(t) for t in texts], dtype=np.intp)
+            result: np.ndarray = found[inverse]
+            return result
+        key = (x << 32) | (y << 16) | z
+        at = np.searchsorted(self._keys, key)
+        known = self._keys.shape[0]
+        hit = self._keys[np.minimum(at, known - 1)] == key if known else np.zeros(0, bool)
+        if not known or not hit.all():
+            new = np.unique(key if not known else key[~hit])
+            codes = [self._code(format_dim3(k >> 32, (k >> 16) & 0xFFFF, k & 0xFFFF))
+                     for k in new.tolist()]  # fmt: skip
+            keys = np.concatenate([self._keys, new])
+            order = np.argsort(keys, kind="stable")
+            self._keys = keys[order]
+            self._codes = np.concatenate([self._codes, np.array(codes, np.intp)])[order]
+            at = np.searchsorted(self._keys, key)
+        found_codes: np.ndarray = self._codes[at]
+        return found_codes
+
+
 def dim3_column(x: np.ndarray, y: np.ndarray, z: np.ndarray) -> list[str]:
     """``"(x, y, z)"`` per row; formatted once per distinct triple, not once per row."""
     text, inverse = dim3_distinct(x, y, z)

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from tfprof.collector.export.chrome_rows import NameText, slice_rows
+from tfprof.collector.export.chrome_rows import DimText, NameText, slice_rows
 from tfprof.collector.export.output import CHUNK_EVENTS, BinaryOutput
 from tfprof.collector.timeline import CounterTrack, SliceTrack, Timeline
 from tfprof.core.slice_args import CATEGORIES
@@ -51,6 +51,7 @@ class ChromeReporter:
         self.timeline = timeline
         self.chunk_events = max(1, chunk_events)
         self._names = NameText(timeline.names)
+        self._dims = DimText()
 
     def render(self, outfile: BinaryOutput) -> None:
         """Write the whole trace to a binary file object."""
@@ -148,7 +149,7 @@ class ChromeReporter:
             for a in range(0, count, self.chunk_events):
                 b = min(a + self.chunk_events, count)
                 sel: slice | np.ndarray = slice(a, b) if rows is None else rows[a:b]
-                yield slice_rows(track, kind, sel, names, tids[sel])
+                yield slice_rows(track, kind, sel, names, tids[sel], self._dims)
 
     def _counter_events(self, counter: CounterTrack) -> Iterator[list[dict[str, Any]]]:
         name, pid, tid = counter.name, counter.pid, counter.tid

@@ -23,9 +23,9 @@ import numpy as np
 import orjson
 
 from tfprof.collector.export.args import (
+    Dim3Codes,
     Selection,
     arg_column,
-    dim3_distinct,
     has_rate,
     is_sparse,
     rate_thousandths,
@@ -122,14 +122,29 @@ def millis_piece(values_ns: np.ndarray) -> Slot:
 
 
 def table_piece(table: np.ndarray, index: np.ndarray) -> Piece:
-    """Row ``index[i]`` of a text table on row i (a literal when there is one text)."""
-    if table.shape[0] == 1:
-        return bytes(table[0]).rstrip(b" ")
+    """Row ``index[i]`` of a text table on row i (a literal when every row has one)."""
+    if index.shape[0] and index.min() == index.max():
+        return bytes(table[index[0]]).rstrip(b" ")
 
     def fill(out: np.ndarray) -> None:
         out[:] = np.take(table, index, axis=0)  # a row take: far faster than table[index]
 
     return Slot(table.shape[1], fill)
+
+
+class DimText:
+    """Launch dimensions as JSON texts, a table that grows with the triples met."""
+
+    def __init__(self) -> None:
+        self._codes = Dim3Codes()
+        self._table = text_table([])
+
+    def piece(self, x: np.ndarray, y: np.ndarray, z: np.ndarray) -> Piece:
+        codes = self._codes.codes(x, y, z)
+        texts = self._codes.texts
+        if self._table.shape[0] != len(texts):
+            self._table = text_table([_json(t) for t in texts])
+        return table_piece(self._table, codes)
 
 
 # Each enum's labels as JSON texts: values CUPTI may add later land on the fallback row.
@@ -144,8 +159,6 @@ def _label_piece(labels: Labels, values: np.ndarray) -> Piece:
         table = _LABEL_TABLES[id(labels)] = text_table(texts)
     last = table.shape[0] - 1
     index = np.where((values >= 0) & (values < last), values, last)
-    if index.shape[0] and index.min() == index.max():
-        return bytes(table[index[0]]).rstrip(b" ")
     return table_piece(table, index)
 
 
@@ -170,7 +183,7 @@ def _distinct_piece(values: list[object]) -> Piece:
     return table_piece(text_table(list(index_of)), index)
 
 
-def arg_piece(picked: Selection, arg: SliceArg, duration_ns: np.ndarray) -> Piece:
+def arg_piece(picked: Selection, arg: SliceArg, duration_ns: np.ndarray, dims: DimText) -> Piece:
     """The value of a dense arg on each of the slices ``picked``."""
     columns = [picked.column(c) for c in arg.columns]
     if arg.type is ArgType.INT:
@@ -179,8 +192,7 @@ def arg_piece(picked: Selection, arg: SliceArg, duration_ns: np.ndarray) -> Piec
         assert arg.labels is not None  # the table gives every LABEL arg its labels
         return _label_piece(arg.labels, columns[0])
     if arg.type is ArgType.DIM3:
-        texts, index = dim3_distinct(*columns)
-        return table_piece(text_table([_json(t) for t in texts]), index)
+        return dims.piece(*columns)
     if arg.type is ArgType.RATE:
         return _rate_piece(columns[0], duration_ns)
     return _distinct_piece(arg_column(picked.track, arg, picked.sel, duration_ns).values)
@@ -219,11 +231,12 @@ def event_pieces(
     sel: np.ndarray | slice,
     names: tuple[np.ndarray, np.ndarray],
     tids: np.ndarray,
+    dims: DimText,
 ) -> list[Piece]:
     """The layout of the events of slices ``sel`` of ``track`` (all of kind ``kind``).
 
     ``names``: the name texts of the block's width class and each name id's row in it;
-    ``tids``: each selected slice's thread.
+    ``tids``: each selected slice's thread; ``dims``: the launch dimensions met so far.
     """
     name_table, name_row = names
     picked = Selection(track, sel)
@@ -244,7 +257,7 @@ def event_pieces(
         if is_sparse(arg):
             pieces.append(sparse_piece(picked, arg))
             continue
-        pieces += [separator + _json(arg.name) + b":", arg_piece(picked, arg, duration)]
+        pieces += [separator + _json(arg.name) + b":", arg_piece(picked, arg, duration, dims)]
         separator = b","
     pieces.append(b"}}")
     return pieces
@@ -256,10 +269,11 @@ def slice_rows(
     sel: np.ndarray | slice,
     names: tuple[np.ndarray, np.ndarray],
     tids: np.ndarray,
+    dims: DimText,
 ) -> np.ndarray:
     """The events of the slices ``sel`` of ``track``, one ``,{...}`` per matrix row."""
     count = int(track.start_ns[sel].shape[0])
-    return render_rows(event_pieces(track, kind, sel, names, tids), count)
+    return render_rows(event_pieces(track, kind, sel, names, tids, dims), count)
 
 
-__all__ = ["NAME_WIDTH_STEP", "NameText", "Piece", "Slot", "render_rows", "slice_rows"]
+__all__ = ["NAME_WIDTH_STEP", "DimText", "NameText", "Piece", "Slot", "render_rows", "slice_rows"]

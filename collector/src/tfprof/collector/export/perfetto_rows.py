@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tfprof.collector.export.args import (
+    Dim3Codes,
     Selection,
     arg_column,
-    dim3_distinct,
     has_rate,
     rate_thousandths,
 )
@@ -39,7 +39,7 @@ from tfprof.collector.export.protowire import (
     varints,
 )
 from tfprof.collector.timeline import SliceTrack
-from tfprof.core.cupti_labels import PEER_COPY
+from tfprof.core.cupti_labels import PEER_COPY, Labels
 from tfprof.core.slice_args import CATEGORIES, ArgType, SliceArg, args_of, category_of
 
 SEQUENCE_ID = 1  # every packet is on one sequence: interned ids are shared by all
@@ -73,6 +73,9 @@ class Interned:
     annotation_names: dict[str, int]
     strings: dict[str, int] = field(default_factory=dict)
     new_strings: list[tuple[int, str]] = field(default_factory=list)
+    dims: Dim3Codes = field(default_factory=Dim3Codes)
+    _dim_iids: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    _label_iids: dict[int, np.ndarray] = field(default_factory=dict)  # by id(Labels)
 
     def string_iid(self, value: str) -> int:
         iid = self.strings.get(value)
@@ -80,6 +83,28 @@ class Interned:
             iid = self.strings[value] = len(self.strings) + 1
             self.new_strings.append((iid, value))
         return iid
+
+    def dim_iids(self, x: np.ndarray, y: np.ndarray, z: np.ndarray) -> np.ndarray:
+        """The iid of each row's ``"(x, y, z)"``."""
+        codes = self.dims.codes(x, y, z)
+        done = self._dim_iids.shape[0]
+        if done < len(self.dims.texts):
+            new = [self.string_iid(t) for t in self.dims.texts[done:]]
+            self._dim_iids = np.concatenate([self._dim_iids, np.array(new, dtype=np.int64)])
+        iids: np.ndarray = self._dim_iids[codes]
+        return iids
+
+    def label_iids(self, labels: Labels, values: np.ndarray) -> np.ndarray:
+        """The iid of each value's label (values CUPTI may add later: the fallback's)."""
+        top = labels.max_value + 1  # the fallback's code
+        codes = np.where((values >= 0) & (values < top), values, top)
+        table = self._label_iids.setdefault(id(labels), np.zeros(top + 1, dtype=np.int64))
+        used = np.bincount(codes, minlength=top + 1) > 0
+        for code in np.flatnonzero(used & (table == 0)).tolist():
+            text = labels.label(code) if code < top else labels.fallback
+            table[code] = self.string_iid(text)
+        iids: np.ndarray = table[codes]
+        return iids
 
     def string_iids(self, texts: Sequence[str], index: np.ndarray) -> np.ndarray:
         """The iid of ``texts[index[i]]`` for each row."""
@@ -136,13 +161,9 @@ def _value(
         return _int(columns[0])
     if arg.type is ArgType.LABEL:
         assert arg.labels is not None
-        labels = arg.labels
-        codes, index = np.unique(columns[0], return_inverse=True)
-        texts = [labels.label(int(c)) for c in codes.tolist()]
-        return _strings(interned.string_iids(texts, index.reshape(-1)))
+        return _strings(interned.label_iids(arg.labels, columns[0]))
     if arg.type is ArgType.DIM3:
-        texts, index = dim3_distinct(*columns)
-        return _strings(interned.string_iids(texts, index))
+        return _strings(interned.dim_iids(*columns))
     if arg.type is ArgType.RATE:
         rate = rate_thousandths(columns[0], duration_ns) / 1000
         return _doubles(rate, has_rate(duration_ns))
@@ -215,7 +236,6 @@ def _annotations(
         present_kinds.append(None)  # kinds this version does not know: generic args
     shared, own = split_args(present_kinds)
     category = np.zeros(rows, dtype=np.int64)
-    shared_values: list[list[tuple[np.ndarray, _Values]]] = [[] for _ in shared]
     before: list[tuple[np.ndarray, list[Piece]]] = []
     after: list[tuple[np.ndarray, list[Piece]]] = []
     for kind in present_kinds:
@@ -223,30 +243,15 @@ def _annotations(
         category[index] = interned.categories[category_of(kind)]
         picked = Selection(track, sel[index])
         duration = track.duration_ns[sel[index]]
-
         first, last = own[kind]
         before.append((index, _own_annotations(first, picked, duration, interned)))
-        for parts, arg in zip(shared_values, shared, strict=True):
-            parts.append((index, _value(arg, picked, duration, interned)))
         after.append((index, _own_annotations(last, picked, duration, interned)))
     annotations = choice(before, rows)
-    for arg, parts in zip(shared, shared_values, strict=True):
-        annotations += _annotation(interned.annotation_names[arg.name], _gathered(parts, rows))
+    # A shared arg is one table entry, so one value whatever the kind: read for all rows.
+    every = Selection(track, sel)
+    annotations += _own_annotations(shared, every, track.duration_ns[sel], interned)
     annotations += choice(after, rows)
     return annotations, category
-
-
-def _gathered(parts: Sequence[tuple[np.ndarray, _Values]], rows: int) -> _Values:
-    """One arg's values over all rows, from each kind's rows."""
-    first = parts[0][1]
-    if len(parts) == 1:
-        return first
-    values = np.zeros(rows, dtype=first.values.dtype)
-    present = np.zeros(rows, dtype=bool)
-    for index, value in parts:
-        values[index] = value.values
-        present[index] = True if value.present is None else value.present
-    return _Values(first.tag, first.varint, values, None if present.all() else present)
 
 
 def slice_packets(
