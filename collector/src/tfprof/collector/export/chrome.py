@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import orjson
 
+from tfprof.collector.export.args import pick
 from tfprof.collector.export.chrome_rows import DimText, NameText, slice_rows
 from tfprof.collector.export.output import CHUNK_EVENTS, BinaryOutput
 from tfprof.collector.timeline import CounterTrack, SliceTrack, Timeline
@@ -149,7 +150,7 @@ class ChromeReporter:
             for a in range(0, count, self.chunk_events):
                 b = min(a + self.chunk_events, count)
                 sel: slice | np.ndarray = slice(a, b) if rows is None else rows[a:b]
-                yield slice_rows(track, kind, sel, names, tids[sel], self._dims)
+                yield slice_rows(track, kind, sel, names, pick(tids, sel), self._dims)
 
     def _counter_events(self, counter: CounterTrack) -> Iterator[list[dict[str, Any]]]:
         name, pid, tid = counter.name, counter.pid, counter.tid

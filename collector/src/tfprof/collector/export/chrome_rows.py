@@ -28,6 +28,7 @@ from tfprof.collector.export.args import (
     arg_column,
     has_rate,
     is_sparse,
+    pick,
     rate_thousandths,
 )
 from tfprof.collector.export.text_columns import (
@@ -240,14 +241,14 @@ def event_pieces(
     """
     name_table, name_row = names
     picked = Selection(track, sel)
-    duration = track.duration_ns[sel]
+    duration = pick(track.duration_ns, sel)
     pieces: list[Piece] = [
         b',{"ph":"X","cat":' + _json(category_of(kind)) + b',"name":',
-        table_piece(name_table, name_row[track.name_id[sel]]),
+        table_piece(name_table, np.take(name_row, pick(track.name_id, sel))),
         b',"pid":' + _json(track.pid) + b',"tid":',
         int_piece(tids),
         b',"ts":',
-        millis_piece(track.start_ns[sel]),
+        millis_piece(pick(track.start_ns, sel)),
         b',"dur":',
         millis_piece(duration),
         b',"args":{',
@@ -272,7 +273,7 @@ def slice_rows(
     dims: DimText,
 ) -> np.ndarray:
     """The events of the slices ``sel`` of ``track``, one ``,{...}`` per matrix row."""
-    count = int(track.start_ns[sel].shape[0])
+    count = int(pick(track.start_ns, sel).shape[0])
     return render_rows(event_pieces(track, kind, sel, names, tids, dims), count)
 
 

@@ -22,6 +22,7 @@ from tfprof.collector.export.args import (
     Selection,
     arg_column,
     has_rate,
+    pick,
     rate_thousandths,
 )
 from tfprof.collector.export.protowire import (
@@ -91,7 +92,7 @@ class Interned:
         if done < len(self.dims.texts):
             new = [self.string_iid(t) for t in self.dims.texts[done:]]
             self._dim_iids = np.concatenate([self._dim_iids, np.array(new, dtype=np.int64)])
-        iids: np.ndarray = self._dim_iids[codes]
+        iids: np.ndarray = np.take(self._dim_iids, codes)
         return iids
 
     def label_iids(self, labels: Labels, values: np.ndarray) -> np.ndarray:
@@ -103,7 +104,7 @@ class Interned:
         for code in np.flatnonzero(used & (table == 0)).tolist():
             text = labels.label(code) if code < top else labels.fallback
             table[code] = self.string_iid(text)
-        iids: np.ndarray = table[codes]
+        iids: np.ndarray = np.take(table, codes)
         return iids
 
     def string_iids(self, texts: Sequence[str], index: np.ndarray) -> np.ndarray:
@@ -241,15 +242,16 @@ def _annotations(
     for kind in present_kinds:
         index = np.flatnonzero(~known if kind is None else kinds == kind)
         category[index] = interned.categories[category_of(kind)]
-        picked = Selection(track, sel[index])
-        duration = track.duration_ns[sel[index]]
+        rows_of_kind = np.take(sel, index)
+        picked = Selection(track, rows_of_kind)
+        duration = np.take(track.duration_ns, rows_of_kind)
         first, last = own[kind]
         before.append((index, _own_annotations(first, picked, duration, interned)))
         after.append((index, _own_annotations(last, picked, duration, interned)))
     annotations = choice(before, rows)
     # A shared arg is one table entry, so one value whatever the kind: read for all rows.
     every = Selection(track, sel)
-    annotations += _own_annotations(shared, every, track.duration_ns[sel], interned)
+    annotations += _own_annotations(shared, every, pick(track.duration_ns, sel), interned)
     annotations += choice(after, rows)
     return annotations, category
 
@@ -259,21 +261,21 @@ def slice_packets(
 ) -> bytes:
     """The begin and end packets of the slices ``sel`` of ``track``, in time order, as
     ``Trace.packet`` entries. ``uuids``: each lane's track uuid."""
-    start = track.start_ns[sel]
-    uuid = [_TRACK_UUID, varints(uuids[track.lane[sel]])]
-    annotations, category = _annotations(track, sel, track.kind[sel], interned)
+    start = pick(track.start_ns, sel)
+    uuid = [_TRACK_UUID, varints(np.take(uuids, pick(track.lane, sel)))]
+    annotations, category = _annotations(track, sel, pick(track.kind, sel), interned)
     begin_event: list[Piece] = [
         _TYPE + varint(_SLICE_BEGIN),
         *uuid,
         _NAME_IID,
-        varints(track.name_id[sel] + 1),
+        varints(pick(track.name_id, sel) + 1),
         _CATEGORY_IID,
         varints(category),
         *annotations,
     ]
     begin = [_TIMESTAMP, varints(start), _SEQUENCE, *message(_TRACK_EVENT, begin_event)]
     end_event: list[Piece] = [_TYPE + varint(_SLICE_END), *uuid]
-    end_time = start + track.duration_ns[sel]
+    end_time = start + pick(track.duration_ns, sel)
     end = [_TIMESTAMP, varints(end_time), _SEQUENCE, *message(_TRACK_EVENT, end_event)]
     return encode_rows([*message(_PACKET, begin), *message(_PACKET, end)], sel.shape[0])
 

@@ -94,7 +94,7 @@ def write_uint(out: np.ndarray, size: np.ndarray) -> None:
             index += (above != 0) * _GROUP  # digits above this group: keep its leading zeros
         if group:
             index = np.where(high == 0, _BLANK_GROUP, index)  # nothing left: spaces
-        _store(out, width - 4 * group, _GROUP_WORDS[index])
+        _store(out, width - 4 * group, np.take(_GROUP_WORDS, index))
         if above is None:
             break
         high = above
