@@ -34,7 +34,7 @@ def _group_table() -> np.ndarray:
 
 _GROUPS = _group_table()
 _GROUP_WORDS = _GROUPS.view(np.uint32).reshape(-1)  # a group's four characters as one word
-_MILLI_WORDS = _GROUP_WORDS[_GROUP : _GROUP + 1000]  # "0000"-"0999": a zero, three decimals
+_POINT_WORDS = np.array([f".{i:03d}".encode() for i in range(1000)], dtype="S4").view(np.uint32)
 _POWERS = np.array([10**i for i in range(20)], dtype=np.uint64)
 
 
@@ -73,31 +73,40 @@ def int_width(values: np.ndarray) -> int:
     return digits(int(size.max())) + (0 if negative is None else 1)
 
 
-def _store(out: np.ndarray, end: int, words: np.ndarray) -> None:
-    """Write four-character words so that they end at column ``end`` (cut on the left)."""
-    start = max(0, end - 4)
-    out[:, start:end] = words.view(np.uint8).reshape(-1, 4)[:, 4 - (end - start) :]
-
-
-def write_uint(out: np.ndarray, size: np.ndarray) -> None:
-    """Right-align the digits of ``size`` (non-negative) in ``out`` (rows x width, uint8)."""
-    width = out.shape[1]
-    groups = (width + 3) // 4
+def _group_words(size: np.ndarray, words: np.ndarray) -> np.ndarray:
+    """Fill ``words`` (rows x groups, uint32) with the four-character groups of each
+    number, most significant first, right-aligned after spaces (``size`` non-negative,
+    at most four digits a group)."""
+    groups = words.shape[1]
     high = size
     group_size = size.dtype.type(_GROUP)
     for group in range(groups):
+        column = groups - 1 - group
         if group == groups - 1:
-            above, index = None, high.astype(np.intp, copy=False)
+            index = high.astype(np.intp, copy=False)
         else:
             above = high // group_size
             index = (high - above * group_size).astype(np.intp, copy=False)
             index += (above != 0) * _GROUP  # digits above this group: keep its leading zeros
         if group:
             index = np.where(high == 0, _BLANK_GROUP, index)  # nothing left: spaces
-        _store(out, width - 4 * group, np.take(_GROUP_WORDS, index))
-        if above is None:
-            break
-        high = above
+        words[:, column] = np.take(_GROUP_WORDS, index)
+        if group < groups - 1:
+            high = above
+    return words
+
+
+def _store_right(out: np.ndarray, text: np.ndarray) -> None:
+    """Write the last ``out.shape[1]`` characters of each row of ``text`` into ``out``:
+    one store for the whole field."""
+    width = out.shape[1]
+    out[:] = text.view(np.uint8).reshape(text.shape[0], -1)[:, -width:]
+
+
+def write_uint(out: np.ndarray, size: np.ndarray) -> None:
+    """Right-align the digits of ``size`` (non-negative) in ``out`` (rows x width, uint8)."""
+    words = np.empty((size.shape[0], (out.shape[1] + 3) // 4), dtype=np.uint32)
+    _store_right(out, _group_words(size, words))
 
 
 def _write_signs(out: np.ndarray, size: np.ndarray, negative: np.ndarray | None) -> None:
@@ -133,11 +142,12 @@ def write_millis(out: np.ndarray, values: np.ndarray) -> None:
     width = out.shape[1]
     thousand = size.dtype.type(1000)
     units = size // thousand
-    _store(out, width, _MILLI_WORDS[(size - units * thousand).astype(np.intp, copy=False)])
-    out[:, width - 4] = ord(".")  # over the "0" of "0ddd"
-    whole = out[:, : width - 4]
-    write_uint(whole, units)
-    _write_signs(whole, units, negative)
+    groups = (width - 4 + 3) // 4
+    text = np.empty((size.shape[0], groups + 1), dtype=np.uint32)
+    _group_words(units, text[:, :groups])
+    text[:, groups] = np.take(_POINT_WORDS, (size - units * thousand).astype(np.intp))
+    _store_right(out, text)
+    _write_signs(out[:, : width - 4], units, negative)
 
 
 def text_table(fragments: Sequence[bytes]) -> np.ndarray:
