@@ -14,9 +14,7 @@ slices take a fraction of a second, tens of times less than tf.timeline (bench/)
 
 from __future__ import annotations
 
-import gc
 from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -27,20 +25,6 @@ from tfprof.collector.export.chrome_rows import DimText, NameText, slice_rows
 from tfprof.collector.export.output import CHUNK_EVENTS, BinaryOutput
 from tfprof.collector.timeline import CounterTrack, SliceTrack, Timeline
 from tfprof.core.slice_args import CATEGORIES
-
-
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    # Millions of short-lived event dicts would set off full collections that walk every
-    # live object again and again (a fifth of the export time); nothing built here forms
-    # cycles, so collection waits until the trace is written.
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 class ChromeReporter:
@@ -60,13 +44,12 @@ class ChromeReporter:
         outfile.write(orjson.dumps(self.timeline.metadata))
         outfile.write(b',"traceEvents":[')
         first = True
-        with _gc_paused():
-            for block in self._blocks():
-                if block.nbytes == 0:
-                    continue
-                data = block.reshape(-1).data  # the rows as they lie in memory, no copy
-                outfile.write(data[1:] if first else data)  # every event starts with a comma
-                first = False
+        for block in self._blocks():
+            if block.nbytes == 0:
+                continue
+            data = block.reshape(-1).data  # the rows as they lie in memory, no copy
+            outfile.write(data[1:] if first else data)  # every event starts with a comma
+            first = False
         outfile.write(b"]}\n")
 
     def _blocks(self) -> Iterator[np.ndarray]:
