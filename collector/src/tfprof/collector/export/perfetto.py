@@ -3,8 +3,9 @@
 A Perfetto trace is a ``Trace`` message, ``repeated TracePacket packet = 1``; two
 serialised ``Trace`` messages concatenated are one ``Trace`` holding both packet lists
 (protobuf merges repeated fields). So the file is written a chunk of packets at a
-time, each chunk a small ``Trace`` built with the classes of the ``perfetto`` package
-and serialised on its own: memory stays bounded whatever the trace size.
+time, each chunk serialised on its own (descriptors, names and counters with the
+classes of the ``perfetto`` package, slices straight from the columns): memory stays
+bounded whatever the trace size.
 
 Layout, mirroring the Chrome export so both look the same in ui.perfetto.dev:
 
@@ -114,7 +115,7 @@ class PerfettoReporter:
         for names in self._names():
             outfile.write(names.SerializeToString())
         outfile.write(self._descriptors().SerializeToString())
-        # zlib lets go of the GIL: one chunk is compressed while the next is encoded.
+        # Deflate lets go of the GIL: one chunk is compressed while the next is encoded.
         # At most two wait, so memory stays bounded; the order of the chunks is kept.
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="tfprof-deflate") as pool:
             waiting: deque[Future[bytes]] = deque()
