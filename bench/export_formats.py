@@ -5,8 +5,12 @@ Prints figures, asserts nothing. The timeline is ``export_vs_tf_timeline.make_jo
 copies, 2% memsets) plus host samples every 500 ms. Each format is measured in a fresh
 child process, so its peak RSS is its own: ``base`` is the child's peak after building
 the timeline, ``peak`` after writing it, ``write`` is what writing added on top.
+``write s`` is wall time, ``cpu s`` the process's CPU time over the same span (both
+threads: the Perfetto writer deflates on a second one); ``MB/1M`` is the file's size per
+million records. ``chrome`` is the default ``.json.gz``, ``chrome-json`` plain ``.json``.
 
     .venv/bin/python bench/export_formats.py --records 1000000
+    .venv/bin/python bench/export_formats.py --records 1000000 --dir /dev/shm  # no disk
 """
 
 from __future__ import annotations
@@ -26,14 +30,20 @@ import numpy as np
 # The repository root, so that the bench scripts import each other as ``bench.*``.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-FORMATS = {"chrome": "trace.json.gz", "perfetto": "trace.pftrace", "xplane": "logdir/"}
+# name: (format, output name)
+FORMATS = {
+    "chrome": ("chrome", "trace.json.gz"),
+    "chrome-json": ("chrome", "trace.json"),
+    "perfetto": ("perfetto", "trace.pftrace"),
+    "xplane": ("xplane", "logdir/"),
+}
 
 
 def _peak_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
 
 
-def child(fmt: str, records: int, out_dir: str) -> dict[str, float | int | str]:
+def child(name: str, records: int, out_dir: str) -> dict[str, float | int | str]:
     from bench.export_vs_tf_timeline import make_job
     from tfprof.collector.export import write_timeline
     from tfprof.collector.merge import build_timeline
@@ -51,17 +61,19 @@ def child(fmt: str, records: int, out_dir: str) -> dict[str, float | int | str]:
     }  # fmt: skip
     timeline = build_timeline([job])
     base = _peak_mib()
-    started = time.perf_counter()
-    target = write_timeline(timeline, os.path.join(out_dir, FORMATS[fmt]), fmt)
-    seconds = time.perf_counter() - started
+    fmt, file_name = FORMATS[name]
+    started, cpu = time.perf_counter(), time.process_time()
+    target = write_timeline(timeline, os.path.join(out_dir, file_name), fmt)
+    seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
     peak = _peak_mib()
     return {
-        "format": fmt,
+        "format": name,
         "file": target.name,
         "records": records,
         "slices": timeline.num_slices,
         "bytes": target.stat().st_size,
         "write_s": round(seconds, 2),
+        "cpu_s": round(cpu, 2),
         "base_rss_mib": round(base),
         "peak_rss_mib": round(peak),
         "write_rss_mib": round(peak - base),
@@ -70,31 +82,38 @@ def child(fmt: str, records: int, out_dir: str) -> dict[str, float | int | str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--records", type=int, default=1_000_000)
-    parser.add_argument("--formats", default=",".join(FORMATS))
+    parser.add_argument("--records", type=int, default=1_000_000, help="records in the job")
+    parser.add_argument(
+        "--formats", default=",".join(FORMATS), help=f"comma-separated, of {', '.join(FORMATS)}"
+    )
+    parser.add_argument(
+        "--dir", default=None, help="where the files are written (default: the temp dir)"
+    )
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--out", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         print(json.dumps(child(args.child, args.records, args.out)))
         return
-    print(f"{args.records:,} records; each format in its own process")
-    header = f"{'format':<9} {'file':<22} {'slices':>10} {'MB':>8} {'write s':>8} "
-    print(header + f"{'base MiB':>9} {'peak MiB':>9} {'write MiB':>10}")
+    print(f"{args.records:,} records; each format in its own process; files in "
+          f"{args.dir or tempfile.gettempdir()}")  # fmt: skip
+    header = f"{'format':<12} {'file':<16} {'slices':>10} {'MB':>8} {'MB/1M':>7} {'write s':>8} "
+    print(header + f"{'cpu s':>6} {'base MiB':>9} {'peak MiB':>9} {'write MiB':>10}")
     for fmt in args.formats.split(","):
-        with tempfile.TemporaryDirectory() as tmp:
+        with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
             cmd = [sys.executable, __file__, "--child", fmt, "--records", str(args.records)]
             result = subprocess.run(
                 [*cmd, "--out", tmp], capture_output=True, text=True, check=False
             )
             if result.returncode:
-                print(f"{fmt:<9} failed: {result.stderr.strip().splitlines()[-1:]}")
+                print(f"{fmt:<12} failed: {result.stderr.strip().splitlines()[-1:]}")
                 continue
             r = json.loads(result.stdout.strip().splitlines()[-1])
+            per_million = r["bytes"] / 1e6 / (r["records"] / 1e6)
             print(
-                f"{r['format']:<9} {r['file']:<22} {r['slices']:>10,} {r['bytes'] / 1e6:>8.1f} "
-                f"{r['write_s']:>8.2f} {r['base_rss_mib']:>9} {r['peak_rss_mib']:>9} "
-                f"{r['write_rss_mib']:>10}"
+                f"{r['format']:<12} {r['file']:<16} {r['slices']:>10,} {r['bytes'] / 1e6:>8.1f} "
+                f"{per_million:>7.1f} {r['write_s']:>8.2f} {r['cpu_s']:>6.2f} "
+                f"{r['base_rss_mib']:>9} {r['peak_rss_mib']:>9} {r['write_rss_mib']:>10}"
             )
 
 

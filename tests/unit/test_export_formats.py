@@ -7,6 +7,7 @@ import gzip
 import io
 import json
 import logging
+import zlib
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -30,7 +31,19 @@ def perfetto_packets(timeline: Timeline, **kw: Any) -> list[Any]:
 
     buf = io.BytesIO()
     PerfettoReporter(timeline, **kw).render(buf)
-    return list(pftrace.Trace.FromString(buf.getvalue()).packet)
+    return inflated(pftrace.Trace.FromString(buf.getvalue()).packet)
+
+
+def inflated(packets: Any) -> list[Any]:
+    """The packets, those inside ``compressed_packets`` in their place (deflate, as
+    trace_processor inflates them)."""
+    out: list[Any] = []
+    for p in packets:
+        if p.HasField("compressed_packets"):
+            out += pftrace.Trace.FromString(zlib.decompress(p.compressed_packets)).packet
+        else:
+            out.append(p)
+    return out
 
 
 def chrome_tracks(trace: dict[str, Any]) -> Counter[str]:
@@ -44,15 +57,17 @@ def chrome_tracks(trace: dict[str, Any]) -> Counter[str]:
 
 
 def perfetto_view(packets: list[Any]) -> dict[str, Any]:
-    """Resolve interning: slices as dicts with their process name, counters per track."""
+    """Resolve interning: slices as dicts with their process and thread names and their
+    duration (begin and end paired per track), counters per track."""
     names: dict[int, str] = {}
     cats: dict[int, str] = {}
     ann: dict[int, str] = {}
     strings: dict[int, str] = {}
     procs: dict[int, str] = {}
-    threads: dict[int, int] = {}
+    threads: dict[int, tuple[int, str]] = {}
     counters: dict[int, tuple[int, str]] = {}
     begins: list[dict[str, Any]] = []
+    open_slices: dict[int, list[dict[str, Any]]] = {}
     ends = 0
     counter_values: dict[str, list[float]] = {}
     for p in packets:
@@ -69,7 +84,7 @@ def perfetto_view(packets: list[Any]) -> dict[str, Any]:
             if d.HasField("process"):
                 procs[d.process.pid] = d.process.process_name
             elif d.HasField("thread"):
-                threads[d.uuid] = d.thread.pid
+                threads[d.uuid] = (d.thread.pid, d.thread.thread_name)
             elif d.HasField("counter"):
                 counters[d.uuid] = (d.parent_uuid, d.name)
         if p.HasField("track_event"):
@@ -80,17 +95,21 @@ def perfetto_view(packets: list[Any]) -> dict[str, Any]:
                     which = a.WhichOneof("value")
                     value = getattr(a, which)
                     args[ann[a.name_iid]] = strings[value] if which == "string_value_iid" else value
-                begins.append(
-                    {
-                        "track": procs[threads[ev.track_uuid]],
-                        "name": names[ev.name_iid],
-                        "cat": cats[ev.category_iids[0]],
-                        "ts": p.timestamp,
-                        "args": args,
-                    }
-                )
+                pid, thread = threads[ev.track_uuid]
+                begin = {
+                    "track": procs[pid],
+                    "thread": thread,
+                    "name": names[ev.name_iid],
+                    "cat": cats[ev.category_iids[0]],
+                    "ts": p.timestamp,
+                    "args": args,
+                }
+                begins.append(begin)
+                open_slices.setdefault(ev.track_uuid, []).append(begin)
             elif ev.type == ev.TYPE_SLICE_END:
                 ends += 1
+                begin = open_slices[ev.track_uuid].pop()
+                begin["dur"] = p.timestamp - begin["ts"]
             elif ev.type == ev.TYPE_COUNTER:
                 parent, series = counters[ev.track_uuid]
                 value = (

@@ -40,10 +40,10 @@ def label_column(labels: Labels, values: np.ndarray) -> list[str]:
     return result
 
 
-def dim3_column(x: np.ndarray, y: np.ndarray, z: np.ndarray) -> list[str]:
-    """``"(x, y, z)"`` per row; formatted once per distinct triple, not once per row."""
+def dim3_distinct(x: np.ndarray, y: np.ndarray, z: np.ndarray) -> tuple[list[str], np.ndarray]:
+    """The distinct ``"(x, y, z)"`` texts and, per row, the index of its text."""
     if x.shape[0] == 0:
-        return []
+        return [], np.zeros(0, dtype=np.intp)
     small = (x.min() >= 0) & (x.max() < 1 << 31) & (y.min() >= 0) & (y.max() < 1 << 16)
     if small and z.min() >= 0 and z.max() < 1 << 16:
         key = (x << 32) | (y << 16) | z
@@ -52,22 +52,114 @@ def dim3_column(x: np.ndarray, y: np.ndarray, z: np.ndarray) -> list[str]:
     else:
         triples, inverse = np.unique(np.stack([x, y, z], axis=1), axis=0, return_inverse=True)
         text = [format_dim3(a, b, c) for a, b, c in triples.tolist()]
-    result: list[str] = np.array(text, dtype=object)[inverse.reshape(-1)].tolist()
+    return text, inverse.reshape(-1)
+
+
+class Dim3Codes:
+    """Launch dimensions as codes that stay the same from chunk to chunk (``texts[code]``
+    is ``"(x, y, z)"``). The triples seen so far are kept sorted, so a chunk's codes are
+    a binary search among a few keys, not a sort of the chunk."""
+
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+        self._code_of_text: dict[str, int] = {}
+        self._keys = np.zeros(0, dtype=np.int64)  # packed (x, y, z), ascending
+        self._codes = np.zeros(0, dtype=np.intp)  # the code of each key
+
+    def _code(self, text: str) -> int:
+        code = self._code_of_text.get(text)
+        if code is None:
+            code = self._code_of_text[text] = len(self.texts)
+            self.texts.append(text)
+        return code
+
+    def codes(self, x: np.ndarray, y: np.ndarray, z: np.ndarray) -> np.ndarray:
+        if x.shape[0] == 0:
+            return np.zeros(0, dtype=np.intp)
+        small = (x.min() >= 0) & (x.max() < 1 << 31) & (y.min() >= 0) & (y.max() < 1 << 16)
+        if not (small and z.min() >= 0 and z.max() < 1 << 16):
+            texts, inverse = dim3_distinct(x, y, z)
+            found = np.array([self._code(t) for t in texts], dtype=np.intp)
+            result: np.ndarray = found[inverse]
+            return result
+        key = (x << 32) | (y << 16) | z
+        at = np.searchsorted(self._keys, key)
+        known = self._keys.shape[0]
+        hit = self._keys[np.minimum(at, known - 1)] == key if known else np.zeros(0, bool)
+        if not known or not hit.all():
+            new = np.unique(key if not known else key[~hit])
+            codes = [self._code(format_dim3(k >> 32, (k >> 16) & 0xFFFF, k & 0xFFFF))
+                     for k in new.tolist()]  # fmt: skip
+            keys = np.concatenate([self._keys, new])
+            order = np.argsort(keys, kind="stable")
+            self._keys = keys[order]
+            self._codes = np.concatenate([self._codes, np.array(codes, np.intp)])[order]
+            at = np.searchsorted(self._keys, key)
+        found_codes: np.ndarray = self._codes[at]
+        return found_codes
+
+
+def dim3_column(x: np.ndarray, y: np.ndarray, z: np.ndarray) -> list[str]:
+    """``"(x, y, z)"`` per row; formatted once per distinct triple, not once per row."""
+    text, inverse = dim3_distinct(x, y, z)
+    result: list[str] = np.array(text, dtype=object)[inverse].tolist()
+    return result
+
+
+def rate_thousandths(nbytes: np.ndarray, duration_ns: np.ndarray) -> np.ndarray:
+    """GB/s (bytes per nanosecond) in thousandths, rounded as ``np.round(rate, 3)`` rounds
+    (``rint(rate * 1000)``); 0 where the slice took no time (``has_rate`` says which)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        thousandths: np.ndarray = np.where(
+            duration_ns > 0, np.rint(nbytes / duration_ns * 1000), 0
+        ).astype(np.int64)
+    return thousandths
+
+
+def has_rate(duration_ns: np.ndarray) -> np.ndarray:
+    """Where a slice has a rate: it took some time."""
+    result: np.ndarray = duration_ns > 0
     return result
 
 
 def rate_column(nbytes: np.ndarray, duration_ns: np.ndarray) -> list[float]:
     """GB/s (bytes per nanosecond) to 3 places; NaN where the slice took no time."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        rate: list[float] = np.where(
-            duration_ns > 0, np.round(nbytes / duration_ns, 3), np.nan
-        ).tolist()
+    rate: list[float] = np.where(
+        has_rate(duration_ns), rate_thousandths(nbytes, duration_ns) / 1000, np.nan
+    ).tolist()
     return rate
 
 
 def is_sparse(arg: SliceArg) -> bool:
     """Written only on the slices that have it (a peer copy's destination device)."""
     return arg.type is ArgType.PEER_DEVICE
+
+
+def pick(values: np.ndarray, sel: np.ndarray | slice) -> np.ndarray:
+    """``values[sel]``; a gather by ``np.take``, measured twice as fast as indexing."""
+    if isinstance(sel, slice):
+        return values[sel]
+    picked: np.ndarray = np.take(values, sel)
+    return picked
+
+
+class Selection:
+    """Some slices of one track, each record column gathered once however often it is
+    read (a copy's bytes make two args; its copy kind, a label and the peer test)."""
+
+    def __init__(self, track: SliceTrack, sel: np.ndarray | slice) -> None:
+        self.track = track
+        self.sel = sel
+        self.rows = pick(track.rows, sel)
+        self.count = int(self.rows.shape[0])
+        self._columns: dict[str, np.ndarray] = {}
+
+    def column(self, name: str) -> np.ndarray:
+        """A record column (``RECORD_COLUMNS``) for the selected slices."""
+        values = self._columns.get(name)
+        if values is None:
+            values = self._columns[name] = pick(self.track.records[name], self.rows)
+        return values
 
 
 @dataclass(frozen=True)
@@ -105,5 +197,5 @@ def arg_column(
 
 def arg_columns(track: SliceTrack, kind: int | None, sel: np.ndarray | slice) -> list[ArgColumn]:
     """Every arg of the slices ``sel`` (all of kind ``kind``), in the table's order."""
-    duration = track.duration_ns[sel]
+    duration = pick(track.duration_ns, sel)
     return [arg_column(track, arg, sel, duration) for arg in args_of(kind)]

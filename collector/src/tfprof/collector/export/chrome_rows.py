@@ -1,86 +1,280 @@
-"""Chrome ``"X"`` events of one record kind, built from whole columns: the export's hot loop.
+"""Chrome ``"X"`` events as rows of one byte matrix, built from whole columns: the hot loop.
 
-Which args an event carries comes from ``tfprof.core.slice_args``; the function that
-turns columns into event dicts is compiled from that table once per kind, as
-``dataclasses`` and ``namedtuple`` compile theirs: a dict display with the arg names
-written in is twice as fast per row as ``dict(zip(names, row))`` (measured on a million
-rows), and this loop runs once per slice. The generated code only names the table's
-args, whose names are inserted as ``repr`` literals.
+Every event of a block shares one layout: the literal JSON of the event (keys, the
+category, the pid, arg names, and any arg whose value is the same on every row) with
+fixed-width slots for what differs per row. Slots are filled a column at a time
+(``text_columns``): right-aligned numbers after spaces, strings followed by spaces, so
+the rows are equally wide and the block is written as it lies in memory. Which args an
+event carries, in which order, comes from ``tfprof.core.slice_args``.
+
+A block holds the slices of one kind whose names take about as many bytes (``NameText``
+groups names into width classes), so padding after a name stays under
+``NAME_WIDTH_STEP`` bytes. Every row starts with a comma: the reporter writes the
+blocks after the document's first event.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from functools import cache
-from typing import Any
 
 import numpy as np
+import orjson
 
-from tfprof.collector.export.args import arg_columns, is_sparse
+from tfprof.collector.export.args import (
+    Dim3Codes,
+    Selection,
+    arg_column,
+    has_rate,
+    is_sparse,
+    pick,
+    rate_thousandths,
+)
+from tfprof.collector.export.text_columns import (
+    int_width,
+    millis_width,
+    text_table,
+    write_int,
+    write_millis,
+)
 from tfprof.collector.timeline import SliceTrack
-from tfprof.core.slice_args import args_of, category_of
+from tfprof.core.cupti_labels import Labels
+from tfprof.core.slice_args import ArgType, SliceArg, args_of, category_of
 
-Event = dict[str, Any]
-# (category, pid, [names, tids, ts, dur, *one list per dense arg]) -> events
-_RowBuilder = Callable[[str, int, Sequence[list[Any]]], list[Event]]
+NAME_WIDTH_STEP = 16  # names in one block differ in length by less than this
+
+# Fills a slot: out is (rows, width) of the block's matrix.
+_Fill = Callable[[np.ndarray], None]
 
 
-def _compile(arg_names: tuple[str, ...]) -> _RowBuilder:
-    values = [f"a{i}" for i in range(len(arg_names))]
-    args = ", ".join(f"{name!r}: {value}" for name, value in zip(arg_names, values, strict=True))
-    source = (
-        "def build(cat, pid, columns):\n"
-        "    return [\n"
-        '        {"ph": "X", "cat": cat, "name": n, "pid": pid, "tid": t, "ts": s, "dur": d,\n'
-        f'         "args": {{{args}}}}}\n'
-        f"        for n, t, s, d, {''.join(v + ', ' for v in values)}"
-        "in zip(*columns, strict=True)\n"
-        "    ]\n"
-    )
-    namespace: dict[str, Any] = {}
-    exec(compile(source, f"<chrome events: {', '.join(arg_names)}>", "exec"), namespace)
-    builder: _RowBuilder = namespace["build"]
-    return builder
+@dataclass(frozen=True)
+class Slot:
+    """Bytes that differ per row: ``width`` columns that ``fill`` writes."""
+
+    width: int
+    fill: _Fill
+
+
+Piece = bytes | Slot
+
+
+class NameText:
+    """The timeline's names as JSON strings, grouped by width for blocks of equal rows."""
+
+    def __init__(self, names: Sequence[str]) -> None:
+        encoded = [orjson.dumps(name) for name in names]
+        lengths = np.array([len(e) for e in encoded], dtype=np.int64)
+        self.width_class = (lengths + NAME_WIDTH_STEP - 1) // NAME_WIDTH_STEP
+        self._encoded = encoded
+        self._tables: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+
+    def table(self, width_class: int) -> tuple[np.ndarray, np.ndarray]:
+        """(text of each name of the class as matrix rows, each name id's row in it)."""
+        found = self._tables.get(width_class)
+        if found is None:
+            ids = np.flatnonzero(self.width_class == width_class)
+            row_of = np.zeros(self.width_class.shape[0], dtype=np.intp)
+            row_of[ids] = np.arange(ids.shape[0])
+            found = (text_table([self._encoded[i] for i in ids.tolist()]), row_of)
+            self._tables[width_class] = found
+        return found
+
+
+def render_rows(pieces: Sequence[Piece], count: int) -> np.ndarray:
+    """A (count, width) matrix: the literal pieces on every row, each slot filled."""
+    template = bytearray()
+    slots: list[tuple[int, Slot]] = []
+    for piece in pieces:
+        if isinstance(piece, Slot):
+            slots.append((len(template), piece))
+            template += b" " * piece.width
+        else:
+            template += piece
+    rows = np.empty((count, len(template)), dtype=np.uint8)
+    rows[:] = np.frombuffer(bytes(template), dtype=np.uint8)
+    for start, slot in slots:
+        slot.fill(rows[:, start : start + slot.width])
+    return rows
+
+
+def _json(value: object) -> bytes:
+    return orjson.dumps(value)
+
+
+def int_piece(values: np.ndarray) -> Piece:
+    """Integers: a literal when every row has the same value, else a right-aligned slot."""
+    if values.shape[0] and values.min() == values.max():
+        return _json(int(values[0]))
+
+    def fill(out: np.ndarray) -> None:
+        write_int(out, values)
+
+    return Slot(int_width(values), fill)
+
+
+def millis_piece(values_ns: np.ndarray) -> Slot:
+    """Nanoseconds as microseconds with three decimals (``ts``, ``dur``)."""
+
+    def fill(out: np.ndarray) -> None:
+        write_millis(out, values_ns)
+
+    return Slot(millis_width(values_ns), fill)
+
+
+def table_piece(table: np.ndarray, index: np.ndarray) -> Piece:
+    """Row ``index[i]`` of a text table on row i (a literal when every row has one)."""
+    if index.shape[0] and index.min() == index.max():
+        return bytes(table[index[0]]).rstrip(b" ")
+
+    def fill(out: np.ndarray) -> None:
+        out[:] = np.take(table, index, axis=0)  # a row take: far faster than table[index]
+
+    return Slot(table.shape[1], fill)
+
+
+class DimText:
+    """Launch dimensions as JSON texts, a table that grows with the triples met."""
+
+    def __init__(self) -> None:
+        self._codes = Dim3Codes()
+        self._table = text_table([])
+
+    def piece(self, x: np.ndarray, y: np.ndarray, z: np.ndarray) -> Piece:
+        codes = self._codes.codes(x, y, z)
+        texts = self._codes.texts
+        if self._table.shape[0] != len(texts):
+            self._table = text_table([_json(t) for t in texts])
+        return table_piece(self._table, codes)
+
+
+# Each enum's labels as JSON texts: values CUPTI may add later land on the fallback row.
+_LABEL_TABLES: dict[int, np.ndarray] = {}
+
+
+def _label_piece(labels: Labels, values: np.ndarray) -> Piece:
+    table = _LABEL_TABLES.get(id(labels))
+    if table is None:
+        top = labels.max_value
+        texts = [_json(labels.label(v)) for v in range(top + 1)] + [_json(labels.fallback)]
+        table = _LABEL_TABLES[id(labels)] = text_table(texts)
+    last = table.shape[0] - 1
+    index = np.where((values >= 0) & (values < last), values, last)
+    return table_piece(table, index)
+
+
+def _rate_piece(nbytes: np.ndarray, duration_ns: np.ndarray) -> Piece:
+    thousandths = rate_thousandths(nbytes, duration_ns)
+    missing = np.flatnonzero(~has_rate(duration_ns))
+    width = max(millis_width(thousandths), 4)
+    null = np.frombuffer(b"null".rjust(width), dtype=np.uint8)
+
+    def fill(out: np.ndarray) -> None:
+        write_millis(out, thousandths)
+        out[missing] = null  # no duration, no rate: null, as a NaN is written
+
+    return Slot(width, fill)
+
+
+def _distinct_piece(values: list[object]) -> Piece:
+    """Any JSON values (an arg type this module has no column path for): each distinct
+    value rendered once."""
+    index_of: dict[bytes, int] = {}
+    index = np.array([index_of.setdefault(_json(v), len(index_of)) for v in values], np.intp)
+    return table_piece(text_table(list(index_of)), index)
+
+
+def arg_piece(picked: Selection, arg: SliceArg, duration_ns: np.ndarray, dims: DimText) -> Piece:
+    """The value of a dense arg on each of the slices ``picked``."""
+    columns = [picked.column(c) for c in arg.columns]
+    if arg.type is ArgType.INT:
+        return int_piece(columns[0])
+    if arg.type is ArgType.LABEL:
+        assert arg.labels is not None  # the table gives every LABEL arg its labels
+        return _label_piece(arg.labels, columns[0])
+    if arg.type is ArgType.DIM3:
+        return dims.piece(*columns)
+    if arg.type is ArgType.RATE:
+        return _rate_piece(columns[0], duration_ns)
+    return _distinct_piece(arg_column(picked.track, arg, picked.sel, duration_ns).values)
+
+
+def sparse_piece(picked: Selection, arg: SliceArg) -> Piece:
+    """``,"name":value`` on the slices that have the arg, spaces on the others."""
+    column = arg_column(picked.track, arg, picked.sel, np.zeros(0, dtype=np.int64))
+    assert column.where is not None
+    if column.where.shape[0] == 0:
+        return b""
+    key = b"," + _json(arg.name) + b":"
+    texts = text_table([key + _json(v) for v in column.values])
+
+    def fill(out: np.ndarray) -> None:
+        out[column.where] = texts  # few rows: the peer copies
+
+    return Slot(texts.shape[1], fill)
 
 
 @cache
-def _builder(kind: int | None) -> _RowBuilder:
+def _args(kind: int | None) -> tuple[SliceArg, ...]:
+    """The args of ``kind``; a sparse one holds its own leading comma, so it must follow
+    the dense ones."""
     args = args_of(kind)
-    dense = tuple(a.name for a in args if not is_sparse(a))
-    # A sparse arg is added to the events that have it after they are built, so it lands
-    # after the dense ones: only a table that lists it last keeps the table's order.
-    if any(not is_sparse(a) for a in args[len(dense) :]):
+    dense = [not is_sparse(a) for a in args]
+    first_sparse = dense.index(False) if False in dense else len(args)
+    if (args and first_sparse == 0) or any(dense[first_sparse:]):
         raise ValueError(f"slice_args: sparse args must come last: {[a.name for a in args]}")
-    return _compile(dense)
+    return args
 
 
-def slice_events(
+def event_pieces(
     track: SliceTrack,
     kind: int | None,
     sel: np.ndarray | slice,
-    names: np.ndarray,
-    tids: list[int],
-) -> list[Event]:
-    """The events of the slices ``sel`` of ``track``, all of kind ``kind``.
+    names: tuple[np.ndarray, np.ndarray],
+    tids: np.ndarray,
+    dims: DimText,
+) -> list[Piece]:
+    """The layout of the events of slices ``sel`` of ``track`` (all of kind ``kind``).
 
-    ``names`` maps name ids to names (an object array); ``tids`` is each slice's thread.
+    ``names``: the name texts of the block's width class and each name id's row in it;
+    ``tids``: each selected slice's thread; ``dims``: the launch dimensions met so far.
     """
-    columns: list[list[Any]] = [
-        names[track.name_id[sel]].tolist(),
-        tids,
-        (track.start_ns[sel] / 1000.0).tolist(),
-        (track.duration_ns[sel] / 1000.0).tolist(),
+    name_table, name_row = names
+    picked = Selection(track, sel)
+    duration = pick(track.duration_ns, sel)
+    pieces: list[Piece] = [
+        b',{"ph":"X","cat":' + _json(category_of(kind)) + b',"name":',
+        table_piece(name_table, np.take(name_row, pick(track.name_id, sel))),
+        b',"pid":' + _json(track.pid) + b',"tid":',
+        int_piece(tids),
+        b',"ts":',
+        millis_piece(pick(track.start_ns, sel)),
+        b',"dur":',
+        millis_piece(duration),
+        b',"args":{',
     ]
-    sparse = []
-    for column in arg_columns(track, kind, sel):
-        if column.where is None:
-            columns.append(column.values)
-        else:
-            sparse.append(column)
-    events = _builder(kind)(category_of(kind), track.pid, columns)
-    for column in sparse:
-        assert column.where is not None
-        name = column.arg.name
-        for i, value in zip(column.where.tolist(), column.values, strict=True):
-            events[i]["args"][name] = value
-    return events
+    separator = b""
+    for arg in _args(kind):
+        if is_sparse(arg):
+            pieces.append(sparse_piece(picked, arg))
+            continue
+        pieces += [separator + _json(arg.name) + b":", arg_piece(picked, arg, duration, dims)]
+        separator = b","
+    pieces.append(b"}}")
+    return pieces
+
+
+def slice_rows(
+    track: SliceTrack,
+    kind: int | None,
+    sel: np.ndarray | slice,
+    names: tuple[np.ndarray, np.ndarray],
+    tids: np.ndarray,
+    dims: DimText,
+) -> np.ndarray:
+    """The events of the slices ``sel`` of ``track``, one ``,{...}`` per matrix row."""
+    count = int(pick(track.start_ns, sel).shape[0])
+    return render_rows(event_pieces(track, kind, sel, names, tids, dims), count)
+
+
+__all__ = ["NAME_WIDTH_STEP", "DimText", "NameText", "Piece", "Slot", "render_rows", "slice_rows"]

@@ -11,6 +11,7 @@ imported only when a file is read (``tfprof.core`` is standard library only).
 from __future__ import annotations
 
 import importlib
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -68,6 +69,29 @@ def _packets(where: str, data: bytes) -> Iterator[bytes]:
         pos += length
 
 
+def _parsed(where: str, data: bytes, pftrace: ModuleType) -> Iterator[Any]:
+    """Each packet parsed (one object, reused), those inside ``compressed_packets``
+    (deflate, as Perfetto's tracing service and our export write them) in their place."""
+    from google.protobuf.message import DecodeError  # perfetto's own dependency
+
+    packet = pftrace.TracePacket()
+    for raw in _packets(where, data):
+        try:
+            packet.ParseFromString(raw)
+        except DecodeError as exc:
+            raise TraceFormatError(f"{where}: corrupt Perfetto packet ({exc})") from None
+        if not packet.HasField("compressed_packets"):
+            yield packet
+            continue
+        try:
+            inner = zlib.decompress(packet.compressed_packets)
+        except zlib.error as exc:
+            raise TraceFormatError(
+                f"{where}: corrupt compressed Perfetto packets ({exc})"
+            ) from None
+        yield from _parsed(where, inner, pftrace)
+
+
 class _Interned:
     """The interned strings of a trace so far, by iid."""
 
@@ -108,21 +132,14 @@ class _Interned:
 
 def read_perfetto(where: str) -> RecordedTrace:
     pftrace = _trace_protos()
-    from google.protobuf.message import DecodeError  # perfetto's own dependency
-
     data = Path(where).read_bytes()
     interned = _Interned()
     thread_of: dict[int, tuple[int, int]] = {}  # track uuid -> (pid, tid)
     events: list[Event] = []
     open_slices: dict[int, list[Event]] = {}
     origin = 0
-    packet = pftrace.TracePacket()
     begin, end = pftrace.TrackEvent.TYPE_SLICE_BEGIN, pftrace.TrackEvent.TYPE_SLICE_END
-    for raw in _packets(where, data):
-        try:
-            packet.ParseFromString(raw)
-        except DecodeError as exc:
-            raise TraceFormatError(f"{where}: corrupt Perfetto packet ({exc})") from None
+    for packet in _parsed(where, data, pftrace):
         if packet.HasField("clock_snapshot"):
             clocks = {c.clock_id: c.timestamp for c in packet.clock_snapshot.clocks}
             if pftrace.BUILTIN_CLOCK_REALTIME in clocks:

@@ -1,0 +1,283 @@
+"""Perfetto slice packets of one track, built from whole columns: the export's hot loop.
+
+Each slice is two ``TracePacket``s on the trace's one sequence, a ``TYPE_SLICE_BEGIN``
+track event (name, category and debug annotations by interned id, values of string
+args by interned id) and a ``TYPE_SLICE_END``, both with absolute timestamps. A chunk
+of slices is encoded as rows of one byte matrix (``protowire``), one row per slice, so
+no protobuf object is made per slice. Slices go out in time order whatever their kind
+(an end and a begin at the same instant on a lane must stay in that order, or a
+timestamp sort would nest them), so a row has a slot for every arg of every kind in
+the chunk and keeps only its own kind's, in the table's order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from tfprof.collector.export.args import (
+    Dim3Codes,
+    Selection,
+    arg_column,
+    has_rate,
+    pick,
+    rate_thousandths,
+)
+from tfprof.collector.export.protowire import (
+    FIXED64,
+    LEN,
+    VARINT,
+    Piece,
+    choice,
+    encode_rows,
+    fixed64,
+    message,
+    optional,
+    tag,
+    varint,
+    varints,
+)
+from tfprof.collector.timeline import SliceTrack
+from tfprof.core.cupti_labels import PEER_COPY, Labels
+from tfprof.core.slice_args import CATEGORIES, ArgType, SliceArg, args_of, category_of
+
+SEQUENCE_ID = 1  # every packet is on one sequence: interned ids are shared by all
+_NEEDS_STATE = 2  # TracePacket.SEQ_NEEDS_INCREMENTAL_STATE
+_SLICE_BEGIN, _SLICE_END = 1, 2  # TrackEvent.Type
+
+# TracePacket fields
+_PACKET = tag(1, LEN)  # Trace.packet
+_TIMESTAMP = tag(8, VARINT)
+_SEQUENCE = tag(10, VARINT) + varint(SEQUENCE_ID) + tag(13, VARINT) + varint(_NEEDS_STATE)
+_TRACK_EVENT = tag(11, LEN)
+# TrackEvent fields
+_TYPE = tag(9, VARINT)
+_TRACK_UUID = tag(11, VARINT)
+_NAME_IID = tag(10, VARINT)
+_CATEGORY_IID = tag(3, VARINT)
+_ANNOTATION = tag(4, LEN)
+# DebugAnnotation fields
+_ANNOTATION_NAME_IID = tag(1, VARINT)
+_INT_VALUE = tag(4, VARINT)
+_DOUBLE_VALUE = tag(5, FIXED64)
+_STRING_VALUE_IID = tag(17, VARINT)
+
+
+@dataclass
+class Interned:
+    """Ids of the trace's interned strings, and the debug-annotation string values a
+    chunk adds (they must be sent before the chunk's slices use them)."""
+
+    categories: dict[str, int]
+    annotation_names: dict[str, int]
+    strings: dict[str, int] = field(default_factory=dict)
+    new_strings: list[tuple[int, str]] = field(default_factory=list)
+    dims: Dim3Codes = field(default_factory=Dim3Codes)
+    _dim_iids: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    _label_iids: dict[int, np.ndarray] = field(default_factory=dict)  # by id(Labels)
+
+    def string_iid(self, value: str) -> int:
+        iid = self.strings.get(value)
+        if iid is None:
+            iid = self.strings[value] = len(self.strings) + 1
+            self.new_strings.append((iid, value))
+        return iid
+
+    def dim_iids(self, x: np.ndarray, y: np.ndarray, z: np.ndarray) -> np.ndarray:
+        """The iid of each row's ``"(x, y, z)"``."""
+        codes = self.dims.codes(x, y, z)
+        done = self._dim_iids.shape[0]
+        if done < len(self.dims.texts):
+            new = [self.string_iid(t) for t in self.dims.texts[done:]]
+            self._dim_iids = np.concatenate([self._dim_iids, np.array(new, dtype=np.int64)])
+        iids: np.ndarray = np.take(self._dim_iids, codes)
+        return iids
+
+    def label_iids(self, labels: Labels, values: np.ndarray) -> np.ndarray:
+        """The iid of each value's label (values CUPTI may add later: the fallback's)."""
+        top = labels.max_value + 1  # the fallback's code
+        codes = np.where((values >= 0) & (values < top), values, top)
+        table = self._label_iids.setdefault(id(labels), np.zeros(top + 1, dtype=np.int64))
+        used = np.bincount(codes, minlength=top + 1) > 0
+        for code in np.flatnonzero(used & (table == 0)).tolist():
+            text = labels.label(code) if code < top else labels.fallback
+            table[code] = self.string_iid(text)
+        iids: np.ndarray = np.take(table, codes)
+        return iids
+
+    def string_iids(self, texts: Sequence[str], index: np.ndarray) -> np.ndarray:
+        """The iid of ``texts[index[i]]`` for each row."""
+        iids = np.array([self.string_iid(t) for t in texts], dtype=np.int64)
+        result: np.ndarray = iids[index] if iids.shape[0] else np.zeros(0, dtype=np.int64)
+        return result
+
+
+def split_args(
+    kinds: Sequence[int | None],
+) -> tuple[list[SliceArg], dict[int | None, tuple[list[SliceArg], list[SliceArg]]]]:
+    """(the args every kind has, one run in the same order in each: the table's COMMON
+    ones; each kind's args before and after that run)."""
+    lists = [args_of(kind) for kind in kinds]
+    shared = [a for a in lists[0] if all(any(a is b for b in args) for args in lists)]
+    own: dict[int | None, tuple[list[SliceArg], list[SliceArg]]] = {}
+    for kind, args in zip(kinds, lists, strict=True):
+        at = next((i for i, a in enumerate(args) if shared and a is shared[0]), len(args))
+        run = args[at : at + len(shared)]
+        if len(run) != len(shared) or any(a is not b for a, b in zip(run, shared, strict=True)):
+            return [], {k: (list(args_of(k)), []) for k in kinds}  # no common run: none shared
+        own[kind] = (list(args[:at]), list(args[at + len(shared) :]))
+    return shared, own
+
+
+@dataclass(frozen=True)
+class _Values:
+    """One arg on the rows of one kind: its DebugAnnotation value field and encoding,
+    the values, and which of the rows have one (None: all of them)."""
+
+    tag: bytes
+    varint: bool  # else fixed64 (a double)
+    values: np.ndarray
+    present: np.ndarray | None = None
+
+
+def _int(values: np.ndarray, present: np.ndarray | None = None) -> _Values:
+    return _Values(_INT_VALUE, True, values, present)
+
+
+def _strings(iids: np.ndarray) -> _Values:
+    return _Values(_STRING_VALUE_IID, True, iids)
+
+
+def _doubles(values: np.ndarray, present: np.ndarray | None = None) -> _Values:
+    return _Values(_DOUBLE_VALUE, False, values.astype(np.float64), present)
+
+
+def _value(
+    arg: SliceArg, picked: Selection, duration_ns: np.ndarray, interned: Interned
+) -> _Values:
+    columns = [picked.column(c) for c in arg.columns]
+    if arg.type is ArgType.INT:
+        return _int(columns[0])
+    if arg.type is ArgType.LABEL:
+        assert arg.labels is not None
+        return _strings(interned.label_iids(arg.labels, columns[0]))
+    if arg.type is ArgType.DIM3:
+        return _strings(interned.dim_iids(*columns))
+    if arg.type is ArgType.RATE:
+        rate = rate_thousandths(columns[0], duration_ns) / 1000
+        return _doubles(rate, has_rate(duration_ns))
+    if arg.type is ArgType.PEER_DEVICE:
+        return _int(picked.column("dst_device"), picked.column("copy_kind") == PEER_COPY)
+    return _generic(arg, picked, duration_ns, interned)
+
+
+def _generic(
+    arg: SliceArg, picked: Selection, duration_ns: np.ndarray, interned: Interned
+) -> _Values:
+    """An arg type without a column path: its values one by one (ints, floats, text)."""
+    column = arg_column(picked.track, arg, picked.sel, duration_ns)
+    values: list[object] = [None] * picked.count
+    if column.where is None:
+        values = list(column.values)
+    else:
+        for i, value in zip(column.where.tolist(), column.values, strict=True):
+            values[i] = value
+    present = np.array([v is not None for v in values], dtype=bool)
+    found = [v for v in values if v is not None]
+    if all(isinstance(v, int) for v in found):
+        return _int(np.array([v or 0 for v in values], dtype=np.int64), present)
+    if all(isinstance(v, (int, float)) for v in found):
+        return _doubles(np.array([v or 0.0 for v in values], dtype=np.float64), present)
+    texts = ["" if v is None else str(v) for v in values]
+    iids = interned.string_iids(texts, np.arange(len(texts)))
+    return _Values(_STRING_VALUE_IID, True, iids, present)
+
+
+def _annotation(name_iid: int, value: _Values) -> list[Piece]:
+    """One DebugAnnotation over the rows of ``value`` (none on rows that lack one)."""
+    field = value.values
+    low = int(field.min()) if value.varint and field.shape[0] else 0
+    high = int(field.max()) if value.varint and field.shape[0] else 1
+    encoded: Piece = (
+        varint(low) if low == high else varints(field) if value.varint else fixed64(field)
+    )
+    name = _ANNOTATION_NAME_IID + varint(name_iid)
+    annotation = message(_ANNOTATION, [name, value.tag, encoded])
+    return annotation if value.present is None else optional(annotation, value.present)
+
+
+def _own_annotations(
+    args: Sequence[SliceArg], picked: Selection, duration_ns: np.ndarray, interned: Interned
+) -> list[Piece]:
+    """The annotations of args only one kind has, over that kind's rows."""
+    out: list[Piece] = []
+    for arg in args:
+        value = _value(arg, picked, duration_ns, interned)
+        out += _annotation(interned.annotation_names[arg.name], value)
+    return out
+
+
+def _annotations(
+    track: SliceTrack,
+    sel: np.ndarray,
+    kinds: np.ndarray,
+    interned: Interned,
+) -> tuple[list[Piece], np.ndarray]:
+    """Every arg of the chunk's slices, and each row's category iid.
+
+    The args all kinds share are one field over every row; the others are a ``choice``
+    per kind, made over that kind's rows only, before and after the shared ones.
+    """
+    rows = sel.shape[0]
+    known = np.isin(kinds, list(CATEGORIES))
+    present_kinds: list[int | None] = [*np.unique(kinds[known]).tolist()]
+    if not known.all():
+        present_kinds.append(None)  # kinds this version does not know: generic args
+    shared, own = split_args(present_kinds)
+    category = np.zeros(rows, dtype=np.int64)
+    before: list[tuple[np.ndarray, list[Piece]]] = []
+    after: list[tuple[np.ndarray, list[Piece]]] = []
+    for kind in present_kinds:
+        index = np.flatnonzero(~known if kind is None else kinds == kind)
+        category[index] = interned.categories[category_of(kind)]
+        rows_of_kind = np.take(sel, index)
+        picked = Selection(track, rows_of_kind)
+        duration = np.take(track.duration_ns, rows_of_kind)
+        first, last = own[kind]
+        before.append((index, _own_annotations(first, picked, duration, interned)))
+        after.append((index, _own_annotations(last, picked, duration, interned)))
+    annotations = choice(before, rows)
+    # A shared arg is one table entry, so one value whatever the kind: read for all rows.
+    every = Selection(track, sel)
+    annotations += _own_annotations(shared, every, pick(track.duration_ns, sel), interned)
+    annotations += choice(after, rows)
+    return annotations, category
+
+
+def slice_packets(
+    track: SliceTrack, sel: np.ndarray, uuids: np.ndarray, interned: Interned
+) -> bytes:
+    """The begin and end packets of the slices ``sel`` of ``track``, in time order, as
+    ``Trace.packet`` entries. ``uuids``: each lane's track uuid."""
+    start = pick(track.start_ns, sel)
+    uuid = [_TRACK_UUID, varints(np.take(uuids, pick(track.lane, sel)))]
+    annotations, category = _annotations(track, sel, pick(track.kind, sel), interned)
+    begin_event: list[Piece] = [
+        _TYPE + varint(_SLICE_BEGIN),
+        *uuid,
+        _NAME_IID,
+        varints(pick(track.name_id, sel) + 1),
+        _CATEGORY_IID,
+        varints(category),
+        *annotations,
+    ]
+    begin = [_TIMESTAMP, varints(start), _SEQUENCE, *message(_TRACK_EVENT, begin_event)]
+    end_event: list[Piece] = [_TYPE + varint(_SLICE_END), *uuid]
+    end_time = start + pick(track.duration_ns, sel)
+    end = [_TIMESTAMP, varints(end_time), _SEQUENCE, *message(_TRACK_EVENT, end_event)]
+    return encode_rows([*message(_PACKET, begin), *message(_PACKET, end)], sel.shape[0])
+
+
+__all__ = ["SEQUENCE_ID", "Interned", "slice_packets", "split_args"]

@@ -1,0 +1,163 @@
+"""Perfetto packets encoded from columns (export/protowire.py, perfetto_rows.py): the
+bytes parse with protobuf's own classes into exactly the messages meant, canonically
+encoded, and every slice, name, arg, track and counter of a timeline survives."""
+
+from __future__ import annotations
+
+import io
+import math
+import zlib
+from collections import Counter
+from typing import Any
+
+import numpy as np
+import pytest
+
+from tests.unit.test_chrome_rows import _expected_events, _mixed_timeline
+from tests.unit.test_export_formats import inflated, perfetto_packets, perfetto_view
+from tfprof.collector.export.protowire import (
+    LEN,
+    VARINT,
+    encode_rows,
+    fixed64,
+    message,
+    optional,
+    tag,
+    varint,
+    varints,
+)
+from tfprof.collector.timeline import Timeline
+
+pftrace = pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
+
+INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
+
+
+def test_varints_are_protobufs_own() -> None:
+    rng = np.random.default_rng(7)
+    edges = [0, 1, 127, 128, 16383, 16384, (1 << 21) - 1, 1 << 21, INT64_MAX, -1, INT64_MIN]
+    for values in (
+        np.array(edges),
+        rng.integers(INT64_MIN, INT64_MAX, 300, dtype=np.int64),
+        rng.integers(0, 1 << 14, 300),
+        rng.integers(0, 128, 300),
+        np.full(5, 300),
+    ):
+        field = [tag(4, VARINT), varints(values)]  # DebugAnnotation.int_value
+        rows = values.shape[0]
+        data = encode_rows(message(tag(4, LEN), field), rows)  # TrackEvent.debug_annotations
+        event = pftrace.TrackEvent.FromString(data)
+        assert [a.int_value for a in event.debug_annotations] == values.tolist()
+        assert len(event.SerializeToString()) == len(data)  # canonical: no byte to spare
+
+
+def test_optional_pieces_and_nested_sizes() -> None:
+    rng = np.random.default_rng(8)
+    rows = 400
+    present = rng.random(rows) < 0.5
+    numbers = rng.integers(0, 1 << 40, rows)
+    doubles = rng.random(rows) * 1e6
+    body = [
+        tag(9, VARINT) + varint(1),  # TrackEvent.type
+        *optional(
+            message(tag(4, LEN), [tag(1, VARINT) + varint(3), tag(4, VARINT), varints(numbers)]),
+            present,
+        ),
+        tag(10, VARINT),  # name_iid
+        varints(numbers % 1000),
+        *message(tag(4, LEN), [tag(1, VARINT) + varint(5), tag(5, 1), fixed64(doubles)]),
+    ]
+    packets = message(tag(1, LEN), [tag(8, VARINT), varints(numbers), *message(tag(11, LEN), body)])
+    data = encode_rows(packets, rows)
+    trace = pftrace.Trace.FromString(data)
+    assert len(trace.packet) == rows
+    rows_out = zip(trace.packet, present.tolist(), numbers.tolist(), doubles.tolist(), strict=True)
+    for packet, has, number, double in rows_out:
+        assert packet.timestamp == number and packet.track_event.name_iid == number % 1000
+        annotations = [
+            (a.name_iid, a.int_value if a.name_iid == 3 else a.double_value)
+            for a in packet.track_event.debug_annotations
+        ]
+        assert annotations == ([(3, number)] if has else []) + [(5, double)]
+    assert len(trace.SerializeToString()) == len(data)
+
+
+def _view(timeline: Timeline, **kw: Any) -> dict[str, Any]:
+    return perfetto_view(perfetto_packets(timeline, **kw))
+
+
+def _slice_key(track: str, thread: str, event: dict[str, Any]) -> tuple[Any, ...]:
+    args = {
+        k: v
+        for k, v in event["args"].items()
+        if not (v is None or (isinstance(v, float) and math.isnan(v)))
+    }
+    return (track, thread, event["name"], event["ts"], event["dur"], repr(sorted(args.items())))
+
+
+def test_every_slice_name_arg_and_track_survives() -> None:
+    timeline = _mixed_timeline(3000)
+    view = _view(timeline)
+    processes = {p.pid: p.name for p in timeline.processes}
+    threads = {
+        tid: name
+        for track in timeline.slices
+        for tid, name in zip(track.thread_ids, track.thread_names, strict=True)
+    }
+    expected = Counter(
+        _slice_key(
+            processes[e["pid"]],
+            threads[e["tid"]],
+            {**e, "ts": round(e["ts"] * 1000), "dur": round(e["dur"] * 1000)},
+        )
+        for e in _expected_events(timeline)
+    )
+    got = Counter(_slice_key(s["track"], s["thread"], s) for s in view["slices"])
+    assert got == expected
+    assert view["ends"] == len(view["slices"]) == timeline.num_slices
+    assert sorted(view["names"].values()) == sorted(timeline.names)
+    cats = {s["cat"] for s in view["slices"]}
+    assert cats == {"kernel", "memcpy", "memset", "sync", "activity"}
+    # the args of each slice in the table's order
+    kernel = next(s for s in view["slices"] if s["cat"] == "kernel")
+    assert list(kernel["args"])[:2] == ["grid", "block"]
+
+
+def test_compression_and_chunks_change_no_packet() -> None:
+    timeline = _mixed_timeline(900, seed=9)
+    plain = perfetto_packets(timeline, compress=False)
+    assert not any(p.HasField("compressed_packets") for p in plain)
+    assert perfetto_packets(timeline) == plain
+    assert _view(timeline, chunk_events=7) == _view(timeline)
+
+
+def test_deflate_without_isal_is_zlibs(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    from tfprof.collector.export import perfetto
+
+    data = b"packets " * 1000
+    fast = perfetto.deflate(data)
+    monkeypatch.setitem(sys.modules, "isal", None)  # as if its wheel were missing
+    slow = perfetto.pick_deflate()
+    assert getattr(slow, "func", None) is zlib.compress
+    assert zlib.decompress(fast) == zlib.decompress(slow(data)) == data
+    monkeypatch.setattr(perfetto, "deflate", slow)
+    timeline = _mixed_timeline(300, seed=11)
+    assert perfetto_packets(timeline) == perfetto_packets(timeline, compress=False)
+
+
+def test_slices_go_in_deflated_packets_after_plain_descriptors() -> None:
+    timeline = _mixed_timeline(500, seed=10)
+    from tfprof.collector.export.perfetto import PerfettoReporter
+
+    out = io.BytesIO()
+    PerfettoReporter(timeline).render(out)
+    top = list(pftrace.Trace.FromString(out.getvalue()).packet)
+    compressed = [p for p in top if p.HasField("compressed_packets")]
+    assert compressed and top[0].HasField("clock_snapshot")
+    assert all(p.HasField("track_descriptor") or p.HasField("interned_data") or p in compressed
+               for p in top[1:])  # fmt: skip
+    inner = pftrace.Trace.FromString(zlib.decompress(compressed[0].compressed_packets)).packet
+    assert any(p.HasField("track_event") for p in inner)
+    assert len(inflated(top)) > len(top)
