@@ -95,11 +95,14 @@ def launcher_job(
     )  # fmt: skip
 
 
-def env_job(node: Path, job: str, replay: Path, sentinel: Path) -> subprocess.Popen[str]:
-    """A job started with only ``tfprof-agent env``'s exports (its default capture mode,
-    on-demand), relayed by the node daemon."""
+def env_job(
+    node: Path, job: str, replay: Path, sentinel: Path, capture: str = "on-demand"
+) -> subprocess.Popen[str]:
+    """A job started with only ``tfprof-agent env``'s exports (``env``'s default capture
+    mode is on-demand), relayed by the node daemon, on the daemon's skewed clock."""
     exports = subprocess.run(
-        agent_cmd("env", "--socket", str(node / "agent.sock"), "--job", job, "--format", "json"),
+        agent_cmd("env", "--socket", str(node / "agent.sock"), "--job", job, "--format", "json",
+                  "--capture", capture),
         env=clean_env(), capture_output=True, text=True, timeout=60, check=True,
     )  # fmt: skip
     env = clean_env(TFPROF_TEST_CLOCK_SKEW_NS=str(SKEW_NS), **json.loads(exports.stdout))
@@ -261,3 +264,41 @@ def test_on_demand_jobs_record_only_inside_the_captures_they_match(
     assert [len(c["streams"]) for c in listing] == [3, 1]
     assert [s["job"] for s in listing[1]["streams"]] == ["beta"]
     assert {s["job"] for s in listing[0]["streams"]} == set(jobs)
+
+
+def test_periodic_windows_have_the_configured_length_and_period(
+    traces: Path,
+    collector: Collector,
+    node: Path,
+    tmp_path: Path,
+    stop_all: list[subprocess.Popen[str]],
+) -> None:
+    """periodic:1s/3s for ~10 s, through a launcher and through the daemon: records
+    cluster in 1 s windows starting at multiples of 3 s of each host's clock."""
+    on, every = 1 * S, 3 * S
+    replay = traces / DENSE
+    gap = widest_gap(str(replay))
+    sentinel = tmp_path / "stop"
+    daemon = start_daemon_skewed(collector, node)
+    stop_all.append(daemon.proc)
+    jobs = {
+        "launched": launcher_job(collector.address, "launched", "periodic:1s/3s", replay, sentinel),
+        "relayed": env_job(node, "relayed", replay, sentinel, capture="periodic:1s/3s"),
+    }
+    stop_all.extend(jobs.values())
+    wait_for_streams(collector.data_dir, set(jobs))
+    time.sleep(10.0)
+    finish(jobs, sentinel)
+    assert daemon.stop() == 0, daemon.output()
+    for job in Store(collector.data_dir).load_jobs():
+        (stream,) = job.streams
+        local = np.sort(stream.records["start_ns"])  # the host's clock, as the windows are
+        assert len(local), f"{job.name}: nothing captured"
+        phase = local % every
+        assert int((phase >= on).sum()) == 0, f"{job.name}: records outside the windows"
+        windows = np.unique(local // every)
+        assert len(windows) >= 2, f"{job.name}: {len(windows)} window(s) in ~10 s"
+        for k in windows[1:-1]:  # the replay may start or stop inside the outer ones
+            inside = local[local // every == k]
+            assert inside[0] - k * every <= gap + 100 * MS, job.name
+            assert k * every + on - inside[-1] <= gap + 100 * MS, job.name
