@@ -96,7 +96,7 @@ def launcher_job(
 
 
 def env_job(
-    node: Path, job: str, replay: Path, sentinel: Path, capture: str = "on-demand"
+    node: Path, job: str, replay: Path, sentinel: Path, capture: str = "on-demand", **extra: str
 ) -> subprocess.Popen[str]:
     """A job started with only ``tfprof-agent env``'s exports (``env``'s default capture
     mode is on-demand), relayed by the node daemon, on the daemon's skewed clock."""
@@ -107,7 +107,7 @@ def env_job(
     )  # fmt: skip
     env = clean_env(TFPROF_TEST_CLOCK_SKEW_NS=str(SKEW_NS), **json.loads(exports.stdout))
     env.update(TFPROF_SOURCE=f"replay:{replay}", TFPROF_REPLAY_SPEED="1",
-               TFPROF_REPLAY_REPEAT=REPEAT, TFPROF_EXIT_TIMEOUT="4")  # fmt: skip
+               TFPROF_REPLAY_REPEAT=REPEAT, TFPROF_EXIT_TIMEOUT="4", **extra)  # fmt: skip
     return subprocess.Popen(
         [sys.executable, "-c", job_code(sentinel)],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -302,3 +302,37 @@ def test_periodic_windows_have_the_configured_length_and_period(
             inside = local[local // every == k]
             assert inside[0] - k * every <= gap + 100 * MS, job.name
             assert k * every + on - inside[-1] <= gap + 100 * MS, job.name
+
+
+def test_a_rank_that_starts_during_a_window_records_the_rest_of_it(
+    traces: Path,
+    collector: Collector,
+    node: Path,
+    tmp_path: Path,
+    stop_all: list[subprocess.Popen[str]],
+) -> None:
+    """The window reaches a stream that says hello while it is open (pushed right after
+    its hello's acknowledgement): the late rank records from its arrival to the end."""
+    replay = traces / DENSE
+    gap = widest_gap(str(replay))
+    sentinel = tmp_path / "stop"
+    daemon = start_daemon_skewed(collector, node)
+    stop_all.append(daemon.proc)
+    early = env_job(node, "ranks", replay, sentinel, RANK="0")
+    stop_all.append(early)
+    wait_for_streams(collector.data_dir, {"ranks"})
+    _, window = capture(collector.address, "--job", "ranks", "--duration", "6s",
+                        "--start-in", "0")  # fmt: skip
+    late = env_job(node, "ranks", replay, sentinel, RANK="1")
+    stop_all.append(late)
+    time.sleep((window.end_ns - time.time_ns()) / 1e9 + 2.0)
+    finish({"early": early, "late": late}, sentinel)
+    assert daemon.stop() == 0, daemon.output()
+    streams = [s for run in Store(collector.data_dir).load_jobs(["ranks"]) for s in run.streams]
+    by_task = {s.task: np.sort(s.records["start_ns"] + s.record_shift_ns) for s in streams}
+    assert sorted(by_task) == ["0", "1"]
+    for task, got in by_task.items():
+        assert len(got), f"rank {task}: nothing captured"
+        assert bool(window.holds(got).all()), f"rank {task}: records outside the window"
+        assert window.end_ns - got[-1] <= gap + 100 * MS, task
+    assert by_task["1"][0] > by_task["0"][0], "the late rank recorded before it started"
