@@ -304,15 +304,17 @@ def test_periodic_windows_have_the_configured_length_and_period(
             assert k * every + on - inside[-1] <= gap + 100 * MS, job.name
 
 
-def test_a_rank_that_starts_during_a_window_records_the_rest_of_it(
+def test_processes_that_start_during_a_window_record_the_rest_of_it(
     traces: Path,
     collector: Collector,
     node: Path,
     tmp_path: Path,
     stop_all: list[subprocess.Popen[str]],
 ) -> None:
-    """The window reaches a stream that says hello while it is open (pushed right after
-    its hello's acknowledgement): the late rank records from its arrival to the end."""
+    """A window reaches a stream that says hello while it is open (pushed right after
+    its hello's acknowledgement), through the daemon (a second rank of the job) and
+    through a launcher (a job started after a capture of --all): each records from its
+    arrival to the window's end."""
     replay = traces / DENSE
     gap = widest_gap(str(replay))
     sentinel = tmp_path / "stop"
@@ -321,18 +323,25 @@ def test_a_rank_that_starts_during_a_window_records_the_rest_of_it(
     early = env_job(node, "ranks", replay, sentinel, RANK="0")
     stop_all.append(early)
     wait_for_streams(collector.data_dir, {"ranks"})
-    _, window = capture(collector.address, "--job", "ranks", "--duration", "6s",
-                        "--start-in", "0")  # fmt: skip
-    late = env_job(node, "ranks", replay, sentinel, RANK="1")
-    stop_all.append(late)
+    _, window = capture(collector.address, "--all", "--duration", "6s", "--start-in", "0")
+    late = {
+        "late-rank": env_job(node, "ranks", replay, sentinel, RANK="1"),
+        "late-job": launcher_job(collector.address, "latejob", "on-demand", replay, sentinel),
+    }
+    stop_all.extend(late.values())
     time.sleep((window.end_ns - time.time_ns()) / 1e9 + 2.0)
-    finish({"early": early, "late": late}, sentinel)
+    finish({"early": early, **late}, sentinel)
     assert daemon.stop() == 0, daemon.output()
-    streams = [s for run in Store(collector.data_dir).load_jobs(["ranks"]) for s in run.streams]
-    by_task = {s.task: np.sort(s.records["start_ns"] + s.record_shift_ns) for s in streams}
-    assert sorted(by_task) == ["0", "1"]
-    for task, got in by_task.items():
-        assert len(got), f"rank {task}: nothing captured"
-        assert bool(window.holds(got).all()), f"rank {task}: records outside the window"
-        assert window.end_ns - got[-1] <= gap + 100 * MS, task
-    assert by_task["1"][0] > by_task["0"][0], "the late rank recorded before it started"
+    streams = [s for run in Store(collector.data_dir).load_jobs() for s in run.streams]
+    got = {
+        "ranks/" + s.task if s.job == "ranks" else s.job: np.sort(
+            s.records["start_ns"] + s.record_shift_ns
+        )
+        for s in streams
+    }
+    assert sorted(got) == ["latejob", "ranks/0", "ranks/1"]
+    for name, times in got.items():
+        assert len(times), f"{name}: nothing captured"
+        assert bool(window.holds(times).all()), f"{name}: records outside the window"
+        assert window.end_ns - times[-1] <= gap + 100 * MS, name
+    assert got["ranks/1"][0] > got["ranks/0"][0], "the late rank recorded before it started"
