@@ -174,6 +174,29 @@ def test_controller_with_a_lead_applies_edges_ahead_and_never_dates_before_now()
     assert rec.calls[-1] == (True, 200 * S)
 
 
+def test_stopping_ends_a_window_in_progress_at_the_present() -> None:
+    """At exit the window ends with the process (a replay source drains on after)."""
+    now = [0]
+    sched = CaptureSchedule(CaptureMode("periodic", 2 * S, 4 * S), started_ns=0)
+    ctl, rec = controller(sched, now)
+    ctl.advance()
+    now[0] = 1 * S
+    ctl.stop(1.0)
+    assert rec.calls == [(True, 0), (False, 1 * S)] and not ctl.capturing
+    # A start applied ahead (the lead) closes at that start: an empty window.
+    ahead, rec = controller(CaptureSchedule(CaptureMode("periodic", 1 * S, 4 * S), 0), now,
+                            lead_ns=5 * S)  # fmt: skip
+    now[0] = 3 * S + 500_000_000  # edges up to 8.5 s applied: on at 4 s, off at 5 s, on at 8 s
+    ahead.advance()
+    ahead.stop(1.0)
+    assert rec.calls == [(True, 4 * S), (False, 5 * S), (True, 8 * S), (False, 8 * S)]
+    # Outside every window nothing more is applied.
+    idle, rec = controller(CaptureSchedule(CaptureMode("on-demand"), 0), now)
+    idle.advance()
+    idle.stop(1.0)
+    assert rec.calls == []
+
+
 def test_controller_reads_capture_frames_split_anywhere_and_skips_what_it_does_not_know() -> None:
     now = [10 * S]
     sched = CaptureSchedule(ON_DEMAND, started_ns=0)

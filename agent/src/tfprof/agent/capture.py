@@ -215,7 +215,9 @@ class CaptureController:
         self._thread.start()
 
     def stop(self, timeout: float) -> None:
-        """End the thread; the source stays in whatever state it was left in."""
+        """End the thread, then any window in progress at the present: capture ends
+        with the process, and a source that runs on at exit (replay drains its thread)
+        must record nothing past it. An edge already applied ahead (the lead) stays."""
         self._stopping = True
         with contextlib.suppress(OSError):
             os.write(self._wake_w, b"x")
@@ -226,6 +228,13 @@ class CaptureController:
         for fd in (self._wake_r, self._wake_w):
             with contextlib.suppress(OSError):
                 os.close(fd)
+        if self.capturing:
+            self.capturing = False
+            try:
+                self._apply(False, max(self._now_ns(), self._cursor))
+            except Exception as exc:
+                if self._on_error is not None:
+                    self._on_error(exc)
 
     def advance(self) -> int | None:
         """Apply every edge up to now + lead; the next edge to wake for, or None."""

@@ -19,7 +19,7 @@ import sys
 import threading
 from typing import TYPE_CHECKING, Any
 
-from tfprof.agent import bundle, identity
+from tfprof.agent import bundle, clock, identity
 from tfprof.agent.config import AgentConfig
 from tfprof.agent.errors import UsageError
 from tfprof.core.names import is_safe_name
@@ -158,6 +158,9 @@ class NodeDaemon:
 
 def run(cfg: AgentConfig, socket_path: str, bootstrap_dir: str, abis: list[str]) -> int:
     """Serve until SIGTERM or SIGINT; exit status 0 after a clean stop."""
+    # The hooks on this node stamp records and read windows on the skewed clock (tests);
+    # the offset measured here must be that clock's, or windows land off by the skew.
+    clock.set_skew(cfg.clock_skew_ns)
     daemon = NodeDaemon(cfg, socket_path, bootstrap_dir, abis)
     stop = threading.Event()
     previous = {
