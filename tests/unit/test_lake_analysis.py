@@ -115,3 +115,28 @@ def test_records_are_released_after_each_process(two_dirs: list[Path]) -> None:
         gpu_only = stream.num_records
     with stream.loaded():
         assert stream.num_records > gpu_only > 0
+
+
+def test_calls_in_steps_equals_a_pass_per_step() -> None:
+    from types import SimpleNamespace
+    from typing import cast
+
+    import numpy as np
+
+    from tfprof.collector.advice.sync_per_step import _calls_in_steps
+
+    rng = np.random.default_rng(7)
+    n = 400
+    start = rng.integers(0, 1_000, n)
+    host = SimpleNamespace(process=rng.integers(0, 3, n), start=start,
+                           end=start + rng.integers(0, 200, n))  # fmt: skip
+    steps, calls = np.arange(0, 40), np.arange(40, n)  # steps overlap, calls on edges too
+    per_step, inside = _calls_in_steps(cast(RecordSet, SimpleNamespace(host=host)), steps, calls)
+    hits = [
+        (host.process[calls] == host.process[s])
+        & (host.start[calls] >= host.start[s])
+        & (host.start[calls] <= host.end[s])
+        for s in steps
+    ]
+    assert per_step.tolist() == [int(h.sum()) for h in hits]
+    assert inside.tolist() == np.logical_or.reduce(hits).tolist()
