@@ -9,7 +9,7 @@ data dir's Parquet lake (``tfprof-collector compact``). The data dir is kept und
 ``--work-dir`` and reused by later runs with the same sizes.
 
 Each command then runs as the CLI runs it (``tfprof-collector ...``), in a fresh
-subprocess, so each peak RSS (``getrusage``, children excluded) is its own. Prints
+subprocess, so each peak RSS (VmHWM, children excluded) is its own. Prints
 figures; asserts nothing.
 
     .venv/bin/python bench/summary_scale.py --records 10000000
@@ -90,6 +90,12 @@ def store_records(data_dir: Path, trace_path: Path, records: int, processes: int
 
 
 def peak_rss_mib() -> float:
+    """This process image's peak RSS: VmHWM starts afresh at exec, where getrusage's
+    ru_maxrss keeps the peak of the process that forked it."""
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
 
 

@@ -480,7 +480,10 @@ class _Table:
             "job": np.full(m, job, dtype=np.int32),
             "process": np.full(m, process, dtype=np.int32),
             "name": name[idx],
-            "category": np.where(marker, domain, category),
+            # Narrow where the values are: interned ids, CUresult, CUPTI enums.
+            "category": np.where(marker, domain, category).astype(np.int32),
+            "return_value": prep.column("return_value")[idx].astype(np.int32),
+            "memory_op": prep.column("memory_op")[idx].astype(np.int8),
             "device": device,
             "gpu": gpu,
         }
@@ -505,10 +508,19 @@ class _Table:
             self.memory_base[key] = self.memory_base.get(key, 0) + int(delta[gpus == g].sum())
 
     def columns(self) -> dict[str, np.ndarray]:
-        return {c: _concat(v, np.int8 if c == "kind" else np.int64) for c, v in self._parts.items()}
+        return _take(self._parts)
 
     def host_columns(self) -> dict[str, np.ndarray]:
-        return {c: _concat(v, np.int8 if c == "kind" else np.int64) for c, v in self._host.items()}
+        return _take(self._host)
+
+
+def _take(parts: dict[str, list[np.ndarray]]) -> dict[str, np.ndarray]:
+    """Each column whole; a column's parts are dropped as soon as it is joined, so the
+    table is never held twice."""
+    out = {}
+    for c in list(parts):
+        out[c] = _concat(parts.pop(c), np.int8 if c == "kind" else np.int64)
+    return out
 
 
 _HOST_KINDS = np.array([int(k) for k in HOST_KINDS])

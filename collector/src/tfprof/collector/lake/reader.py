@@ -17,6 +17,7 @@ by name, runs oldest first); runs found only in lakes follow, by job and run id.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import logging
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -74,6 +75,16 @@ READ_COLUMNS = (
 )  # fmt: skip
 
 
+# Columns held narrower than int64 while a stream is loaded: signed, and wide enough for
+# every value their lake type holds (names: stream-local string ids). The rest, ids
+# and times that analyses shift and combine, stay int64.
+_DTYPES: dict[str, type] = {
+    "name": np.int32, "category": np.int32, "return_value": np.int32,
+    "copy_kind": np.int16, "src_kind": np.int16, "dst_kind": np.int16,
+    "sync_type": np.int16, "memory_op": np.int16,
+}  # fmt: skip
+
+
 @dataclass
 class StreamParts:
     """Where one stream's rows are: segment files per table and log-tail rows per table."""
@@ -98,11 +109,35 @@ class LakeStream(StreamData):
         tables = GPU_TABLES + (HOST_TABLES if host else ())
         self.records, self.strings = read_records(self.parts, tables)
         self.host_samples = read_host_samples(self.parts)
+        pa.default_memory_pool().release_unused()  # the Arrow buffers are numpy's now
         try:
             yield
         finally:
             self.records, self.strings = empty_records(), [""]
             self.host_samples = empty_host()
+            _return_freed_memory()
+
+
+def _return_freed_memory() -> None:
+    pa.default_memory_pool().release_unused()
+
+
+# glibc's M_MMAP_THRESHOLD (malloc.h): allocations of at least this many bytes get their
+# own mapping, returned to the system when freed.
+_M_MMAP_THRESHOLD = -3
+_MMAP_THRESHOLD_BYTES = 1 << 20
+
+
+def _map_large_allocations() -> None:
+    """Stop glibc from raising its mmap threshold after large frees (up to 32 MiB):
+    each stream's columns would then come from the heap and, fragmented by what the
+    table keeps, stay resident after the stream is released (measured: +50% peak RSS
+    over 10M records)."""
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD_BYTES)
+    except (OSError, AttributeError):  # not glibc: its allocator is left as it is
+        pass
 
 
 def _read(parts: StreamParts, table: str, columns: Sequence[str]) -> pa.Table | None:
@@ -133,10 +168,10 @@ class _Strings:
         for chunk in column.chunks:
             if not isinstance(chunk, pa.DictionaryArray):
                 chunk = pc.dictionary_encode(chunk)
-            table = np.array([self._id(v) for v in chunk.dictionary.to_pylist()], np.int64)
+            table = np.array([self._id(v) for v in chunk.dictionary.to_pylist()], np.int32)
             indices = chunk.indices.fill_null(0).to_numpy(zero_copy_only=False)
-            out.append(table[indices] if len(table) else np.zeros(len(chunk), np.int64))
-        return np.concatenate(out) if out else np.zeros(0, np.int64)
+            out.append(table[indices] if len(table) else np.zeros(len(chunk), np.int32))
+        return np.concatenate(out) if out else np.zeros(0, np.int32)
 
     def _id(self, name: str | None) -> int:
         if not name:
@@ -163,15 +198,15 @@ def read_records(
         if rows is None or not rows.num_rows:
             continue
         n = rows.num_rows
-        columns["kind"].append(np.full(n, _KIND_OF[name], np.int64))
+        columns["kind"].append(np.full(n, _KIND_OF[name], np.int8))
         for c in READ_COLUMNS:
             if c not in lake_names:
-                columns[c].append(np.zeros(n, np.int64))
+                columns[c].append(np.zeros(n, _DTYPES.get(c, np.int64)))
             elif pa.types.is_dictionary(rows.schema.field(lake_names[c]).type):
                 columns[c].append(strings.ids(rows.column(lake_names[c])))
             else:
                 values = rows.column(lake_names[c]).to_numpy()
-                columns[c].append(values.astype(np.int64, copy=False))
+                columns[c].append(values.astype(_DTYPES.get(c, np.int64), copy=False))
         del rows
     n = sum(p.shape[0] for p in columns["kind"])
     zeros = np.broadcast_to(np.int64(0), (n,))
@@ -233,6 +268,7 @@ def open_jobs(arguments: Sequence[str], names: Sequence[str] | None = None) -> L
         local = argument.removeprefix("file://")
         if not is_url(local) and not Path(local).is_dir():
             raise NotFound(f"no such data dir: {argument}")
+    _map_large_allocations()
     engine = Engine(list(arguments))
     found = _Found()
     tails = Tails()
