@@ -42,6 +42,16 @@ RULES: tuple[ModuleType, ...] = (
     memory_capacity,
 )
 RULE_NAMES = tuple(r.NAME for r in RULES)
+# Rules that read the host side (API calls, ranges, memory records); the others read
+# GPU records only, so a reader may leave the host side out when none of these runs.
+HOST_RULES = frozenset(
+    {launch_bound.NAME, host_stalls.NAME, sync_per_step.NAME, memory_capacity.NAME}
+)
+
+
+def needs_host(rules: Sequence[str] | None) -> bool:
+    """Whether the named rules (all when none is named) read host records."""
+    return not rules or bool(HOST_RULES & set(rules))
 
 
 def advise(rs: RecordSet, rules: Sequence[str] | None = None) -> list[Finding]:
@@ -60,4 +70,4 @@ def advise(rs: RecordSet, rules: Sequence[str] | None = None) -> list[Finding]:
     return findings
 
 
-__all__ = ["RULES", "RULE_NAMES", "Finding", "advise"]
+__all__ = ["HOST_RULES", "RULES", "RULE_NAMES", "Finding", "advise", "needs_host"]

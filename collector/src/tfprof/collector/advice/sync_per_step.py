@@ -44,10 +44,38 @@ def _steps(rs: RecordSet, job: int) -> tuple[np.ndarray, bool]:
     h = rs.host
     ranges = host_ranges(rs)
     ranges = ranges[h.job[ranges] == job]
-    named = np.array([bool(STEP_NAME.search(rs.names[int(n)])) for n in h.name[ranges]])
+    # The pattern once per distinct name, not once per range.
+    ids, inverse = np.unique(h.name[ranges], return_inverse=True)
+    is_step = np.array([bool(STEP_NAME.search(rs.names[int(n)])) for n in ids.tolist()], bool)
+    named = is_step[inverse.reshape(-1)] if ids.shape[0] else np.zeros(0, dtype=bool)
     if named.any():
         return ranges[named], True
     return _outermost(rs, ranges), False
+
+
+def _calls_in_steps(
+    rs: RecordSet, steps: np.ndarray, calls: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per step, the calls of its process (any thread) that started inside it (both ends
+    included); per call, whether it started inside any step. Sorted starts and
+    ``searchsorted`` per process, not a pass over every call per step."""
+    h = rs.host
+    per_step = np.zeros(steps.shape[0], dtype=np.int64)
+    inside = np.zeros(calls.shape[0], dtype=bool)
+    for process in np.unique(h.process[steps]).tolist():
+        mine = np.flatnonzero(h.process[steps] == process)
+        theirs = np.flatnonzero(h.process[calls] == process)
+        order = np.argsort(h.start[calls[theirs]], kind="stable")
+        starts = h.start[calls[theirs]][order]
+        lo = np.searchsorted(starts, h.start[steps[mine]], side="left")
+        hi = np.searchsorted(starts, h.end[steps[mine]], side="right")
+        per_step[mine] = np.maximum(hi - lo, 0)
+        # A call is inside a step when some step's [lo, hi) holds its sorted position.
+        depth = np.zeros(starts.shape[0] + 1, dtype=np.int64)
+        np.add.at(depth, lo, 1)
+        np.add.at(depth, np.maximum(hi, lo), -1)
+        inside[theirs[order]] = np.cumsum(depth)[:-1] > 0
+    return per_step, inside
 
 
 def check(ctx: Context) -> list[Finding]:
@@ -60,17 +88,7 @@ def check(ctx: Context) -> list[Finding]:
         steps, named = _steps(rs, j)
         if steps.shape[0] == 0:
             continue
-        # The step each call started in (any thread of the same process).
-        per_step = np.zeros(steps.shape[0], dtype=np.int64)
-        inside = np.zeros(mine.shape[0], dtype=bool)
-        for i, step in enumerate(steps.tolist()):
-            hit = (
-                (h.process[mine] == h.process[step])
-                & (h.start[mine] >= h.start[step])
-                & (h.start[mine] <= h.end[step])
-            )
-            per_step[i] = int(hit.sum())
-            inside |= hit
+        per_step, inside = _calls_in_steps(rs, steps, mine)
         used = per_step > 0 if not named else np.ones(steps.shape[0], dtype=bool)
         total = int(per_step.sum())
         mean = total / max(int(used.sum()), 1)

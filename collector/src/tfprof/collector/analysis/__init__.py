@@ -42,6 +42,9 @@ class View:
     depth_field: str = ""  # what --max-depth compares (tree views)
     # Why the view is empty or partial, in a line each (after the record set's notes).
     notes: Callable[[RecordSet], Sequence[str]] | None = None
+    # Whether the view reads the host side (RecordSet.host, the GPU records' links); a
+    # reader of stored jobs leaves it out for the views that do not.
+    host: bool = True
 
 
 VIEWS: dict[str, View] = {
@@ -49,18 +52,20 @@ VIEWS: dict[str, View] = {
     for v in (
         View("kernels", "per kernel name: count, total/avg/min/max us, % of GPU busy time",
              kernels.kernel_rows, kernels.KernelRow, kernels.NAME_FIELD, kernels.TIME_FIELD,
-             hidden=("job",)),
+             hidden=("job",), host=False),
         View("kernels-by-job", "the kernels view per (job, kernel name)",
              lambda rs: kernels.kernel_rows(rs, per_job=True), kernels.KernelRow,
-             kernels.NAME_FIELD, kernels.TIME_FIELD),
+             kernels.NAME_FIELD, kernels.TIME_FIELD, host=False),
         View("streams", "per (job, task, device, stream): busy us and %, kernels, copies, memsets",
-             streams.stream_rows, streams.StreamRow, streams.NAME_FIELD, streams.TIME_FIELD),
+             streams.stream_rows, streams.StreamRow, streams.NAME_FIELD, streams.TIME_FIELD,
+             host=False),
         View("gpus", "per physical GPU: busy/idle %, longest idle gaps, each job's share",
-             gpus.gpu_rows, gpus.GpuRow, gpus.NAME_FIELD, gpus.TIME_FIELD),
+             gpus.gpu_rows, gpus.GpuRow, gpus.NAME_FIELD, gpus.TIME_FIELD, host=False),
         View("memcpy", "per copy kind x memory kinds: count, bytes, us, GB/s, % overlapped",
-             memcpy.memcpy_rows, memcpy.MemcpyRow, memcpy.NAME_FIELD, memcpy.TIME_FIELD),
+             memcpy.memcpy_rows, memcpy.MemcpyRow, memcpy.NAME_FIELD, memcpy.TIME_FIELD,
+             host=False),
         View("jobs", "per job: processes, GPUs, kernel/copy time, records, dropped",
-             jobs.job_rows, jobs.JobRow, jobs.NAME_FIELD, jobs.TIME_FIELD),
+             jobs.job_rows, jobs.JobRow, jobs.NAME_FIELD, jobs.TIME_FIELD, host=False),
         View("op", "per op (framework op, NVTX range): count, GPU time, kernels, launch CPU time",
              ops.op_rows, ops.OpRow, ops.NAME_FIELD, ops.TIME_FIELD, notes=ops.op_notes),
         View("scope", "name-scope tree of the ops (split at /): self and total GPU time",

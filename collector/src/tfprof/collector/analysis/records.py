@@ -14,8 +14,10 @@ API call that launched it, the op it ran for, its launch latency and queue depth
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
@@ -34,8 +36,10 @@ from tfprof.collector.prepare import (
     PreparedStream,
     TimeWindow,
     host_samples,
-    prepare_jobs,
+    job_labels,
+    prepare_stream,
     small_unique,
+    task_labels,
 )
 from tfprof.core.records import RecordKind
 from tfprof.core.tracks import TrackKey
@@ -165,11 +169,19 @@ def _lost_records(job: JobData) -> int | None:
 
 
 def prepare(
-    jobs: Sequence[JobData], since_ns: int | None = None, until_ns: int | None = None
+    jobs: Sequence[JobData],
+    since_ns: int | None = None,
+    until_ns: int | None = None,
+    *,
+    host: bool = True,
 ) -> RecordSet:
     """All records of ``jobs`` overlapping ``[since_ns, until_ns)``, clipped to it.
 
     Without bounds the window runs from the first record's start to the last one's end.
+    Streams read from the lake (``Deferred``) are loaded one process at a time and
+    released once its rows are in the table, so only the table stays whole. Without
+    ``host``, API calls, ranges and memory records are left out (``RecordSet.host`` is
+    empty, no GPU record is linked): the GPU-only views and rules need none of them.
     """
     if since_ns is not None and until_ns is not None and since_ns >= until_ns:
         raise AnalysisError(f"the window is empty: since {since_ns} >= until {until_ns} (ns)")
@@ -177,31 +189,37 @@ def prepare(
     table = _Table()
     job_refs: list[JobRef] = []
     processes: list[ProcessRef] = []
-    for j, prepared in enumerate(prepare_jobs(jobs, window)):
-        job = prepared.job
+    for j, (job, label) in enumerate(zip(jobs, job_labels(jobs), strict=True)):
+        # Streams of one process (a reconnect) share a task label and correlation ids.
+        by_task: dict[str, list[tuple[StreamData, str, int]]] = {}
+        for stream, task in zip(job.streams, task_labels(job), strict=True):
+            processes.append(ProcessRef(j, task, stream.host, stream.pid))
+            by_task.setdefault(task, []).append((stream, task, len(processes) - 1))
+        host_stats: dict[int, _SampleStats | None] = {}
+        for group in by_task.values():
+            with _loaded([s for s, _, _ in group], host):
+                prepared = [
+                    (prepare_stream(s, window, label, task), process) for s, task, process in group
+                ]
+                table.add(prepared, window, j, host)
+                for s, _, process in group:
+                    host_stats[process] = _sample_stats(s, window)
         job_refs.append(
             JobRef(
-                prepared.label,
+                label,
                 job.name,
                 job.run_id,
                 len(job.streams),
                 job.dropped.total,
                 tuple(sorted({s.source for s in job.streams if s.source})),
-                _host_stats(job.streams, window),
+                _host_stats([host_stats[p] for p in sorted(host_stats)]),
                 tuple(job.skipped)
                 + tuple(f"{s.task}: {w}" for s in job.streams for w in s.skipped),
                 _lost_records(job),
             )
         )
-        # Streams of one process (a reconnect) share a task label and correlation ids.
-        by_task: dict[str, list[tuple[PreparedStream, int]]] = {}
-        for prep in prepared.streams:
-            processes.append(ProcessRef(j, prep.task_label, prep.stream.host, prep.stream.pid))
-            by_task.setdefault(prep.task_label, []).append((prep, len(processes) - 1))
-        for group in by_task.values():
-            table.add(group, window, j)
     columns = table.columns()
-    host = HostRecords(**table.host_columns())
+    host_records = HostRecords(**table.host_columns())
     starts, ends = columns["start"], columns["end"]
     # Without records (no GPU activity) the host samples still span the run.
     sampled = [j.host for j in job_refs if j.host.samples]
@@ -216,29 +234,66 @@ def prepare(
         names=table.names.names,
         start_ns=lo,
         end_ns=hi,
-        host=host,
+        host=host_records,
         memory_gpus=tuple(table.memory_gpus.gpus),
         memory_base=tuple((j, g, b) for (j, g), b in sorted(table.memory_base.items()) if b),
         **columns,
     )
 
 
-def _host_stats(streams: Sequence[StreamData], window: TimeWindow) -> HostStats:
+@runtime_checkable
+class Deferred(Protocol):
+    """A stream whose records are read only while ``loaded`` (lake/reader.py)."""
+
+    def loaded(self, host: bool = True) -> contextlib.AbstractContextManager[None]: ...
+
+
+@contextlib.contextmanager
+def _loaded(streams: Sequence[StreamData], host: bool) -> Iterator[None]:
+    with contextlib.ExitStack() as stack:
+        for stream in streams:
+            if isinstance(stream, Deferred):
+                stack.enter_context(stream.loaded(host))
+        yield
+
+
+@dataclass(frozen=True)
+class _SampleStats:
+    """One stream's host samples in the window: first, last, count, mean CPU, peak RSS."""
+
+    first: int
+    last: int
+    count: int
+    cpu: float
+    rss: int
+
+
+def _sample_stats(stream: StreamData, window: TimeWindow) -> _SampleStats | None:
+    samples = host_samples([stream], window)
+    time = samples["time_ns"]
+    if not time.shape[0]:
+        return None
+    return _SampleStats(
+        int(time[0]),
+        int(time[-1]),
+        int(time.shape[0]),
+        float(samples["cpu_percent"].mean()),
+        int(samples["rss_bytes"].max()),
+    )
+
+
+def _host_stats(streams: Sequence[_SampleStats | None]) -> HostStats:
     """Each process's mean CPU % and peak RSS, summed over the job's processes."""
-    first, last, count, cpu, rss = None, None, 0, 0.0, 0
-    for stream in streams:
-        samples = host_samples([stream], window)
-        time = samples["time_ns"]
-        if not time.shape[0]:
-            continue
-        first = int(time[0]) if first is None else min(first, int(time[0]))
-        last = int(time[-1]) if last is None else max(last, int(time[-1]))
-        count += int(time.shape[0])
-        cpu += float(samples["cpu_percent"].mean())
-        rss += int(samples["rss_bytes"].max())
-    if first is None or last is None:
+    found = [s for s in streams if s is not None]
+    if not found:
         return HostStats()
-    return HostStats(first, last, count, round(cpu, 2), rss)
+    cpu, rss = 0.0, 0
+    for s in found:  # in stream order, as the sums always ran
+        cpu += s.cpu
+        rss += s.rss
+    first = min(s.first for s in found)
+    last = max(s.last for s in found)
+    return HostStats(first, last, sum(s.count for s in found), round(cpu, 2), rss)
 
 
 def _clip(
@@ -307,15 +362,20 @@ class _Table:
         return self._gpus.gpus
 
     def add(
-        self, group: Sequence[tuple[PreparedStream, int]], window: TimeWindow, job: int
+        self,
+        group: Sequence[tuple[PreparedStream, int]],
+        window: TimeWindow,
+        job: int,
+        host: bool = True,
     ) -> None:
-        """One process's streams (``(prepared stream, process index)``)."""
+        """One process's streams (``(prepared stream, process index)``); without ``host``
+        its GPU records only, unlinked."""
         kinds = [prep.column("kind") for prep, _ in group]
         names = [
             self.names.intern_column(prep.stream.strings, prep.column("name"), unnamed=0)
             for prep, _ in group
         ]
-        linked = self._link(group, kinds, names)
+        linked = self._link(group, kinds, names) if host else _unlinked(kinds)
         host_base = self._host_rows
         gpu_offset = 0
         for (prep, process), kind, name in zip(group, kinds, names, strict=True):
@@ -326,6 +386,8 @@ class _Table:
             links = {c: v[mine] for c, v in linked.items()}
             links["api"] = np.where(links["api"] >= 0, links["api"] + host_base, -1)
             self._add_gpu(prep, gpu_rows, window, job, process, name, links)
+            if not host:
+                continue
             host_rows = np.flatnonzero(np.isin(kind, _HOST_KINDS))
             self._add_host(prep, host_rows, window, job, process, name)
             self._add_memory_base(prep, window, job)
@@ -418,7 +480,10 @@ class _Table:
             "job": np.full(m, job, dtype=np.int32),
             "process": np.full(m, process, dtype=np.int32),
             "name": name[idx],
-            "category": np.where(marker, domain, category),
+            # Narrow where the values are: interned ids, CUresult, CUPTI enums.
+            "category": np.where(marker, domain, category).astype(np.int32),
+            "return_value": prep.column("return_value")[idx].astype(np.int32),
+            "memory_op": prep.column("memory_op")[idx].astype(np.int8),
             "device": device,
             "gpu": gpu,
         }
@@ -443,10 +508,19 @@ class _Table:
             self.memory_base[key] = self.memory_base.get(key, 0) + int(delta[gpus == g].sum())
 
     def columns(self) -> dict[str, np.ndarray]:
-        return {c: _concat(v, np.int8 if c == "kind" else np.int64) for c, v in self._parts.items()}
+        return _take(self._parts)
 
     def host_columns(self) -> dict[str, np.ndarray]:
-        return {c: _concat(v, np.int8 if c == "kind" else np.int64) for c, v in self._host.items()}
+        return _take(self._host)
+
+
+def _take(parts: dict[str, list[np.ndarray]]) -> dict[str, np.ndarray]:
+    """Each column whole; a column's parts are dropped as soon as it is joined, so the
+    table is never held twice."""
+    out = {}
+    for c in list(parts):
+        out[c] = _concat(parts.pop(c), np.int8 if c == "kind" else np.int64)
+    return out
 
 
 _HOST_KINDS = np.array([int(k) for k in HOST_KINDS])
@@ -454,6 +528,13 @@ _LAUNCH_COLUMNS = (
     "kind", "start_ns", "duration_ns", "name", "category", "thread", "correlation",
     "external_id", "device", "stream",
 )  # fmt: skip
+
+
+def _unlinked(kinds: Sequence[np.ndarray]) -> dict[str, np.ndarray]:
+    """``_link``'s columns for GPU records left unlinked: no call, no op, no queue."""
+    n = sum(int(np.count_nonzero((k >= RecordKind.KERNEL) & (k <= RecordKind.SYNC))) for k in kinds)
+    none = np.full(n, -1, dtype=np.int64)
+    return {"api": none, "op": none, "latency": np.zeros(n, dtype=np.int64), "queue": none}
 
 
 def _concat(parts: list[np.ndarray], dtype: type) -> np.ndarray:

@@ -22,7 +22,13 @@ def add_input_arguments(p: argparse.ArgumentParser) -> None:
         help="trace file(s) to analyse instead of a data dir: embedded mode's output, an "
         "export, or a Kineto / TF timeline trace (.json or .json.gz); each file is one job",
     )
-    p.add_argument("--data-dir", metavar="DIR", help="collector data dir to analyse")
+    p.add_argument(
+        "--data-dir",
+        action="append",
+        metavar="DIR",
+        help="collector data dir to analyse (never created); also a lake directory or URL "
+        "(file://, s3://, gs://); repeat to analyse several as one timeline (default: none)",
+    )
     p.add_argument(
         "--job", action="append", metavar="NAME", help="job to include (repeatable; default: all)"
     )
@@ -38,14 +44,16 @@ def add_input_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
 
 
-def load_record_set(args: argparse.Namespace) -> RecordSet:
+def load_record_set(args: argparse.Namespace, host: bool = True) -> RecordSet:
+    """The record set to analyse; without ``host`` (views and rules that read GPU
+    records only) stored API calls, ranges and memory records are not even read."""
     from tfprof.collector.terminal import progress
 
     with progress("loading"):
-        return _load(args)
+        return _load(args, host)
 
 
-def _load(args: argparse.Namespace) -> RecordSet:
+def _load(args: argparse.Namespace, host: bool) -> RecordSet:
     from tfprof.collector.timespec import first_event_ns, parse_time
 
     if args.files and args.data_dir:
@@ -56,18 +64,21 @@ def _load(args: argparse.Namespace) -> RecordSet:
         from tfprof.collector.analysis.tracefile import job_from_trace
 
         jobs = [job_from_trace(path) for path in args.files]
+        first = first_event_ns(jobs) if (args.since or args.until) else None
     elif args.data_dir:
-        from tfprof.collector.store import Store
+        from tfprof.collector.lake.reader import open_jobs
 
-        jobs = Store(args.data_dir, create=False).load_jobs(args.job or None)
+        # Segments and log tails, one process at a time (lake/reader.py).
+        stored = open_jobs(args.data_dir, args.job or None)
+        jobs = stored.jobs
         if not jobs:
-            raise NotFound(f"no jobs stored in {args.data_dir}")
+            raise NotFound(f"no jobs stored in {', '.join(args.data_dir)}")
+        first = stored.first_event_ns() if (args.since or args.until) else None
     else:
         raise InvalidArgument("nothing to analyse: give trace FILE(s) or --data-dir DIR")
-    first = first_event_ns(jobs) if (args.since or args.until) else None
     since = parse_time(args.since, first, "--since") if args.since else None
     until = parse_time(args.until, first, "--until") if args.until else None
-    return prepare(jobs, since, until)
+    return prepare(jobs, since, until, host=host)
 
 
 @contextlib.contextmanager

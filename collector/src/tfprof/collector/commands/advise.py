@@ -55,14 +55,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tfprof.collector.advice import advise
+    from tfprof.collector.advice import advise, needs_host
     from tfprof.collector.advice.render import reporter
     from tfprof.collector.analysis.notes import notes
     from tfprof.collector.errors import InvalidArgument
 
     if args.top is not None and args.top < 0:
         raise InvalidArgument("--top must be >= 0")
-    rs = load_record_set(args)
+    rs = load_record_set(args, host=needs_host(args.rule))
     findings = advise(rs, args.rule)
     if args.top is not None:
         findings = findings[: args.top]

@@ -100,7 +100,7 @@ def _read_tail(stream_dir: Path, job: str, run: str, collector: str, tails: Tail
         tails.add(DEVICES.name, job, run, cursor.devices_rows())
 
 
-def _published(lake: Lake, table: Table, local: dict[StreamKey, LocalStream]) -> list[str]:
+def published(lake: Lake, table: Table, local: dict[StreamKey, LocalStream]) -> list[str]:
     """The lake's files of ``table`` a reader should see (see the module docstring)."""
     paths = []
     for info in list_parquet(lake, table.name):
@@ -145,17 +145,17 @@ class Engine:
         lakes = {(lake.fs.type_name, lake.root): lake for lake in (s.lake for s in self.sources)}
         con = duckdb.connect()
         for table in TABLES.values():
-            con.register(table.name, self._dataset(table, list(lakes.values()), tails))
+            con.register(table.name, self.dataset(table, list(lakes.values()), tails))
         for name, sql in VIEWS.items():
             con.execute(f"CREATE VIEW {name} AS {sql}")
         return con
 
-    def _dataset(self, table: Table, lakes: list[Lake], tails: Tails) -> ds.Dataset:
+    def dataset(self, table: Table, lakes: list[Lake], tails: Tails) -> ds.Dataset:
         schema = table.full_schema
         partitioning = ds.partitioning(PARTITION, flavor="hive")
         children = []
         for lake in lakes:
-            files = _published(lake, table, tails.streams)
+            files = published(lake, table, tails.streams)
             if files:
                 base = lake.path(table.name)
                 children.append(

@@ -5,7 +5,10 @@ One place maps every record kind to its table and the columns meaningful for it
 ``host_samples``) are declared beside them. Types are the narrowest that every value the
 collector accepts fits (validate.py bounds the 64-bit ones to int64) or that CUDA itself
 bounds (block dimensions, registers, CUPTI enums); times and byte counts are int64.
-Names are dictionary-encoded strings resolved from the stream's string table.
+Names are dictionary-encoded strings resolved from the stream's string table. Copies,
+memsets and syncs carry ``name`` and every GPU table ``external_id`` (imported traces
+name copies by their TF node, and Kineto gives GPU work the op's External id): files
+written before they were added read them as null.
 
 Every table is hive-partitioned by ``job`` and ``run`` (strings), which live in the
 path, not in the files: ``<lake>/<table>/job=<job>/run=<run>/<segment>.parquet``.
@@ -92,6 +95,7 @@ RECORD_TABLES: dict[RecordKind, Table] = {
         _c("registers", pa.uint16(), "per thread", "registers per thread"),
         _c("static_smem", pa.uint32(), "bytes", "static shared memory per block"),
         _c("dynamic_smem", pa.uint32(), "bytes", "dynamic shared memory per block"),
+        EXTERNAL,
     )),
     RecordKind.MEMCPY: Table("copies", "memory copies", (
         *IDENTITY, *TIMES, DEVICE, CONTEXT, STREAM, CORRELATION, BYTES,
@@ -99,16 +103,19 @@ RECORD_TABLES: dict[RecordKind, Table] = {
         _c("src_kind", pa.uint8(), "", "CUpti_ActivityMemoryKind of the source"),
         _c("dst_kind", pa.uint8(), "", "CUpti_ActivityMemoryKind of the destination"),
         _c("dst_device", pa.uint16(), "", "peer copies: destination device ordinal"),
+        NAME_COL, EXTERNAL,
     )),
     RecordKind.MEMSET: Table("memsets", "memory sets", (
         *IDENTITY, *TIMES, DEVICE, CONTEXT, STREAM, CORRELATION, BYTES,
         _c("memory_kind", pa.uint8(), "", "CUpti_ActivityMemoryKind set", source="src_kind"),
+        NAME_COL, EXTERNAL,
     )),
     RecordKind.SYNC: Table("syncs", "host waits on the GPU (CUPTI SYNCHRONIZATION)", (
         *IDENTITY, *TIMES, DEVICE, CONTEXT,
         _c("stream", pa.uint32(), "", "CUDA stream id; 4294967295: context-wide"),
         CORRELATION,
         _c("sync_type", pa.uint8(), "", "CUpti_ActivitySynchronizationType"),
+        NAME_COL, EXTERNAL,
     )),
     RecordKind.API: Table("api_calls", "CUDA runtime and driver API calls", (
         *IDENTITY, *TIMES, THREAD, CORRELATION, NAME_COL,

@@ -1,0 +1,451 @@
+"""Stored jobs read back from the lake one stream at a time: what ``summary``, ``advise``
+and ``export`` analyse instead of every data dir's logs loaded whole.
+
+``open_jobs`` resolves every ``--data-dir`` argument (collector data dirs, lake
+directories, lake URLs; location.py), reads the small per-stream tables (``streams``,
+``devices``, ``goodbyes``) and lists each stream's segment files, the same files the SQL
+engine reads (query.py: a data dir's log tail where its watermark stops, never a record
+twice). It returns ``JobData`` whose streams are ``LakeStream``s: their records and host
+samples are read only inside ``stream.loaded(...)`` and released when it ends, so a
+reader that goes process by process holds one process's records at a time.
+
+A stream of the lake is (job, run, stream id): one stream stored by two collectors (an
+agent that reconnected elsewhere) reads as one. Runs come in the data dir's order (jobs
+by name, runs oldest first); runs found only in lakes follow, by job and run id.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import logging
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+
+from tfprof.collector.errors import NotFound
+from tfprof.collector.lake.compact import up_to_date
+from tfprof.collector.lake.fs import Lake, is_url
+from tfprof.collector.lake.query import Engine, Tails, published, read_tails
+from tfprof.collector.lake.schema import (
+    DEVICES,
+    GOODBYES,
+    HOST_SAMPLES,
+    RECORD_TABLES,
+    STREAMS,
+    TABLES,
+)
+from tfprof.collector.lake.segments import SegmentName, parse_partition, read_watermark
+from tfprof.collector.model import (
+    HOST_COLUMNS,
+    RECORD_COLUMNS,
+    DeviceMeta,
+    JobData,
+    StreamData,
+    empty_host,
+    empty_records,
+)
+from tfprof.collector.store.catalog import runs
+from tfprof.collector.store.loader import stream_dirs
+from tfprof.collector.store.summary import read_log_state
+from tfprof.core.records import RecordKind
+
+log = logging.getLogger("tfprof.collector.lake")
+
+# (job, run, stream id)
+StreamKey = tuple[str, str, str]
+
+GPU_TABLES = tuple(RECORD_TABLES[k].name for k in (
+    RecordKind.KERNEL, RecordKind.MEMCPY, RecordKind.MEMSET, RecordKind.SYNC))  # fmt: skip
+HOST_TABLES = tuple(
+    RECORD_TABLES[k].name for k in (RecordKind.API, RecordKind.MARKER, RecordKind.MEMORY)
+)
+_KIND_OF = {t.name: int(k) for k, t in RECORD_TABLES.items()}
+# The record columns the analyses and the timeline read; the others (launch geometry,
+# registers, addresses, callback ids) stay on disk and read as zeros.
+READ_COLUMNS = (
+    "start_ns", "duration_ns", "device", "stream", "correlation", "name", "bytes",
+    "copy_kind", "src_kind", "dst_kind", "sync_type", "thread", "return_value",
+    "external_id", "memory_op", "category",
+)  # fmt: skip
+
+
+# Columns held narrower than int64 while a stream is loaded: signed, and wide enough for
+# every value their lake type holds (names: stream-local string ids). The rest, ids
+# and times that analyses shift and combine, stay int64.
+_DTYPES: dict[str, type] = {
+    "name": np.int32, "category": np.int32, "return_value": np.int32,
+    "copy_kind": np.int16, "src_kind": np.int16, "dst_kind": np.int16,
+    "sync_type": np.int16, "memory_op": np.int16,
+}  # fmt: skip
+
+
+@dataclass
+class StreamParts:
+    """Where one stream's rows are: segment files per table and log-tail rows per table."""
+
+    files: dict[str, list[tuple[Lake, str]]] = field(default_factory=dict)
+    tails: dict[str, list[pa.Table]] = field(default_factory=dict)
+
+    def tables(self) -> set[str]:
+        return set(self.files) | set(self.tails)
+
+
+@dataclass
+class LakeStream(StreamData):
+    """A ``StreamData`` whose records are read from the lake inside ``loaded``."""
+
+    parts: StreamParts = field(default_factory=StreamParts, repr=False)
+
+    @contextlib.contextmanager
+    def loaded(self, host: bool = True) -> Iterator[None]:
+        """The stream's records (GPU activity; with ``host`` also API calls, ranges and
+        memory records) and host samples, for the duration of the block."""
+        tables = GPU_TABLES + (HOST_TABLES if host else ())
+        self.records, self.strings = read_records(self.parts, tables)
+        self.host_samples = read_host_samples(self.parts)
+        pa.default_memory_pool().release_unused()  # the Arrow buffers are numpy's now
+        try:
+            yield
+        finally:
+            self.records, self.strings = empty_records(), [""]
+            self.host_samples = empty_host()
+            _return_freed_memory()
+
+
+def _return_freed_memory() -> None:
+    pa.default_memory_pool().release_unused()
+
+
+# glibc's M_MMAP_THRESHOLD (malloc.h): allocations of at least this many bytes get their
+# own mapping, returned to the system when freed.
+_M_MMAP_THRESHOLD = -3
+_MMAP_THRESHOLD_BYTES = 1 << 20
+
+
+def _map_large_allocations() -> None:
+    """Stop glibc from raising its mmap threshold after large frees (up to 32 MiB):
+    each stream's columns would then come from the heap and, fragmented by what the
+    table keeps, stay resident after the stream is released (measured: +50% peak RSS
+    over 10M records)."""
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD_BYTES)
+    except (OSError, AttributeError):  # not glibc: its allocator is left as it is
+        pass
+
+
+def _read(parts: StreamParts, table: str, columns: Sequence[str]) -> pa.Table | None:
+    """The stream's rows of ``table`` (segments in batch order, then the log tail)."""
+    schema = TABLES[table].schema
+    pieces = []
+    by_lake: dict[int, tuple[Lake, list[str]]] = {}
+    for lake, path in parts.files.get(table, ()):
+        by_lake.setdefault(id(lake), (lake, []))[1].append(path)
+    for lake, paths in by_lake.values():
+        dataset = ds.dataset(sorted(paths), schema=schema, format="parquet", filesystem=lake.fs)
+        pieces.append(dataset.to_table(columns=list(columns)))
+    pieces += [t.select(list(columns)) for t in parts.tails.get(table, ())]
+    if not pieces:
+        return None
+    return pa.concat_tables(pieces) if len(pieces) > 1 else pieces[0]
+
+
+class _Strings:
+    """A stream-local string table rebuilt from dictionary-encoded name columns."""
+
+    def __init__(self) -> None:
+        self.strings = [""]
+        self._ids = {"": 0}
+
+    def ids(self, column: pa.ChunkedArray) -> np.ndarray:
+        out = []
+        for chunk in column.chunks:
+            if not isinstance(chunk, pa.DictionaryArray):
+                chunk = pc.dictionary_encode(chunk)
+            table = np.array([self._id(v) for v in chunk.dictionary.to_pylist()], np.int32)
+            indices = chunk.indices.fill_null(0).to_numpy(zero_copy_only=False)
+            out.append(table[indices] if len(table) else np.zeros(len(chunk), np.int32))
+        return np.concatenate(out) if out else np.zeros(0, np.int32)
+
+    def _id(self, name: str | None) -> int:
+        if not name:
+            return 0
+        found = self._ids.get(name)
+        if found is None:
+            found = self._ids[name] = len(self.strings)
+            self.strings.append(name)
+        return found
+
+
+def read_records(
+    parts: StreamParts, tables: Sequence[str]
+) -> tuple[dict[str, np.ndarray], list[str]]:
+    """The stream's records of ``tables`` as ``RECORD_COLUMNS`` (int64; columns no
+    analysis reads are zeros that take no memory) and its string table."""
+    strings = _Strings()
+    columns: dict[str, list[np.ndarray]] = {c: [] for c in ("kind", *READ_COLUMNS)}
+    for name in tables:
+        table = TABLES[name]
+        lake_names = {c.record_column: c.name for c in table.columns}
+        wanted = [lake_names[c] for c in READ_COLUMNS if c in lake_names]
+        rows = _read(parts, name, wanted)
+        if rows is None or not rows.num_rows:
+            continue
+        n = rows.num_rows
+        columns["kind"].append(np.full(n, _KIND_OF[name], np.int8))
+        for c in READ_COLUMNS:
+            if c not in lake_names:
+                columns[c].append(np.zeros(n, _DTYPES.get(c, np.int64)))
+            elif pa.types.is_dictionary(rows.schema.field(lake_names[c]).type):
+                columns[c].append(strings.ids(rows.column(lake_names[c])))
+            else:
+                values = rows.column(lake_names[c]).to_numpy()
+                columns[c].append(values.astype(_DTYPES.get(c, np.int64), copy=False))
+        del rows
+    n = sum(p.shape[0] for p in columns["kind"])
+    zeros = np.broadcast_to(np.int64(0), (n,))
+    records = {c: (np.concatenate(columns[c]) if columns.get(c) else zeros) for c in RECORD_COLUMNS}
+    return records, strings.strings
+
+
+def read_host_samples(parts: StreamParts) -> dict[str, np.ndarray]:
+    rows = _read(parts, HOST_SAMPLES.name, HOST_COLUMNS)
+    if rows is None or not rows.num_rows:
+        return empty_host()
+    order = np.argsort(rows.column("time_ns").to_numpy(), kind="stable")
+    out = {}
+    for c in HOST_COLUMNS:
+        dtype = np.float64 if c == "cpu_percent" else np.int64
+        out[c] = rows.column(c).to_numpy().astype(dtype)[order]
+    # Host samples are stored on the collector clock: no shift is left to apply.
+    return out
+
+
+@dataclass
+class LakeJobs:
+    """What ``open_jobs`` found: the jobs, and what it had to leave out."""
+
+    jobs: list[JobData]
+    skipped: list[str]
+
+    def first_event_ns(self) -> int | None:
+        """The earliest record start over every stream (for ``+OFFSET`` times)."""
+        firsts = []
+        for job in self.jobs:
+            for stream in job.streams:
+                assert isinstance(stream, LakeStream)
+                for table in (*GPU_TABLES, *HOST_TABLES):
+                    rows = _read(stream.parts, table, ["start_ns"])
+                    if rows is not None and rows.num_rows:
+                        firsts.append(pc.min(rows.column("start_ns")).as_py())
+        return min(firsts) if firsts else None
+
+
+class _Found:
+    """Streams as found while listing the sources, by key, in discovery order."""
+
+    def __init__(self) -> None:
+        self.parts: dict[StreamKey, StreamParts] = {}
+        self.dirs: dict[StreamKey, Path] = {}  # streams read from a data dir's log
+        self.order: list[tuple[str, str]] = []  # runs in data-dir order
+
+    def stream(self, key: StreamKey) -> StreamParts:
+        found = self.parts.get(key)
+        if found is None:
+            found = self.parts[key] = StreamParts()
+        return found
+
+
+def open_jobs(arguments: Sequence[str], names: Sequence[str] | None = None) -> LakeJobs:
+    """Every run of the named jobs (all when none is named) across ``arguments``."""
+    for argument in arguments:  # a typo names nothing and creates nothing
+        local = argument.removeprefix("file://")
+        if not is_url(local) and not Path(local).is_dir():
+            raise NotFound(f"no such data dir: {argument}")
+    _map_large_allocations()
+    engine = Engine(list(arguments))
+    found = _Found()
+    tails = Tails()
+    for source in engine.sources:
+        if source.data_dir is None:
+            continue
+        got = read_tails(source.data_dir)
+        tails.streams.update(got.streams)
+        tails.skipped += got.skipped
+        for name, pieces in got.rows.items():
+            tails.rows.setdefault(name, []).extend(pieces)
+        for job, run, run_dir in runs(source.data_dir / "jobs"):
+            if (job, run) not in found.order:
+                found.order.append((job, run))
+            for stream_dir in stream_dirs(run_dir):
+                found.dirs[(job, run, stream_dir.name)] = stream_dir
+    lakes = list(
+        {(lake.fs.type_name, lake.root): lake for lake in (s.lake for s in engine.sources)}.values()
+    )
+    for lake in lakes:
+        for table in (*GPU_TABLES, *HOST_TABLES, HOST_SAMPLES.name):
+            for path in published(lake, TABLES[table], tails.streams):
+                where, segment = parse_partition(path), SegmentName.parse(path.rsplit("/", 1)[-1])
+                if where is None or segment is None:
+                    continue
+                found.stream((*where, segment.stream)).files.setdefault(table, []).append(
+                    (lake, path)
+                )
+    for table, pieces in tails.rows.items():
+        if table in PER_STREAM_TABLES:
+            continue
+        for rows in pieces:
+            for key, part in _split_by_stream(rows):
+                found.stream(key).tails.setdefault(table, []).append(part)
+    meta = {t: _metadata(engine, lakes, tails, t) for t in (STREAMS.name, DEVICES.name,
+                                                             GOODBYES.name)}  # fmt: skip
+    jobs = _jobs(found, meta, names)
+    skipped = list(tails.skipped)
+    _note_left_out(jobs, skipped)
+    return LakeJobs(jobs, skipped)
+
+
+PER_STREAM_TABLES = frozenset({STREAMS.name, DEVICES.name, GOODBYES.name})
+
+
+def _split_by_stream(rows: pa.Table) -> Iterator[tuple[StreamKey, pa.Table]]:
+    keys = pa.Table.from_arrays(
+        [rows.column("job"), rows.column("run"), rows.column("stream_id").cast(pa.string())],
+        names=["job", "run", "stream_id"],
+    )
+    for key in keys.group_by(["job", "run", "stream_id"]).aggregate([]).to_pylist():
+        mask = pc.and_(
+            pc.and_(pc.equal(keys.column("job"), key["job"]),
+                    pc.equal(keys.column("run"), key["run"])),
+            pc.equal(keys.column("stream_id"), key["stream_id"]),
+        )  # fmt: skip
+        yield (key["job"], key["run"], key["stream_id"]), rows.filter(mask)
+
+
+def _metadata(
+    engine: Engine, lakes: list[Lake], tails: Tails, table: str
+) -> list[dict[str, object]]:
+    rows: list[dict[str, object]] = (
+        engine.dataset(TABLES[table], lakes, tails).to_table().to_pylist()
+    )
+    return rows
+
+
+def _jobs(
+    found: _Found, meta: dict[str, list[dict[str, object]]], names: Sequence[str] | None
+) -> list[JobData]:
+    hellos: dict[StreamKey, dict[str, object]] = {}
+    for row in meta[STREAMS.name]:
+        hellos.setdefault((str(row["job"]), str(row["run"]), str(row["stream_id"])), row)
+    if names:
+        missing = set(names) - {job for job, _, _ in hellos}
+        if missing:
+            raise NotFound(f"no such job: {', '.join(sorted(missing))}")
+    devices: dict[StreamKey, dict[int, DeviceMeta]] = {}
+    for row in meta[DEVICES.name]:
+        key = (str(row["job"]), str(row["run"]), str(row["stream_id"]))
+        devices.setdefault(key, {})[int(row["ordinal"])] = _device(row)  # type: ignore[call-overload]
+    goodbyes = {(str(r["job"]), str(r["run"]), str(r["stream_id"])): r for r in meta[GOODBYES.name]}
+    order = list(found.order)
+    order += sorted({(j, r) for j, r, _ in hellos} - set(order))
+    jobs: list[JobData] = []
+    for job_name, run in order:
+        if names and job_name not in names:
+            continue
+        keys = sorted(k for k in hellos if k[:2] == (job_name, run))
+        if not keys:
+            continue
+        job = JobData(name=job_name, run_id=run)
+        for key in keys:
+            job.streams.append(
+                _stream(key, hellos[key], devices.get(key, {}), goodbyes.get(key), found)
+            )
+        jobs.append(job)
+    return jobs
+
+
+def _device(row: dict[str, object]) -> DeviceMeta:
+    def num(name: str) -> int:
+        value = row[name]
+        return int(value) if isinstance(value, int) else 0
+
+    return DeviceMeta(
+        ordinal=num("ordinal"),
+        uuid=str(row["uuid"] or ""),
+        name=str(row["name"] or ""),
+        pci_bus_id=str(row["pci_bus_id"] or ""),
+        compute_capability=(num("compute_capability_major"), num("compute_capability_minor")),
+        sm_count=num("sm_count"),
+        memory_bytes=num("memory_bytes"),
+    )
+
+
+def _int(row: dict[str, object] | None, name: str) -> int:
+    value = row.get(name) if row else None
+    return int(value) if isinstance(value, int) else 0
+
+
+def _stream(
+    key: StreamKey,
+    hello: dict[str, object],
+    devices: dict[int, DeviceMeta],
+    goodbye: dict[str, object] | None,
+    found: _Found,
+) -> LakeStream:
+    argv = hello.get("argv")
+    stream = LakeStream(
+        job=key[0],
+        run_id=key[1],
+        host=str(hello["host"] or ""),
+        pid=_int(hello, "pid"),
+        task=str(hello["task"] or ""),
+        argv=[str(a) for a in argv] if isinstance(argv, list) else [],
+        source=str(hello["source"] or ""),
+        record_shift_ns=0,  # the lake's times are on the collector clock already
+        host_shift_ns=0,
+        clock_rtt_ns=_int(hello, "clock_rtt_ns"),
+        devices=devices,
+        parts=found.parts.get(key, StreamParts()),
+    )
+    stream.finished = goodbye is not None
+    stream.exit_code = _int(goodbye, "exit_code") if goodbye is not None else None
+    stream.dropped.queue = _int(goodbye, "dropped_queue")
+    stream.dropped.tracer = _int(goodbye, "dropped_tracer")
+    stream.dropped.relay = _int(goodbye, "dropped_relay")
+    directory = found.dirs.get(key)
+    if directory is not None:
+        _note_log(directory, stream)
+    return stream
+
+
+def _note_log(directory: Path, stream: LakeStream) -> None:
+    """What a data dir's log says beyond the lake: drops counted so far by a stream that
+    has not said goodbye, damaged entries in the part read from the log."""
+    mark = read_watermark(directory)
+    if mark is not None and up_to_date(directory, mark) and stream.finished:
+        return  # all of it is in the lake: the log has nothing to add
+    state = read_log_state(directory)
+    stream.dropped.queue = max(stream.dropped.queue, state.summary.dropped_queue)
+    if (directory / "goodbye.pb").exists() and not stream.finished:
+        stream.skipped.append("goodbye.pb unreadable")
+    if not state.damage:
+        return
+    stream.lost_records = state.lost_records
+    stream.skipped += [f"batches.log: {damage}" for damage in state.damage]
+
+
+def _note_left_out(jobs: list[JobData], skipped: list[str]) -> None:
+    """Streams the log reader left out (``<stream dir>: <why>``), on their job."""
+    by_run = {(j.name, j.run_id): j for j in jobs}
+    for what in skipped:
+        path, _, why = what.partition(": ")
+        parts = Path(path).parts
+        job = by_run.get((parts[-3], parts[-2])) if len(parts) >= 3 else None
+        if job is not None:
+            job.skipped.append(f"{parts[-1]}: {why}")

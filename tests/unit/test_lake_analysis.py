@@ -1,0 +1,142 @@
+"""Summaries and advice read from the lake (lake/reader.py, one process at a time) equal
+the ones computed from the logs loaded whole, on real traces stored the way a collector
+stores them: log tails, compacted segments, both, and several data dirs read as one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.traces import shared_traces
+from tfprof.collector.advice import RULE_NAMES, advise, needs_host
+from tfprof.collector.analysis import VIEWS, view_report
+from tfprof.collector.analysis.records import RecordSet, prepare
+from tfprof.collector.cli import main
+from tfprof.collector.importer import import_files
+from tfprof.collector.lake.compact import compact_data_dir
+from tfprof.collector.lake.location import lake_of
+from tfprof.collector.lake.reader import LakeStream, open_jobs
+from tfprof.collector.lake.segments import collector_id
+from tfprof.collector.store import Store
+
+KINETO = ("kineto-hta/simple_add.json.gz", "kineto-hta/event_sync_multi_stream.json.gz")
+TF = ("tf-timeline-ikhlestov/GPU_timeline_02_step_0.json",
+      "tf-timeline-ikhlestov/GPU_timeline_02_step_1.json")  # fmt: skip
+
+
+def _store(data_dir: Path, job: str, files: tuple[str, ...], as_steps: bool) -> None:
+    traces = shared_traces()
+    import_files(Store(data_dir, fsync=False), [traces / f for f in files], job,
+                 as_steps=as_steps, run_id=f"{job}-r1")  # fmt: skip
+
+
+def _compact(data_dir: Path) -> None:
+    _done, failed = compact_data_dir(data_dir, lake_of(data_dir), collector_id(data_dir))
+    assert not failed
+
+
+@pytest.fixture
+def two_dirs(tmp_path: Path) -> list[Path]:
+    """Two collectors' data dirs: Kineto traces as two processes of one job, and TF
+    timeline steps of another job; the first compacted, the second only logs."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    _store(a, "kineto", KINETO, as_steps=False)
+    _store(b, "tf", TF, as_steps=True)
+    _compact(a)
+    return [a, b]
+
+
+def _whole(dirs: list[Path], since: int | None = None, until: int | None = None) -> RecordSet:
+    jobs = [job for d in dirs for job in Store(d, create=False).load_jobs()]
+    return prepare(jobs, since, until)
+
+
+def _from_lake(dirs: list[Path], host: bool, since: int | None = None,
+               until: int | None = None) -> RecordSet:  # fmt: skip
+    stored = open_jobs([str(d) for d in dirs])
+    assert all(isinstance(s, LakeStream) for j in stored.jobs for s in j.streams)
+    return prepare(stored.jobs, since, until, host=host)
+
+
+def test_every_view_equals_the_whole_load(two_dirs: list[Path]) -> None:
+    whole = _whole(two_dirs)
+    assert len(whole.host) and len(whole)  # the traces have both sides
+    for name, view in VIEWS.items():
+        ours = view_report(name, _from_lake(two_dirs, view.host))
+        theirs = view_report(name, whole)
+        assert ours.rows or name == "memory", name  # the traces hold no memory records
+        assert (ours.rows, ours.notes, ours.jobs) == (theirs.rows, theirs.notes, theirs.jobs), name
+        assert (ours.start_ns, ours.end_ns) == (theirs.start_ns, theirs.end_ns), name
+
+
+def test_every_rule_equals_the_whole_load_in_a_window(two_dirs: list[Path]) -> None:
+    whole = _whole(two_dirs)
+    kineto = whole.job == 0  # the jobs ran years apart: a window inside the first one
+    first, last = int(whole.start[kineto].min()), int(whole.end[kineto].max())
+    since, until = first + (last - first) // 10, last - (last - first) // 10
+    expected = advise(_whole(two_dirs, since, until))
+    assert expected
+    assert advise(_from_lake(two_dirs, True, since, until)) == expected
+    for rule in RULE_NAMES:
+        rs = _from_lake(two_dirs, needs_host([rule]), since, until)
+        assert advise(rs, [rule]) == [f for f in expected if f.rule == rule], rule
+
+
+def test_a_compacted_data_dir_reads_as_its_logs(two_dirs: list[Path]) -> None:
+    logs_only = _from_lake(two_dirs, True)
+    _compact(two_dirs[1])
+    compacted = _from_lake(two_dirs, True)
+    for name in VIEWS:
+        assert view_report(name, compacted).rows == view_report(name, logs_only).rows, name
+
+
+def test_summary_and_advise_take_several_data_dirs(
+    two_dirs: list[Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    dirs = [arg for d in two_dirs for arg in ("--data-dir", str(d))]
+    assert main(["summary", *dirs, "--view", "jobs", "--format", "csv",
+                 "--select", "job,kernels"]) == 0  # fmt: skip
+    out = capsys.readouterr().out.splitlines()
+    whole = view_report("jobs", _whole(two_dirs)).rows
+    assert out == ["job,kernels"] + [f"{r.job},{r.kernels}" for r in whole]
+    assert main(["advise", *dirs, "--job", "tf", "--since", "+1ms"]) == 0
+    assert main(["summary", "--data-dir", str(two_dirs[0]), "--job", "nope"]) == 2
+    assert "no such job: nope" in capsys.readouterr().err
+
+
+def test_records_are_released_after_each_process(two_dirs: list[Path]) -> None:
+    stored = open_jobs([str(d) for d in two_dirs])
+    prepare(stored.jobs)
+    assert all(s.num_records == 0 for j in stored.jobs for s in j.streams)
+    (stream, *_) = stored.jobs[0].streams
+    assert isinstance(stream, LakeStream)
+    with stream.loaded(host=False):
+        gpu_only = stream.num_records
+    with stream.loaded():
+        assert stream.num_records > gpu_only > 0
+
+
+def test_calls_in_steps_equals_a_pass_per_step() -> None:
+    from types import SimpleNamespace
+    from typing import cast
+
+    import numpy as np
+
+    from tfprof.collector.advice.sync_per_step import _calls_in_steps
+
+    rng = np.random.default_rng(7)
+    n = 400
+    start = rng.integers(0, 1_000, n)
+    host = SimpleNamespace(process=rng.integers(0, 3, n), start=start,
+                           end=start + rng.integers(0, 200, n))  # fmt: skip
+    steps, calls = np.arange(0, 40), np.arange(40, n)  # steps overlap, calls on edges too
+    per_step, inside = _calls_in_steps(cast(RecordSet, SimpleNamespace(host=host)), steps, calls)
+    hits = [
+        (host.process[calls] == host.process[s])
+        & (host.start[calls] >= host.start[s])
+        & (host.start[calls] <= host.end[s])
+        for s in steps
+    ]
+    assert per_step.tolist() == [int(h.sum()) for h in hits]
+    assert inside.tolist() == np.logical_or.reduce(hits).tolist()
