@@ -38,7 +38,7 @@ def load_events(
         kineto.read_kineto(meta, events, builder)
     elif fmt == FORMAT_TF_TIMELINE:
         tf_timeline.read_tf_timeline(events, builder)
-    if not builder.rows:
+    if not len(builder):
         what = f"{fmt} trace" if fmt else "trace"
         raise TraceFormatError(
             f"{where}: {what} has no GPU events (no kernel, memcpy or memset on a GPU stream);"

@@ -15,6 +15,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from tfprof.core.errors import TraceFormatError
+from tfprof.core.formats.columns import sort_columns
 from tfprof.core.records import COLUMN_INDEX, COLUMNS, DeviceInfo, RecordKind, RecordTable
 from tfprof.core.slice_args import CATEGORIES, SliceArg, category_of, find, parse_value
 
@@ -89,18 +90,73 @@ class RecordedTrace:
         return RecordTable([self.columns[name][start:stop] for name in COLUMNS])
 
 
+class Layout:
+    """Records of one kind that set the same columns, kept narrow until ``finish``.
+
+    Readers append ``(start_ns, duration_ns, *values)`` tuples (``values`` in
+    ``columns`` order) to ``rows`` and this layout's ``id`` to the builder's ``order``;
+    a 30-wide row per record cost most of a big import's time and memory.
+    """
+
+    __slots__ = ("arrays", "columns", "id", "kind", "rows")
+
+    def __init__(self, layout_id: int, kind: int, columns: tuple[str, ...]) -> None:
+        self.id = layout_id
+        self.kind = kind
+        self.columns = ("start_ns", "duration_ns", *columns)
+        self.rows: list[tuple[int, ...]] = []
+        self.arrays = [array.array("q") for _ in self.columns]
+
+    def flush(self) -> None:
+        """Move the appended rows into the int64 columns (the tuples are freed)."""
+        if self.rows:
+            for values, column in zip(zip(*self.rows), self.arrays):
+                column.extend(values)
+            self.rows.clear()
+
+
 class TraceBuilder:
-    """Collects records as rows in COLUMNS order, then sorts and columnises them."""
+    """Collects records by layout, then sorts and columnises them in ``finish``.
+
+    ``add`` takes any record by column name; the big readers append to a ``layout``'s
+    rows directly. Records keep their insertion order (``order``: one layout id per
+    record), so a stable sort by start gives every reader the same result as one list.
+    """
 
     def __init__(self, path: str) -> None:
         self.path = path
-        self.rows: list[list[int]] = []
         self.names: dict[str, int] = {"": 0}
         self.devices: dict[int, DeviceInfo] = {}
         self.flow_stats: dict[str, int] = {}
+        self.order = array.array("B")  # layout id of each record, in insertion order
+        self._layouts: list[Layout] = []
+        self._by_columns: dict[tuple[int, tuple[str, ...]], Layout] = {}
+
+    def __len__(self) -> int:
+        return len(self.order)
 
     def name(self, name: str) -> int:
         return self.names.setdefault(name, len(self.names))
+
+    def layout(self, kind: int, *columns: str) -> Layout:
+        """The layout of ``kind`` records setting ``columns`` (besides start and duration)."""
+        key = (int(kind), columns)
+        found = self._by_columns.get(key)
+        if found is None:
+            unknown = [c for c in columns if c not in COLUMN_INDEX or c in _TIME_COLUMNS]
+            if unknown:
+                raise KeyError(f"not a record column a reader sets: {unknown}")
+            if len(self._layouts) > 255:
+                raise ValueError("too many record layouts")  # ids are one byte
+            found = Layout(len(self._layouts), int(kind), columns)
+            self._layouts.append(found)
+            self._by_columns[key] = found
+        return found
+
+    def add_device(self, ordinal: int) -> None:
+        """Make GPU ``ordinal`` one of the trace's devices (records on it do)."""
+        if ordinal not in self.devices:
+            self.devices[ordinal] = {"ordinal": ordinal}
 
     def add(self, kind: RecordKind, event: Event, **values: int) -> None:
         """One record of ``event``'s time; ``values``: columns by name.
@@ -109,15 +165,20 @@ class TraceBuilder:
         records (API calls, host ranges) name none.
         """
         start = self.ns(event, "ts", required=True)
-        row = [0] * len(COLUMNS)
-        row[COLUMN_INDEX["kind"]] = int(kind)
-        row[COLUMN_INDEX["start_ns"]] = start
-        row[COLUMN_INDEX["duration_ns"]] = max(0, self.ns(event, "dur"))
-        for key, value in values.items():
-            row[COLUMN_INDEX[key]] = value
-        self.rows.append(row)
+        duration = max(0, self.ns(event, "dur"))
+        layout = self.layout(kind, *values)
+        layout.rows.append((start, duration, *values.values()))
+        self.order.append(layout.id)
         if "device" in values:
-            self.devices.setdefault(values["device"], {"ordinal": values["device"]})
+            self.add_device(values["device"])
+
+    def times(self, event: Event) -> tuple[int, int]:
+        """(start, duration) in ns of ``event``, as ``add`` takes them; ints take a shortcut."""
+        ts, dur = event.get("ts"), event.get("dur")
+        start = ts * 1000 if type(ts) is int else self.ns(event, "ts", required=True)
+        if type(dur) is int:
+            return start, dur * 1000 if dur > 0 else 0
+        return start, max(0, self.ns(event, "dur"))
 
     def ns(self, event: Event, key: str, required: bool = False) -> int:
         value = event.get(key)
@@ -130,22 +191,34 @@ class TraceBuilder:
                 f"{self.path}: event {event.get('name')!r} has a non-numeric {key}: {value!r}"
             ) from None
 
+    def column_values(self, kinds: Iterable[int], column: str) -> set[int]:
+        """The distinct values of ``column`` among the records of ``kinds`` flushed so far."""
+        wanted = {int(k) for k in kinds}
+        values: set[int] = set()
+        for layout in self._layouts:
+            if layout.kind in wanted and len(layout.arrays[0]):
+                if column in layout.columns:
+                    values.update(layout.arrays[layout.columns.index(column)])
+                else:
+                    values.add(0)  # a column a layout does not set is 0
+        return values
+
+    def flush(self) -> None:
+        """Columnise the rows appended so far (readers call it between chunks of events)."""
+        for layout in self._layouts:
+            layout.flush()
+
     def finish(self, fmt: str) -> RecordedTrace:
-        rows = self.rows
-        start_i = COLUMN_INDEX["start_ns"]
-        rows.sort(key=lambda r: r[start_i])  # stable: ties keep file order
-        origin = rows[0][start_i]
-        columns: dict[str, array.array[int]] = {}
-        for i, col_name in enumerate(COLUMNS):
-            if i == start_i:
-                columns[col_name] = array.array("q", [r[i] - origin for r in rows])
-            else:
-                columns[col_name] = array.array("q", [r[i] for r in rows])
+        self.flush()
+        columns, origin = sort_columns(self._layouts, self.order)
         names = [""] * len(self.names)
         for text, index in self.names.items():
             names[index] = text
         devices = [self.devices[k] for k in sorted(self.devices)]
         return RecordedTrace(self.path, fmt, names, devices, columns, origin, dict(self.flow_stats))
+
+
+_TIME_COLUMNS = ("kind", "start_ns", "duration_ns")
 
 
 def us_to_ns(value: Any) -> int:
@@ -170,6 +243,8 @@ def ns_to_us(ns: int) -> Decimal:
 
 def non_negative(value: Any, default: int = 0) -> int:
     """A non-negative integer field from args, tolerating Decimal / str / junk."""
+    if type(value) is int:
+        return value if value >= 0 else default
     if isinstance(value, bool) or value is None:
         return default
     try:

@@ -1,0 +1,218 @@
+"""Importing a big Kineto / TF timeline file against HolisticTraceAnalysis (HTA).
+
+Prints figures, asserts nothing. Builds a Kineto file of ``--events`` events by tiling a
+real trace (``tests/data/traces/kineto-hta/simple_add.json.gz``: each copy shifted past
+the previous one, its correlation, External id and flow ids offset so they stay unique)
+and a TF timeline file of as many events by tiling
+``tf-timeline-ikhlestov/GPU_timeline_03_merged_5_runs.json`` the same way. Then, each in
+its own subprocess, alternating rounds:
+
+- ours: ``tfprof-collector summary FILE --view kernels`` (the file read into records,
+  prepared, the per-kernel table rendered);
+- HTA: ``TraceAnalysis(trace_dir=DIR)`` + ``get_gpu_kernel_breakdown()`` over a folder
+  holding the same file (HTA reads every trace of a folder). HTA reads Kineto only; on
+  the TF timeline it is tried and its failure printed.
+
+Each child's time is measured inside it, from after its imports to the end of the
+breakdown; peak RSS is the child's own (``os.wait4``). Ratios are HTA / ours.
+
+    .venv/bin/python bench/import_vs_hta.py --events 100000 --rounds 1
+    .venv/bin/python bench/import_vs_hta.py --events 1000000 --rounds 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+KINETO_SOURCE = Path("kineto-hta") / "simple_add.json.gz"
+TF_SOURCE = Path("tf-timeline-ikhlestov") / "GPU_timeline_03_merged_5_runs.json"
+GAP_US = 1000  # between one tile's last end and the next one's first start
+ID_KEYS = ("correlation", "External id", "external id")
+
+
+def traces_dir() -> Path:
+    for candidate in (REPO / "tests" / "data" / "traces", REPO.parent / "shared" / "data" / "traces"):
+        if (candidate / KINETO_SOURCE).is_file():
+            return candidate
+    raise SystemExit("import_vs_hta: no trace fixtures (tests/data/traces) found")
+
+
+def _read(path: Path) -> dict[str, Any]:
+    raw = path.read_bytes()
+    if raw[:2] == b"\x1f\x8b":
+        raw = gzip.decompress(raw)
+    doc = json.loads(raw)
+    return doc if isinstance(doc, dict) else {"traceEvents": doc}
+
+
+def _span(events: list[dict[str, Any]]) -> tuple[float, float]:
+    timed = [e for e in events if "ts" in e and e.get("ph") != "M"]
+    return min(e["ts"] for e in timed), max(e["ts"] + e.get("dur", 0) for e in timed)
+
+
+def tile(source: Path, events: int, out: Path) -> int:
+    """Write ``out``: ``source``'s events repeated (shifted in time, ids offset) until
+    ``events`` are written; metadata events once. Returns the number written."""
+    doc = _read(source)
+    body = [e for e in doc["traceEvents"] if e.get("ph") != "M"]
+    meta_events = [e for e in doc["traceEvents"] if e.get("ph") == "M"]
+    first, last = _span(body)
+    period = last - first + GAP_US
+    id_stride = 1 + max(
+        [int(e["id"]) for e in body if isinstance(e.get("id"), int)]
+        + [int(v) for e in body for k, v in (e.get("args") or {}).items()
+           if k in ID_KEYS and isinstance(v, int)]  # fmt: skip
+    )
+    written = len(meta_events)
+    with out.open("w") as f:
+        head = {k: v for k, v in doc.items() if k != "traceEvents"}
+        f.write(json.dumps(head)[:-1] + (", " if head else "") + '"traceEvents": [\n')
+        f.write(",\n".join(json.dumps(e) for e in meta_events))
+        copy = 0
+        while written < events:
+            shift, ids = copy * period, copy * id_stride
+            chunk = []
+            for e in body[: events - written]:
+                e = dict(e, ts=e["ts"] + shift)
+                if isinstance(e.get("id"), int):
+                    e["id"] += ids
+                args = e.get("args")
+                if isinstance(args, dict) and any(k in args for k in ID_KEYS):
+                    e["args"] = {
+                        k: v + ids if k in ID_KEYS and isinstance(v, int) else v
+                        for k, v in args.items()
+                    }
+                chunk.append(json.dumps(e))
+            f.write(",\n" + ",\n".join(chunk))
+            written += len(chunk)
+            copy += 1
+        f.write("\n]}\n")
+    return written
+
+
+# -- children: one measurement each, figures as one JSON line on stdout ---------------
+
+
+def child_ours(path: str) -> dict[str, Any]:
+    from tfprof.collector.cli import main
+
+    t0 = time.perf_counter()
+    code = main(["summary", path, "--view", "kernels", "-o", os.devnull])
+    return {"seconds": time.perf_counter() - t0, "exit": code}
+
+
+def child_hta(trace_dir: str) -> dict[str, Any]:
+    import logging
+
+    from hta.trace_analysis import TraceAnalysis
+
+    logging.disable(logging.WARNING)
+    t0 = time.perf_counter()
+    analysis = TraceAnalysis(trace_dir=trace_dir)
+    _, per_kernel = analysis.get_gpu_kernel_breakdown(visualize=False)
+    return {"seconds": time.perf_counter() - t0, "rows": len(per_kernel)}
+
+
+def measure(which: str, target: str) -> dict[str, Any]:
+    """Run one child; its figures plus its own peak RSS in MiB (``os.wait4``)."""
+    with tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen(
+            [sys.executable, __file__, "--child", which, target],
+            stdout=subprocess.PIPE,
+            stderr=err,
+            text=True,
+        )
+        assert proc.stdout is not None
+        out = proc.stdout.read()
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
+        err.seek(0)
+        err_tail = (err.read().strip().splitlines() or ["no output"])[-1]
+    try:
+        result: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
+    except (IndexError, json.JSONDecodeError):
+        result = {"error": f"exit {proc.returncode}: {err_tail[:200]}"}
+    result["peak_mib"] = usage.ru_maxrss / 1024  # Linux: KiB
+    return result
+
+
+def _ratio(theirs: float | None, ours: float | None) -> str:
+    return f"{theirs / ours:.2f}x" if theirs and ours else "n/a"
+
+
+def _median(runs: list[dict[str, Any]], key: str) -> float | None:
+    values = [r[key] for r in runs if r.get(key) is not None and "error" not in r]
+    return statistics.median(values) if values else None
+
+
+def compare(label: str, path: Path, rounds: int) -> None:
+    trace_dir = path.parent / f"{path.stem}.hta"
+    trace_dir.mkdir(exist_ok=True)
+    link = trace_dir / path.name
+    if not link.exists():
+        link.symlink_to(path)
+    ours: list[dict[str, Any]] = []
+    hta: list[dict[str, Any]] = []
+    for i in range(rounds):  # interleaved, so drift on a shared machine hits both
+        for name, runs, target in (("ours", ours, str(path)), ("hta", hta, str(trace_dir))):
+            runs.append(measure(name, target))
+            r = runs[-1]
+            shown = r.get("error") or f"{r['seconds']:.2f} s"
+            print(f"  {label} round {i + 1} {name:4}: {shown}, peak RSS {r['peak_mib']:.0f} MiB")
+    o_s, h_s = _median(ours, "seconds"), _median(hta, "seconds")
+    o_m, h_m = _median(ours, "peak_mib"), _median(hta, "peak_mib")
+    print(
+        f"{label}: ours {o_s or 0:.2f} s / {o_m or 0:.0f} MiB; "
+        + (f"HTA {h_s:.2f} s / {h_m:.0f} MiB; " if h_s else "HTA failed; ")
+        + f"HTA/ours time {_ratio(h_s, o_s)}, peak RSS {_ratio(h_m, o_m)} (medians)"
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--events", type=int, default=1_000_000, help="events per built file (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--rounds", type=int, default=2, help="interleaved rounds per tool (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--formats",
+        default="kineto,tf",
+        help="comma-separated: kineto, tf (default: %(default)s)",
+    )
+    parser.add_argument("--child", nargs=2, metavar=("WHICH", "PATH"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        which, target = args.child
+        result = child_ours(target) if which == "ours" else child_hta(target)
+        print(json.dumps(result))
+        return 0
+    sources = {"kineto": KINETO_SOURCE, "tf": TF_SOURCE}
+    traces = traces_dir()
+    with tempfile.TemporaryDirectory(prefix="tfprof-import-bench-") as tmp:
+        for fmt in args.formats.split(","):
+            path = Path(tmp) / f"{fmt}-{args.events}.json"
+            t0 = time.perf_counter()
+            n = tile(traces / sources[fmt], args.events, path)
+            size = path.stat().st_size / 2**20
+            print(f"{fmt}: {n} events, {size:.0f} MiB, built in {time.perf_counter() - t0:.1f} s")
+            compare(fmt, path, args.rounds)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
