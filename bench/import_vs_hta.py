@@ -42,7 +42,8 @@ ID_KEYS = ("correlation", "External id", "external id")
 
 
 def traces_dir() -> Path:
-    for candidate in (REPO / "tests" / "data" / "traces", REPO.parent / "shared" / "data" / "traces"):
+    shipped, shared = REPO / "tests" / "data" / "traces", REPO.parent / "shared" / "data" / "traces"
+    for candidate in (shipped, shared):
         if (candidate / KINETO_SOURCE).is_file():
             return candidate
     raise SystemExit("import_vs_hta: no trace fixtures (tests/data/traces) found")
@@ -69,11 +70,12 @@ def tile(source: Path, events: int, out: Path) -> int:
     meta_events = [e for e in doc["traceEvents"] if e.get("ph") == "M"]
     first, last = _span(body)
     period = last - first + GAP_US
-    id_stride = 1 + max(
-        [int(e["id"]) for e in body if isinstance(e.get("id"), int)]
-        + [int(v) for e in body for k, v in (e.get("args") or {}).items()
-           if k in ID_KEYS and isinstance(v, int)]  # fmt: skip
-    )
+    ids = [int(e["id"]) for e in body if isinstance(e.get("id"), int)]
+    for e in body:
+        ids.extend(
+            v for k, v in (e.get("args") or {}).items() if k in ID_KEYS and isinstance(v, int)
+        )
+    id_stride = 1 + max(ids, default=0)
     written = len(meta_events)
     with out.open("w") as f:
         head = {k: v for k, v in doc.items() if k != "traceEvents"}

@@ -27,12 +27,12 @@ class LayoutColumns(Protocol):
     id: int
     kind: int
     columns: tuple[str, ...]
-    arrays: list[array.array[int]]
+    values: array.array[int]  # row-major: one value per column, record after record
 
 
 def sort_columns(layouts: Sequence[LayoutColumns], order: array.array[int]) -> tuple[Columns, int]:
     """(every column of ``COLUMNS``, start made relative to the earliest, that earliest
-    start in ns); the layouts' own arrays are released as they are used."""
+    start in ns); the layouts' values are released as they are used."""
     try:
         import numpy
     except ImportError:
@@ -47,15 +47,18 @@ def _sort_numpy(
     ids = np.frombuffer(order, dtype=np.uint8)
     full: dict[str, Any] = {"kind": np.zeros(n, dtype=np.int64)}
     for layout in layouts:
-        if not layout.arrays or not len(layout.arrays[0]):
+        width = len(layout.columns)
+        rows = np.frombuffer(layout.values, dtype=np.int64).reshape(-1, width)
+        if not len(rows):
             continue
-        at = slice(None) if len(layout.arrays[0]) == n else np.flatnonzero(ids == layout.id)
+        at = slice(None) if len(rows) == n else np.flatnonzero(ids == layout.id)
         full["kind"][at] = layout.kind
-        for name, values in zip(layout.columns, layout.arrays):
+        for i, name in enumerate(layout.columns):
             if name not in full:
                 full[name] = np.zeros(n, dtype=np.int64)
-            full[name][at] = np.frombuffer(values, dtype=np.int64)
-        layout.arrays = []
+            full[name][at] = rows[:, i]
+        del rows
+        layout.values = array.array("q")
     start = full.get("start_ns", np.zeros(n, dtype=np.int64))
     in_order = bool(np.all(start[1:] >= start[:-1]))
     perm = None if in_order else np.argsort(start, kind="stable")
@@ -87,13 +90,14 @@ def _sort_stdlib(layouts: Sequence[LayoutColumns], order: array.array[int]) -> t
         kinds = full["kind"]
         for i in at:
             kinds[i] = layout.kind
-        for name, values in zip(layout.columns, layout.arrays):
+        width = len(layout.columns)
+        for offset, name in enumerate(layout.columns):
             if name not in full:
                 full[name] = array.array("q", bytes(8 * n))
             column = full[name]
-            for i, value in zip(at, values):
+            for i, value in zip(at, layout.values[offset::width]):
                 column[i] = value
-        layout.arrays = []
+        layout.values = array.array("q")
     start = full.get("start_ns", array.array("q", bytes(8 * n)))
     in_order = all(a <= b for a, b in zip(start, start[1:]))
     perm = None if in_order else sorted(range(n), key=start.__getitem__)  # stable

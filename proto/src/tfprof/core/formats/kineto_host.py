@@ -64,72 +64,14 @@ class HostSide:
         self.flow_finishes: set[Any] = set()
 
     def add(self, category: str, e: Event) -> None:
-        """One non-GPU Kineto event as a host record, when it is one we read."""
+        """One non-GPU Kineto event other than an API call or a host range (which the
+        reader's loop adds itself) as a host record, when it is one we read."""
         ph = e.get("ph")
         if ph == "X":
-            if category in API_CATEGORIES:
-                self.add_api(API_CATEGORIES[category], e)
-            elif category in HOST_RANGES:
-                self.add_range(category, e)
-            elif category == GPU_RANGE:
+            if category == GPU_RANGE:
                 self._add_gpu_range(category, e)
         elif ph == "i" and e.get("name") == _MEMORY_EVENT:
             self._add_memory(e)
-
-    def add_flow(self, e: Event) -> None:
-        """An event whose ``cat`` is ``ac2g``: its id, by which end of a flow it is."""
-        ph = e.get("ph")
-        if ph == "s":
-            self.flow_starts.add(e.get("id"))
-        elif ph in ("f", "t"):
-            self.flow_finishes.add(e.get("id"))
-
-    def add_api(self, category: int, e: Event) -> None:
-        args = e.get("args")
-        if not isinstance(args, dict):
-            args = {}
-        out = self.out
-        tid, correlation, cbid = e.get("tid"), args.get("correlation"), args.get("cbid")
-        name = event_name(e)
-        index = out.names.get(name)
-        if index is None:
-            index = out.names[name] = len(out.names)
-        self.api.rows.append(
-            (
-                *out.times(e),
-                tid if type(tid) is int and tid >= 0 else non_negative(tid),
-                correlation
-                if type(correlation) is int and correlation >= 0
-                else non_negative(correlation),
-                cbid if type(cbid) is int and cbid >= 0 else non_negative(cbid),
-                index,
-                category,
-                external_id(args),
-            )
-        )
-        out.order.append(self.api.id)
-
-    def add_range(self, category: str, e: Event) -> None:
-        """A ``cpu_op`` / ``user_annotation`` range on its host thread."""
-        args = e.get("args")
-        if not isinstance(args, dict):
-            args = {}
-        out = self.out
-        tid = e.get("tid")
-        name = event_name(e)
-        index = out.names.get(name)
-        if index is None:
-            index = out.names[name] = len(out.names)
-        self.ranges.rows.append(
-            (
-                *out.times(e),
-                tid if type(tid) is int and tid >= 0 else non_negative(tid),
-                index,
-                out.name(category),
-                external_id(args),
-            )
-        )
-        out.order.append(self.ranges.id)
 
     def _add_gpu_range(self, category: str, e: Event) -> None:
         args = e.get("args")
@@ -139,7 +81,7 @@ class HostSide:
         device = non_negative(args.get("device"), non_negative(e.get("pid")))
         stream = non_negative(args.get("stream"), non_negative(e.get("tid")))
         name = out.name(event_name(e))
-        self.gpu_ranges.rows.append(
+        self.gpu_ranges.values.extend(
             (*out.times(e), device, stream, name, out.name(category), external_id(args))
         )
         out.order.append(self.gpu_ranges.id)
@@ -162,7 +104,7 @@ class HostSide:
         device = non_negative(args.get("Device Id"))
         thread = non_negative(e.get("tid"))
         address = non_negative(args.get("Addr"))
-        self.memory.rows.append((*out.times(e), device, thread, size, address, op))
+        self.memory.values.extend((*out.times(e), device, thread, size, address, op))
         out.order.append(self.memory.id)
         out.add_device(device)
 
@@ -177,11 +119,11 @@ class HostSide:
         if not starts and not finishes:
             return
         out = self.out
-        out.flush()
         api = out.column_values((RecordKind.API,), "correlation")
         gpu = out.column_values(_GPU_KINDS, "correlation")
         pairs = starts & finishes
-        linked = sum(1 for i in pairs if non_negative(i) in api and non_negative(i) in gpu)
+        both = api & gpu
+        linked = sum(1 for i in pairs if non_negative(i) in both)
         out.flow_stats.update(
             flows=len(pairs),
             flows_agreeing=linked,

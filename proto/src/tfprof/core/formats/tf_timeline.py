@@ -40,7 +40,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from tfprof.core.cupti_labels import COPY_KINDS, MEMORY_KINDS
-from tfprof.core.formats.trace import Event, TraceBuilder, event_args
+from tfprof.core.formats.trace import Event, NotStreamable, TraceBuilder, event_args
 from tfprof.core.records import RecordKind
 
 _GPU_TRACK = re.compile(r"/(?:stream:(all|\d+)|memcpy)(?:\s|$)", re.IGNORECASE)
@@ -48,12 +48,18 @@ _GPU_TRACK = re.compile(r"/(?:stream:(all|\d+)|memcpy)(?:\s|$)", re.IGNORECASE)
 _OP_TRACK = re.compile(r"/(?:device:)?(?:cpu|gpu):\d+ Compute$", re.IGNORECASE)
 TF_OP_CATEGORY = "tf_op"
 _FLOW_CATEGORY = "DataFlow"
+_FLOW_PHASES = ("s", "t", "f")
 _ORDINAL = re.compile(r"gpu:(\d+)", re.IGNORECASE)
 _MEMCPY = re.compile(r"MEMCPY([A-Za-z]to[A-Za-z])")
 _BYTES_LABEL = re.compile(r"(\d+) bytes")
 
 _HTOD, _DTOH, _DTOD = (COPY_KINDS.parse(label) for label in ("HtoD", "DtoH", "DtoD"))
 _DEVICE_MEMORY = MEMORY_KINDS.parse("device")
+
+# What a pseudo-process is, by its name: (what, GPU ordinal, stream or None for memcpy).
+_STREAM, _COPIES, _OPS, _OTHER = range(4)
+Track = tuple[int, int, int | None]
+_NOT_READ: Track = (_OTHER, 0, None)
 
 
 def process_names(events: Iterable[Event]) -> dict[Any, str]:
@@ -67,87 +73,162 @@ def process_names(events: Iterable[Event]) -> dict[Any, str]:
     return names
 
 
-def is_tf_timeline(events: list[Event]) -> bool:
+def is_tf_timeline(events: Iterable[Event]) -> bool:
     return any(_GPU_TRACK.search(name) for name in process_names(events).values())
 
 
 def read_tf_timeline(events: list[Event], out: TraceBuilder) -> None:
-    # pid -> (ordinal, stream or None for the memcpy track); stream:all is left out.
-    tracks: dict[Any, tuple[int, int | None]] = {}
-    for pid, label in process_names(events).items():
-        m = _GPU_TRACK.search(label)
-        if not m or m.group(1) == "all" or label.endswith(" Tensors"):
-            continue
+    reader = TfTimelineReader(out, process_names(events))
+    reader.feed(events)
+    reader.finish()
+
+
+def track_of(label: str) -> Track:
+    """What events on a process of this name are: GPU stream or memcpy, ops, or neither.
+
+    ``stream:all`` (pure duplicates) and the `` Tensors`` companions are not read.
+    """
+    m = _GPU_TRACK.search(label)
+    if m:
+        if m.group(1) == "all" or label.endswith(" Tensors"):
+            return _NOT_READ
         ordinals = _ORDINAL.findall(label[: m.start()])
-        tracks[pid] = (
-            int(ordinals[-1]) if ordinals else 0,
-            int(m.group(1)) if m.group(1) is not None else None,
-        )
-
-    on_streams: list[tuple[int, int, Event]] = []
-    on_memcpy: list[tuple[int, Event]] = []
-    for e in events:
-        track = tracks.get(e.get("pid")) if e.get("ph") == "X" else None
-        if track is None:
-            continue
-        ordinal, stream = track
-        if stream is None:
-            on_memcpy.append((ordinal, e))
-        else:
-            on_streams.append((ordinal, stream, e))
-
-    unmatched = Counter(_twin_key(ordinal, e) for ordinal, e in on_memcpy)
-    for ordinal, stream, e in on_streams:
-        key = _twin_key(ordinal, e)
-        is_copy = unmatched[key] > 0
-        if is_copy:
-            unmatched[key] -= 1
-        if is_copy or str(e.get("name", "")).startswith("MEMCPY"):
-            _add_copy(out, e, ordinal, stream)
-        else:
-            out.add(RecordKind.KERNEL, e, device=ordinal, stream=stream, name=_name(out, e))
-    for ordinal, e in on_memcpy:  # copies with no twin on a stream track
-        key = _twin_key(ordinal, e)
-        if unmatched[key] > 0:
-            unmatched[key] -= 1
-            _add_copy(out, e, ordinal, 0)
-    _read_host(events, out)
+        ordinal = int(ordinals[-1]) if ordinals else 0
+        if m.group(1) is None:
+            return (_COPIES, ordinal, None)
+        return (_STREAM, ordinal, int(m.group(1)))
+    return (_OPS, 0, None) if _OP_TRACK.search(label) else _NOT_READ
 
 
-def _read_host(events: list[Event], out: TraceBuilder) -> None:
-    """Op events of the executor's device tracks as MARKER records; dataflow counted."""
-    op_pids = {
-        pid
-        for pid, label in process_names(events).items()
-        if _OP_TRACK.search(label) and not _GPU_TRACK.search(label)
-    }
-    category = out.name(TF_OP_CATEGORY)
-    starts: set[Any] = set()
-    finishes: set[Any] = set()
-    for e in events:
-        ph = e.get("ph")
-        if ph == "X" and e.get("pid") in op_pids:
-            args = event_args(e)
-            node = str(args.get("name") or e.get("name") or "")
-            op = str(args.get("op") or "")
-            lane = e.get("tid")
-            out.add(
-                RecordKind.MARKER,
-                e,
-                thread=(lane if isinstance(lane, int) and lane >= 0 else 0) + 1,
-                name=out.name(f"{node}:{op}" if op else node),
-                category=category,
+class TfTimelineReader:
+    """Reads a TF timeline's events a chunk at a time.
+
+    With ``labels`` (pid -> process name, from the whole file) events are read by them;
+    without, the ``process_name`` events met so far name the processes, as tf.timeline
+    writes them first. A name that would change how events already read are read (a
+    process named after its events, or renamed) raises ``NotStreamable``: the caller then
+    reads the whole file with its names known. GPU activity becomes records at
+    ``finish`` (copies are told from kernels by their twins on the memcpy track, which
+    may come later), then the op ranges, as a reader of the whole file adds them.
+    """
+
+    def __init__(self, out: TraceBuilder, labels: dict[Any, str] | None = None) -> None:
+        self.out = out
+        self._learning = labels is None
+        self._labels: dict[Any, str] = dict(labels or {})
+        self._tracks = {pid: track_of(label) for pid, label in self._labels.items()}
+        self._on_streams: list[tuple[int, int, Event]] = []
+        self._on_memcpy: list[tuple[int, Event]] = []
+        # op ranges: (ts, dur, thread, "<node>:<op>", event name), made records at the end
+        self._ops: list[tuple[Any, Any, int, str, Any]] = []
+        self._flow_starts: set[Any] = set()
+        self._flow_finishes: set[Any] = set()
+        self.metadata: list[Event] = []  # ``ph: "M"`` events, for format detection
+        self.any_kineto = False  # whether a Kineto GPU category was met (see events.py)
+        self._unnamed: set[Any] = set()  # pids of complete events met before their name
+        self._read_any = False
+
+    def feed(self, events: Iterable[Event]) -> None:
+        tracks, on_streams, on_memcpy, ops = (
+            self._tracks, self._on_streams, self._on_memcpy, self._ops
+        )  # fmt: skip
+        read_any = self._read_any
+        for e in events:
+            ph = e.get("ph")
+            if ph == "X":
+                pid = e.get("pid")
+                track = tracks.get(pid)
+                if track is None:
+                    if self._learning:
+                        self._unnamed.add(pid)
+                    continue
+                read_any = True
+                what, ordinal, stream = track
+                if what == _STREAM:
+                    on_streams.append((ordinal, stream, e))  # type: ignore[arg-type]
+                elif what == _OPS:
+                    args = e.get("args")
+                    if not isinstance(args, dict):
+                        args = {}
+                    node = str(args.get("name") or e.get("name") or "")
+                    op = str(args.get("op") or "")
+                    lane = e.get("tid")
+                    thread = (lane if isinstance(lane, int) and lane >= 0 else 0) + 1
+                    label = f"{node}:{op}" if op else node
+                    ops.append((e.get("ts"), e.get("dur"), thread, label, e.get("name")))
+                elif what == _COPIES:
+                    on_memcpy.append((ordinal, e))
+            elif ph in _FLOW_PHASES:
+                if e.get("cat") == _FLOW_CATEGORY:
+                    # tf.timeline reuses ids across steps: a flow is one (id, name) pair.
+                    key = (e.get("id"), e.get("name"))
+                    (self._flow_starts if ph == "s" else self._flow_finishes).add(key)
+            elif ph == "M":
+                self.metadata.append(e)
+                if self._learning and e.get("name") == "process_name":
+                    self._name(e, read_any)
+        self._read_any = read_any
+
+    def _name(self, e: Event, read_any: bool) -> None:
+        label = event_args(e).get("name")
+        if not isinstance(label, str):
+            return
+        pid = e.get("pid")
+        known = self._labels.get(pid)
+        if known == label:
+            return
+        if pid in self._unnamed or (known is not None and read_any):
+            raise NotStreamable(f"process {pid!r} named after its events")
+        self._labels[pid] = label
+        self._tracks[pid] = track_of(label)
+
+    @property
+    def labels(self) -> dict[Any, str]:
+        return self._labels
+
+    def finish(self) -> None:
+        out = self.out
+        unmatched = Counter(_twin_key(ordinal, e) for ordinal, e in self._on_memcpy)
+        kernels = out.layout(RecordKind.KERNEL, "device", "stream", "name")
+        for ordinal, stream, e in self._on_streams:
+            key = _twin_key(ordinal, e)
+            is_copy = unmatched[key] > 0
+            if is_copy:
+                unmatched[key] -= 1
+            if is_copy or str(e.get("name", "")).startswith("MEMCPY"):
+                _add_copy(out, e, ordinal, stream)
+            else:
+                kernels.values.extend((*out.times(e), ordinal, stream, _name(out, e)))
+                out.order.append(kernels.id)
+                out.add_device(ordinal)
+        for ordinal, e in self._on_memcpy:  # copies with no twin on a stream track
+            key = _twin_key(ordinal, e)
+            if unmatched[key] > 0:
+                unmatched[key] -= 1
+                _add_copy(out, e, ordinal, 0)
+        self._add_ops()
+
+    def _add_ops(self) -> None:
+        """Op events of the executor's device tracks as MARKER records; dataflow counted."""
+        out = self.out
+        category = out.name(TF_OP_CATEGORY)
+        markers = out.layout(RecordKind.MARKER, "thread", "name", "category")
+        add, order, names = markers.values.extend, out.order, out.names
+        for ts, dur, thread, label, event_name in self._ops:
+            event = {"name": event_name, "ts": ts, "dur": dur}
+            start, duration = out.times(event)
+            index = names.get(label)
+            if index is None:
+                index = names[label] = len(names)
+            add((start, duration, thread, index, category))
+            order.append(markers.id)
+        starts, finishes = self._flow_starts, self._flow_finishes
+        if starts or finishes:
+            out.flow_stats.update(
+                dataflow_flows=len(starts & finishes),
+                flow_starts_without_finish=len(starts - finishes),
+                flow_finishes_without_start=len(finishes - starts),
             )
-        elif ph in ("s", "t", "f") and e.get("cat") == _FLOW_CATEGORY:
-            # tf.timeline reuses ids across steps: a flow is one (id, name) pair.
-            key = (e.get("id"), e.get("name"))
-            (starts if ph == "s" else finishes).add(key)
-    if starts or finishes:
-        out.flow_stats.update(
-            dataflow_flows=len(starts & finishes),
-            flow_starts_without_finish=len(starts - finishes),
-            flow_finishes_without_start=len(finishes - starts),
-        )
 
 
 def _twin_key(ordinal: int, e: Event) -> tuple[Any, ...]:

@@ -17,7 +17,7 @@ from typing import Any
 from tfprof.core.errors import TraceFormatError
 from tfprof.core.formats.columns import sort_columns
 from tfprof.core.records import COLUMN_INDEX, COLUMNS, DeviceInfo, RecordKind, RecordTable
-from tfprof.core.slice_args import CATEGORIES, SliceArg, category_of, find, parse_value
+from tfprof.core.slice_args import CATEGORIES, ArgType, SliceArg, category_of, parse_value
 
 FORMAT_TF_TIMELINE = "tf-timeline"
 FORMAT_KINETO = "kineto"
@@ -27,6 +27,11 @@ FORMAT_TFPROF = "tfprof"
 Event = dict[str, Any]
 
 _THOUSAND = Decimal(1000)
+
+
+class NotStreamable(Exception):
+    """A reader of events in chunks met what only a reader of the whole file can read
+    right (a process named after its events, say): read the file again, whole."""
 
 
 class RecordedTrace:
@@ -93,33 +98,32 @@ class RecordedTrace:
 class Layout:
     """Records of one kind that set the same columns, kept narrow until ``finish``.
 
-    Readers append ``(start_ns, duration_ns, *values)`` tuples (``values`` in
-    ``columns`` order) to ``rows`` and this layout's ``id`` to the builder's ``order``;
-    a 30-wide row per record cost most of a big import's time and memory.
+    Readers ``values.extend((start_ns, duration_ns, *columns))`` (one flat int64 array,
+    record after record) and append this layout's ``id`` to the builder's ``order``: a
+    30-wide row of Python ints per record cost most of a big import's time and memory.
     """
 
-    __slots__ = ("arrays", "columns", "id", "kind", "rows")
+    __slots__ = ("columns", "id", "kind", "values")
 
     def __init__(self, layout_id: int, kind: int, columns: tuple[str, ...]) -> None:
         self.id = layout_id
         self.kind = kind
         self.columns = ("start_ns", "duration_ns", *columns)
-        self.rows: list[tuple[int, ...]] = []
-        self.arrays = [array.array("q") for _ in self.columns]
+        self.values = array.array("q")
 
-    def flush(self) -> None:
-        """Move the appended rows into the int64 columns (the tuples are freed)."""
-        if self.rows:
-            for values, column in zip(zip(*self.rows), self.arrays):
-                column.extend(values)
-            self.rows.clear()
+    def __len__(self) -> int:
+        return len(self.values) // len(self.columns)
+
+    def column(self, name: str) -> array.array[int]:
+        """One column's values, in insertion order."""
+        return self.values[self.columns.index(name) :: len(self.columns)]
 
 
 class TraceBuilder:
     """Collects records by layout, then sorts and columnises them in ``finish``.
 
-    ``add`` takes any record by column name; the big readers append to a ``layout``'s
-    rows directly. Records keep their insertion order (``order``: one layout id per
+    ``add`` takes any record by column name; the big readers extend a ``layout``'s
+    values directly. Records keep their insertion order (``order``: one layout id per
     record), so a stable sort by start gives every reader the same result as one list.
     """
 
@@ -167,7 +171,7 @@ class TraceBuilder:
         start = self.ns(event, "ts", required=True)
         duration = max(0, self.ns(event, "dur"))
         layout = self.layout(kind, *values)
-        layout.rows.append((start, duration, *values.values()))
+        layout.values.extend((start, duration, *values.values()))
         self.order.append(layout.id)
         if "device" in values:
             self.add_device(values["device"])
@@ -192,24 +196,18 @@ class TraceBuilder:
             ) from None
 
     def column_values(self, kinds: Iterable[int], column: str) -> set[int]:
-        """The distinct values of ``column`` among the records of ``kinds`` flushed so far."""
+        """The distinct values of ``column`` among the records of ``kinds`` so far."""
         wanted = {int(k) for k in kinds}
         values: set[int] = set()
         for layout in self._layouts:
-            if layout.kind in wanted and len(layout.arrays[0]):
+            if layout.kind in wanted and len(layout):
                 if column in layout.columns:
-                    values.update(layout.arrays[layout.columns.index(column)])
+                    values.update(layout.column(column))
                 else:
                     values.add(0)  # a column a layout does not set is 0
         return values
 
-    def flush(self) -> None:
-        """Columnise the rows appended so far (readers call it between chunks of events)."""
-        for layout in self._layouts:
-            layout.flush()
-
     def finish(self, fmt: str) -> RecordedTrace:
-        self.flush()
         columns, origin = sort_columns(self._layouts, self.order)
         names = [""] * len(self.names)
         for text, index in self.names.items():
@@ -273,11 +271,45 @@ def arg_columns(args: Mapping[str, Any], wanted: Iterable[SliceArg]) -> dict[str
     Args that are absent or unreadable are left out (their columns stay 0); negative
     values, which no count or id of ours can take, read as 0.
     """
+    wanted = wanted if isinstance(wanted, tuple) else tuple(wanted)
     values: dict[str, int] = {}
-    for arg in wanted:
-        parsed = parse_value(arg, find(args, arg))
+    for arg, key, plain in arg_plan(args, wanted):
+        value = args[key]
+        if plain and type(value) is int:  # most args: one int column, written as an int
+            values[arg.columns[0]] = value if value > 0 else 0
+            continue
+        parsed = parse_value(arg, value)
         if parsed:
             if len(parsed) != len(arg.columns):
                 raise ValueError(f"{arg}: {len(parsed)} values for {len(arg.columns)} columns")
             values.update(zip(arg.columns, (max(0, v) for v in parsed)))
     return values
+
+
+# (id of a ``wanted`` tuple, the keys of an args dict) -> (arg, the key it is found by, is
+# it a plain int): which args are present depends on the keys only, and a million events
+# of a trace have a handful of key sets.
+_Plan = tuple[tuple[SliceArg, str, bool], ...]
+_PLANS: dict[tuple[int, tuple[str, ...]], _Plan] = {}
+_PLANNED: dict[int, tuple[SliceArg, ...]] = {}  # keeps each planned tuple (and its id) alive
+_MAX_PLANS = 4096
+
+
+def arg_plan(args: Mapping[str, Any], wanted: tuple[SliceArg, ...]) -> _Plan:
+    """(arg, the key it is found by, whether it is one plain int column) for each of
+    ``wanted`` present in ``args``, in ``wanted`` order; cached by ``args``' keys."""
+    key = (id(wanted), tuple(args))
+    plan = _PLANS.get(key)
+    if plan is not None and _PLANNED.get(id(wanted)) is wanted:
+        return plan
+    found = []
+    for arg in wanted:
+        for name in (arg.name, *arg.aliases):  # as ``find`` looks an arg up
+            if name in args:
+                found.append((arg, name, arg.type is ArgType.INT and len(arg.columns) == 1))
+                break
+    plan = tuple(found)
+    if len(_PLANS) < _MAX_PLANS and len(_PLANNED) < 64:
+        _PLANNED[id(wanted)] = wanted
+        _PLANS[key] = plan
+    return plan
