@@ -26,6 +26,7 @@ import argparse
 import gzip
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -70,12 +71,12 @@ def tile(source: Path, events: int, out: Path) -> int:
     meta_events = [e for e in doc["traceEvents"] if e.get("ph") == "M"]
     first, last = _span(body)
     period = last - first + GAP_US
-    ids = [int(e["id"]) for e in body if isinstance(e.get("id"), int)]
+    all_ids = [int(e["id"]) for e in body if isinstance(e.get("id"), int)]
     for e in body:
-        ids.extend(
+        all_ids.extend(
             v for k, v in (e.get("args") or {}).items() if k in ID_KEYS and isinstance(v, int)
         )
-    id_stride = 1 + max(ids, default=0)
+    id_stride = 1 + max(all_ids, default=0)
     written = len(meta_events)
     with out.open("w") as f:
         head = {k: v for k, v in doc.items() if k != "traceEvents"}
@@ -83,16 +84,16 @@ def tile(source: Path, events: int, out: Path) -> int:
         f.write(",\n".join(json.dumps(e) for e in meta_events))
         copy = 0
         while written < events:
-            shift, ids = copy * period, copy * id_stride
+            shift, offset = copy * period, copy * id_stride
             chunk = []
             for e in body[: events - written]:
                 e = dict(e, ts=e["ts"] + shift)
                 if isinstance(e.get("id"), int):
-                    e["id"] += ids
+                    e["id"] += offset
                 args = e.get("args")
                 if isinstance(args, dict) and any(k in args for k in ID_KEYS):
                     e["args"] = {
-                        k: v + ids if k in ID_KEYS and isinstance(v, int) else v
+                        k: v + offset if k in ID_KEYS and isinstance(v, int) else v
                         for k, v in args.items()
                     }
                 chunk.append(json.dumps(e))
@@ -107,11 +108,18 @@ def tile(source: Path, events: int, out: Path) -> int:
 
 
 def child_ours(path: str) -> dict[str, Any]:
+    # Imports first, as HTA's child imports TraceAnalysis before its clock starts.
+    import tfprof.collector.analysis.tracefile
+    import tfprof.collector.commands.summary  # noqa: F401
     from tfprof.collector.cli import main
 
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     code = main(["summary", path, "--view", "kernels", "-o", os.devnull])
-    return {"seconds": time.perf_counter() - t0, "exit": code}
+    return {
+        "seconds": time.perf_counter() - t0,
+        "cpu_seconds": time.process_time() - c0,
+        "exit": code,
+    }
 
 
 def child_hta(trace_dir: str) -> dict[str, Any]:
@@ -121,9 +129,14 @@ def child_hta(trace_dir: str) -> dict[str, Any]:
 
     logging.disable(logging.WARNING)
     t0 = time.perf_counter()
+    start = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     analysis = TraceAnalysis(trace_dir=trace_dir)
     _, per_kernel = analysis.get_gpu_kernel_breakdown(visualize=False)
-    return {"seconds": time.perf_counter() - t0, "rows": len(per_kernel)}
+    end = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    # HTA parses in a worker process (a pool of one per trace file): count its CPU too.
+    pairs = zip(start, end, strict=True)
+    cpu = sum(b.ru_utime + b.ru_stime - a.ru_utime - a.ru_stime for a, b in pairs)
+    return {"seconds": time.perf_counter() - t0, "cpu_seconds": cpu, "rows": len(per_kernel)}
 
 
 def measure(which: str, target: str) -> dict[str, Any]:

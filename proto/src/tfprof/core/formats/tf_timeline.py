@@ -34,12 +34,14 @@ events (``s`` then ``t``/``f``, one ``id``) link ops, not launches: they are cou
 
 from __future__ import annotations
 
+import array
 import re
 from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
 from tfprof.core.cupti_labels import COPY_KINDS, MEMORY_KINDS
+from tfprof.core.errors import TraceFormatError
 from tfprof.core.formats.trace import Event, NotStreamable, TraceBuilder, event_args
 from tfprof.core.records import RecordKind
 
@@ -117,10 +119,16 @@ class TfTimelineReader:
         self._learning = labels is None
         self._labels: dict[Any, str] = dict(labels or {})
         self._tracks = {pid: track_of(label) for pid, label in self._labels.items()}
-        self._on_streams: list[tuple[int, int, Event]] = []
+        # Events on stream tracks, column by column: (ordinal, stream, ts, dur, name, args).
+        # Not the events themselves: a million kept dicts cost the cycle collector seconds.
+        self._streams: tuple[list[Any], ...] = ([], [], [], [], [], [])
         self._on_memcpy: list[tuple[int, Event]] = []
-        # op ranges: (ts, dur, thread, "<node>:<op>", event name), made records at the end
-        self._ops: list[tuple[Any, Any, int, str, Any]] = []
+        # Op ranges, made records after the GPU activity, as a reader of the whole file
+        # does: (start, duration, thread, label) flat, labels ("<node>:<op>") numbered
+        # in order of first use, and the first time that could not be read, if any.
+        self._ops = array.array("q")
+        self._op_labels: dict[str, int] = {}
+        self._op_error: TraceFormatError | None = None
         self._flow_starts: set[Any] = set()
         self._flow_finishes: set[Any] = set()
         self.metadata: list[Event] = []  # ``ph: "M"`` events, for format detection
@@ -129,9 +137,11 @@ class TfTimelineReader:
         self._read_any = False
 
     def feed(self, events: Iterable[Event]) -> None:
-        tracks, on_streams, on_memcpy, ops = (
-            self._tracks, self._on_streams, self._on_memcpy, self._ops
-        )  # fmt: skip
+        tracks, on_memcpy, ops = self._tracks, self._on_memcpy, self._ops.extend
+        op_labels = self._op_labels
+        ordinals, streams, stamps, durations, event_names, all_args = (
+            c.append for c in self._streams
+        )
         read_any = self._read_any
         for e in events:
             ph = e.get("ph")
@@ -144,18 +154,30 @@ class TfTimelineReader:
                     continue
                 read_any = True
                 what, ordinal, stream = track
+                args = e.get("args")
+                if type(args) is not dict:
+                    args = args if isinstance(args, dict) else {}
                 if what == _STREAM:
-                    on_streams.append((ordinal, stream, e))  # type: ignore[arg-type]
+                    ordinals(ordinal)
+                    streams(stream)
+                    stamps(e.get("ts"))
+                    durations(e.get("dur"))
+                    event_names(e.get("name"))
+                    all_args(args)
                 elif what == _OPS:
-                    args = e.get("args")
-                    if not isinstance(args, dict):
-                        args = {}
-                    node = str(args.get("name") or e.get("name") or "")
-                    op = str(args.get("op") or "")
+                    node = args.get("name") or e.get("name") or ""
+                    op = args.get("op") or ""
+                    label = f"{node}:{op}" if op else str(node)
+                    index = op_labels.get(label)
+                    if index is None:
+                        index = op_labels[label] = len(op_labels)
                     lane = e.get("tid")
                     thread = (lane if isinstance(lane, int) and lane >= 0 else 0) + 1
-                    label = f"{node}:{op}" if op else node
-                    ops.append((e.get("ts"), e.get("dur"), thread, label, e.get("name")))
+                    ts, dur = e.get("ts"), e.get("dur")
+                    if type(ts) is int and type(dur) is int:
+                        ops((ts * 1000, dur * 1000 if dur > 0 else 0, thread, index))
+                    else:
+                        self._add_op(e, thread, index)
                 elif what == _COPIES:
                     on_memcpy.append((ordinal, e))
             elif ph in _FLOW_PHASES:
@@ -168,6 +190,14 @@ class TfTimelineReader:
                 if self._learning and e.get("name") == "process_name":
                     self._name(e, read_any)
         self._read_any = read_any
+
+    def _add_op(self, e: Event, thread: int, index: int) -> None:
+        try:
+            start, duration = self.out.times(e)
+        except TraceFormatError as exc:  # raised at the end, where the whole-file reader would
+            self._op_error = self._op_error or exc
+            return
+        self._ops.extend((start, duration, thread, index))
 
     def _name(self, e: Event, read_any: bool) -> None:
         label = event_args(e).get("name")
@@ -189,18 +219,35 @@ class TfTimelineReader:
     def finish(self) -> None:
         out = self.out
         unmatched = Counter(_twin_key(ordinal, e) for ordinal, e in self._on_memcpy)
+        twins_left = len(self._on_memcpy)
+        twin_stamps = {e.get("ts") for _, e in self._on_memcpy}
         kernels = out.layout(RecordKind.KERNEL, "device", "stream", "name")
-        for ordinal, stream, e in self._on_streams:
-            key = _twin_key(ordinal, e)
-            is_copy = unmatched[key] > 0
-            if is_copy:
-                unmatched[key] -= 1
-            if is_copy or str(e.get("name", "")).startswith("MEMCPY"):
-                _add_copy(out, e, ordinal, stream)
+        add, order, names = kernels.values.extend, out.order.append, out.names
+        for ordinal, stream, ts, dur, event_name, args in zip(*self._streams, strict=True):
+            is_copy = False
+            if twins_left and ts in twin_stamps:
+                key = (ordinal, ts, dur, args.get("name", event_name))
+                is_copy = unmatched[key] > 0
+                if is_copy:
+                    unmatched[key] -= 1
+                    twins_left -= 1
+            if is_copy or str(event_name or "").startswith("MEMCPY"):
+                event = {"name": event_name, "ts": ts, "dur": dur, "args": args}
+                _add_copy(out, event, ordinal, stream)
+                continue
+            if type(ts) is int and type(dur) is int:
+                start, duration = ts * 1000, dur * 1000 if dur > 0 else 0
             else:
-                kernels.values.extend((*out.times(e), ordinal, stream, _name(out, e)))
-                out.order.append(kernels.id)
-                out.add_device(ordinal)
+                start, duration = out.times({"name": event_name, "ts": ts, "dur": dur})
+            label = args.get("name") or args.get("op") or event_name or ""
+            if type(label) is not str:
+                label = str(label)
+            index = names.get(label)
+            if index is None:
+                index = names[label] = len(names)
+            add((start, duration, ordinal, stream, index))
+            order(kernels.id)
+            out.add_device(ordinal)
         for ordinal, e in self._on_memcpy:  # copies with no twin on a stream track
             key = _twin_key(ordinal, e)
             if unmatched[key] > 0:
@@ -212,16 +259,21 @@ class TfTimelineReader:
         """Op events of the executor's device tracks as MARKER records; dataflow counted."""
         out = self.out
         category = out.name(TF_OP_CATEGORY)
+        numbers = [out.name(label) for label in self._op_labels]
+        if self._op_error is not None:
+            raise self._op_error
+        ops = self._ops
         markers = out.layout(RecordKind.MARKER, "thread", "name", "category")
-        add, order, names = markers.values.extend, out.order, out.names
-        for ts, dur, thread, label, event_name in self._ops:
-            event = {"name": event_name, "ts": ts, "dur": dur}
-            start, duration = out.times(event)
-            index = names.get(label)
-            if index is None:
-                index = names[label] = len(names)
-            add((start, duration, thread, index, category))
-            order.append(markers.id)
+        count = markers.extend_columns(
+            [
+                ops[0::4],
+                ops[1::4],
+                ops[2::4],
+                array.array("q", map(numbers.__getitem__, ops[3::4])),
+                array.array("q", [category]) * (len(ops) // 4),
+            ]
+        )
+        out.order.frombytes(bytes([markers.id]) * count)
         starts, finishes = self._flow_starts, self._flow_finishes
         if starts or finishes:
             out.flow_stats.update(
@@ -243,10 +295,18 @@ def _name(out: TraceBuilder, e: Event) -> int:
 def _copy_kind(*labels: Any) -> int:
     for label in labels:
         if isinstance(label, str):
-            m = _MEMCPY.search(label)
-            if m:
-                return COPY_KINDS.parse(m.group(1))
+            kind = _COPY_KIND_OF.get(label)
+            if kind is None:
+                m = _MEMCPY.search(label)
+                kind = COPY_KINDS.parse(m.group(1)) if m else -1
+                if len(_COPY_KIND_OF) < 65536:
+                    _COPY_KIND_OF[label] = kind
+            if kind >= 0:
+                return kind
     return 0
+
+
+_COPY_KIND_OF: dict[str, int] = {}  # label -> its copy kind, -1 when it names none
 
 
 def _bytes(args: dict[str, Any]) -> int:

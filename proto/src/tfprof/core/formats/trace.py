@@ -118,6 +118,16 @@ class Layout:
         """One column's values, in insertion order."""
         return self.values[self.columns.index(name) :: len(self.columns)]
 
+    def extend_columns(self, columns: list[array.array[int]]) -> int:
+        """Append records given column by column (``columns`` order, all one length);
+        returns how many. The caller appends them to the builder's ``order``."""
+        width, count = len(self.columns), len(columns[0])
+        block = array.array("q", bytes(8 * width * count))
+        for i, column in enumerate(columns):
+            block[i::width] = column
+        self.values.extend(block)
+        return count
+
 
 class TraceBuilder:
     """Collects records by layout, then sorts and columnises them in ``finish``.
