@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import array
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from tfprof.core.records import COLUMNS
 
@@ -45,37 +45,30 @@ def _sort_numpy(
 ) -> tuple[Columns, int]:
     n = len(order)
     ids = np.frombuffer(order, dtype=np.uint8)
-    full: dict[str, Any] = {"kind": np.zeros(n, dtype=np.int64)}
+    parts = []  # (layout, its records as rows, where they are among all records)
+    start = np.zeros(n, dtype=np.int64)
     for layout in layouts:
-        width = len(layout.columns)
-        rows = np.frombuffer(layout.values, dtype=np.int64).reshape(-1, width)
-        if not len(rows):
-            continue
-        at = slice(None) if len(rows) == n else np.flatnonzero(ids == layout.id)
-        full["kind"][at] = layout.kind
-        for i, name in enumerate(layout.columns):
-            if name not in full:
-                full[name] = np.zeros(n, dtype=np.int64)
-            full[name][at] = rows[:, i]
-        del rows
-        layout.values = array.array("q")
-    start = full.get("start_ns", np.zeros(n, dtype=np.int64))
-    in_order = bool(np.all(start[1:] >= start[:-1]))
-    perm = None if in_order else np.argsort(start, kind="stable")
+        rows = np.frombuffer(layout.values, dtype=np.int64).reshape(-1, len(layout.columns))
+        if len(rows):
+            at = slice(None) if len(rows) == n else np.flatnonzero(ids == layout.id)
+            start[at] = rows[:, layout.columns.index("start_ns")]
+            parts.append((layout, rows, at))
     origin = int(start.min()) if n else 0
-    columns: Columns = {}
-    for name in COLUMNS:
-        column = full.pop(name, None)
-        if column is None:
-            columns[name] = array.array("q", bytes(8 * n))
-            continue
-        if perm is not None:
-            column = column[perm]
-        if name == "start_ns":
-            column = column - origin
-        out = array.array("q")
-        out.frombytes(column.tobytes())
-        columns[name] = out
+    rank = None  # each record's place once sorted; None when already in order
+    if not bool(np.all(start[1:] >= start[:-1])):
+        rank = np.empty(n, dtype=np.intp)
+        rank[np.argsort(start, kind="stable")] = np.arange(n)
+    # Written straight into the arrays handed out, through numpy views of their memory.
+    columns: Columns = {name: array.array("q", [0]) * n for name in COLUMNS}
+    views = {name: np.frombuffer(column, dtype=np.int64) for name, column in columns.items()}
+    for layout, rows, at in parts:
+        to = at if rank is None else rank[at]
+        views["kind"][to] = layout.kind
+        for i, name in enumerate(layout.columns):
+            views[name][to] = rows[:, i]
+        layout.values = array.array("q")
+    views["start_ns"] -= origin
+    del views, parts  # release the arrays' buffers
     return columns, origin
 
 

@@ -9,6 +9,7 @@ every format shares one parser per meaning.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from itertools import repeat
 from typing import Any
 
 from tfprof.core.errors import TraceFormatError
@@ -109,7 +110,7 @@ def _finish(builder: TraceBuilder, fmt: str | None) -> RecordedTrace:
 
 def _any_kineto(events: list[Event]) -> bool:
     try:
-        categories = {e.get("cat", "") for e in events}
+        categories = set(map(dict.get, events, repeat("cat")))
     except TypeError:  # an unhashable cat somewhere
         return kineto.is_kineto(events)
     return any(kineto.is_gpu_category(str(c).lower()) for c in categories)

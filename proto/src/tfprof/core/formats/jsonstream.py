@@ -28,6 +28,7 @@ import re
 import zlib
 from collections.abc import Callable, Iterator
 from decimal import Decimal
+from itertools import repeat
 from typing import Any, Protocol
 
 from tfprof.core.formats.trace import Event, NotStreamable
@@ -191,4 +192,6 @@ class EventChunks:
 
     def _keep(self, events: list[Any]) -> list[Event]:
         self.events += len(events)
+        if all(map(isinstance, events, repeat(dict))):
+            return events
         return [e for e in events if isinstance(e, dict)]

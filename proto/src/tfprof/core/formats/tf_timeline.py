@@ -38,6 +38,7 @@ import array
 import re
 from collections import Counter
 from collections.abc import Iterable
+from itertools import compress
 from typing import Any
 
 from tfprof.core.cupti_labels import COPY_KINDS, MEMORY_KINDS
@@ -119,9 +120,16 @@ class TfTimelineReader:
         self._learning = labels is None
         self._labels: dict[Any, str] = dict(labels or {})
         self._tracks = {pid: track_of(label) for pid, label in self._labels.items()}
-        # Events on stream tracks, column by column: (ordinal, stream, ts, dur, name, args).
-        # Not the events themselves: a million kept dicts cost the cycle collector seconds.
-        self._streams: tuple[list[Any], ...] = ([], [], [], [], [], [])
+        # Events on stream tracks, kernels unless told copies at the end: as records
+        # (start, duration, ordinal, stream, label) flat, labels numbered in order of first
+        # use; and what telling copies takes (ts, dur, event name, args), column by
+        # column, not the events themselves (a million kept dicts cost the cycle
+        # collector seconds); which are named MEMCPY*; the first bad time, if any.
+        self._stream_records = array.array("q")
+        self._gpu_labels: dict[str, int] = {}
+        self._streams: tuple[list[Any], ...] = ([], [], [], [])
+        self._named_copies: list[int] = []
+        self._stream_error: TraceFormatError | None = None
         self._on_memcpy: list[tuple[int, Event]] = []
         # Op ranges, made records after the GPU activity, as a reader of the whole file
         # does: (start, duration, thread, label) flat, labels ("<node>:<op>") numbered
@@ -139,9 +147,10 @@ class TfTimelineReader:
     def feed(self, events: Iterable[Event]) -> None:
         tracks, on_memcpy, ops = self._tracks, self._on_memcpy, self._ops.extend
         op_labels = self._op_labels
-        ordinals, streams, stamps, durations, event_names, all_args = (
-            c.append for c in self._streams
-        )
+        records, gpu_labels, named_copies = (
+            self._stream_records.extend, self._gpu_labels, self._named_copies.append
+        )  # fmt: skip
+        stamps, durations, event_names, all_args = (c.append for c in self._streams)
         read_any = self._read_any
         for e in events:
             ph = e.get("ph")
@@ -154,16 +163,29 @@ class TfTimelineReader:
                     continue
                 read_any = True
                 what, ordinal, stream = track
+                if what == _OTHER:
+                    continue
                 args = e.get("args")
                 if type(args) is not dict:
                     args = args if isinstance(args, dict) else {}
                 if what == _STREAM:
-                    ordinals(ordinal)
-                    streams(stream)
-                    stamps(e.get("ts"))
-                    durations(e.get("dur"))
-                    event_names(e.get("name"))
+                    ts, dur, name = e.get("ts"), e.get("dur"), e.get("name")
+                    label = args.get("name") or args.get("op") or name or ""
+                    if type(label) is not str:
+                        label = str(label)
+                    index = gpu_labels.get(label)
+                    if index is None:
+                        index = gpu_labels[label] = len(gpu_labels)
+                    if type(name) is str and name.startswith("MEMCPY"):
+                        named_copies(len(self._streams[0]))
+                    stamps(ts)
+                    durations(dur)
+                    event_names(name)
                     all_args(args)
+                    if type(ts) is int and type(dur) is int:
+                        records((ts * 1000, dur * 1000 if dur > 0 else 0, ordinal, stream, index))
+                    else:
+                        self._add_stream_event(e, ordinal, stream, index)
                 elif what == _OPS:
                     node = args.get("name") or e.get("name") or ""
                     op = args.get("op") or ""
@@ -191,6 +213,14 @@ class TfTimelineReader:
                     self._name(e, read_any)
         self._read_any = read_any
 
+    def _add_stream_event(self, e: Event, ordinal: int, stream: int, index: int) -> None:
+        try:
+            start, duration = self.out.times(e)
+        except TraceFormatError as exc:  # raised at the end, where the whole-file reader would
+            self._stream_error = self._stream_error or exc
+            start = duration = 0
+        self._stream_records.extend((start, duration, ordinal, stream, index))
+
     def _add_op(self, e: Event, thread: int, index: int) -> None:
         try:
             start, duration = self.out.times(e)
@@ -217,43 +247,61 @@ class TfTimelineReader:
         return self._labels
 
     def finish(self) -> None:
+        if self._stream_error is not None:
+            raise self._stream_error
         out = self.out
-        unmatched = Counter(_twin_key(ordinal, e) for ordinal, e in self._on_memcpy)
-        twins_left = len(self._on_memcpy)
-        twin_stamps = {e.get("ts") for _, e in self._on_memcpy}
+        numbers = [out.name(label) for label in self._gpu_labels]  # first use, as read
+        copies = self._copies()
+        records = self._stream_records
+        width, count = 5, len(records) // 5
+        copy_layout = out.layout(
+            RecordKind.MEMCPY,
+            "device", "stream", "name", "copy_kind", "bytes", "src_kind", "dst_kind",
+        )  # fmt: skip
         kernels = out.layout(RecordKind.KERNEL, "device", "stream", "name")
-        add, order, names = kernels.values.extend, out.order.append, out.names
-        for ordinal, stream, ts, dur, event_name, args in zip(*self._streams, strict=True):
-            is_copy = False
-            if twins_left and ts in twin_stamps:
-                key = (ordinal, ts, dur, args.get("name", event_name))
-                is_copy = unmatched[key] > 0
-                if is_copy:
-                    unmatched[key] -= 1
-                    twins_left -= 1
-            if is_copy or str(event_name or "").startswith("MEMCPY"):
-                event = {"name": event_name, "ts": ts, "dur": dur, "args": args}
-                _add_copy(out, event, ordinal, stream)
-                continue
-            if type(ts) is int and type(dur) is int:
-                start, duration = ts * 1000, dur * 1000 if dur > 0 else 0
-            else:
-                start, duration = out.times({"name": event_name, "ts": ts, "dur": dur})
-            label = args.get("name") or args.get("op") or event_name or ""
-            if type(label) is not str:
-                label = str(label)
-            index = names.get(label)
-            if index is None:
-                index = names[label] = len(names)
-            add((start, duration, ordinal, stream, index))
-            order(kernels.id)
+        event_names, all_args = self._streams[2:]
+        for i in copies:
+            start, duration, ordinal, stream, index = records[i * width : (i + 1) * width]
+            values = _copy_values(event_names[i], all_args[i])
+            copy_layout.values.extend((start, duration, ordinal, stream, numbers[index], *values))
+        kernel_columns = [records[c::width] for c in range(width)]
+        kernel_columns[4] = array.array("q", map(numbers.__getitem__, kernel_columns[4]))
+        if copies:
+            is_kernel = bytearray([1]) * count
+            for i in copies:
+                is_kernel[i] = 0
+            kernel_columns = [array.array("q", compress(c, is_kernel)) for c in kernel_columns]
+        kernels.extend_columns(kernel_columns)
+        order = bytearray([kernels.id]) * count
+        for i in copies:
+            order[i] = copy_layout.id
+        out.order.frombytes(order)
+        for ordinal in set(records[2::width]):
             out.add_device(ordinal)
+        unmatched = self._unmatched
         for ordinal, e in self._on_memcpy:  # copies with no twin on a stream track
             key = _twin_key(ordinal, e)
             if unmatched[key] > 0:
                 unmatched[key] -= 1
                 _add_copy(out, e, ordinal, 0)
         self._add_ops()
+
+    def _copies(self) -> list[int]:
+        """Which stream events are copies, in order: named MEMCPY*, or the twin of an
+        event on their GPU's memcpy track (each twin taken once, in file order)."""
+        self._unmatched = unmatched = Counter(_twin_key(o, e) for o, e in self._on_memcpy)
+        twin_stamps = {e.get("ts") for _, e in self._on_memcpy}
+        if not twin_stamps:
+            return self._named_copies
+        stamps, durations, event_names, all_args = self._streams
+        ordinals = self._stream_records[2::5]
+        twins = []
+        for i in [i for i, ts in enumerate(stamps) if ts in twin_stamps]:
+            key = (ordinals[i], stamps[i], durations[i], all_args[i].get("name", event_names[i]))
+            if unmatched[key] > 0:
+                unmatched[key] -= 1
+                twins.append(i)
+        return sorted(set(twins).union(self._named_copies))
 
     def _add_ops(self) -> None:
         """Op events of the executor's device tracks as MARKER records; dataflow counted."""
@@ -316,6 +364,18 @@ def _bytes(args: dict[str, Any]) -> int:
             if m:
                 return int(m.group(1))
     return 0
+
+
+def _copy_values(event_name: Any, args: dict[str, Any]) -> tuple[int, int, int, int]:
+    """(copy kind, bytes, source and destination memory kinds) of a copy."""
+    kind = _copy_kind(event_name, args.get("op"))
+    if kind == _DTOD:  # both ends are device memory
+        return kind, _bytes(args), _DEVICE_MEMORY, _DEVICE_MEMORY
+    if kind == _HTOD:  # TF does not say pageable or pinned; only the GPU end
+        return kind, _bytes(args), 0, _DEVICE_MEMORY
+    if kind == _DTOH:
+        return kind, _bytes(args), _DEVICE_MEMORY, 0
+    return kind, _bytes(args), 0, 0
 
 
 def _add_copy(out: TraceBuilder, e: Event, ordinal: int, stream: int) -> None:
