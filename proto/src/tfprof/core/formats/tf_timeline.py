@@ -61,8 +61,8 @@ _DEVICE_MEMORY = MEMORY_KINDS.parse("device")
 
 # What a pseudo-process is, by its name: (what, GPU ordinal, stream or None for memcpy).
 _STREAM, _COPIES, _OPS, _OTHER = range(4)
-Track = tuple[int, int, int | None]
-_NOT_READ: Track = (_OTHER, 0, None)
+Track = tuple[int, int, int]  # stream -1 where there is none
+_NOT_READ: Track = (_OTHER, 0, -1)
 
 
 def process_names(events: Iterable[Event]) -> dict[Any, str]:
@@ -98,9 +98,9 @@ def track_of(label: str) -> Track:
         ordinals = _ORDINAL.findall(label[: m.start()])
         ordinal = int(ordinals[-1]) if ordinals else 0
         if m.group(1) is None:
-            return (_COPIES, ordinal, None)
+            return (_COPIES, ordinal, -1)
         return (_STREAM, ordinal, int(m.group(1)))
-    return (_OPS, 0, None) if _OP_TRACK.search(label) else _NOT_READ
+    return (_OPS, 0, -1) if _OP_TRACK.search(label) else _NOT_READ
 
 
 class TfTimelineReader:
