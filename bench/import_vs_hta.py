@@ -40,6 +40,7 @@ KINETO_SOURCE = Path("kineto-hta") / "simple_add.json.gz"
 TF_SOURCE = Path("tf-timeline-ikhlestov") / "GPU_timeline_03_merged_5_runs.json"
 GAP_US = 1000  # between one tile's last end and the next one's first start
 ID_KEYS = ("correlation", "External id", "external id")
+HTA_CALL = "TraceAnalysis(trace_dir=DIR).get_gpu_kernel_breakdown()"
 
 
 def traces_dir() -> Path:
@@ -113,13 +114,12 @@ def child_ours(path: str) -> dict[str, Any]:
     import tfprof.collector.commands.summary  # noqa: F401
     from tfprof.collector.cli import main
 
-    t0, c0 = time.perf_counter(), time.process_time()
-    code = main(["summary", path, "--view", "kernels", "-o", os.devnull])
-    return {
-        "seconds": time.perf_counter() - t0,
-        "cpu_seconds": time.process_time() - c0,
-        "exit": code,
-    }
+    with tempfile.NamedTemporaryFile(suffix=".json") as report:
+        t0, c0 = time.perf_counter(), time.process_time()
+        code = main(["summary", path, "--view", "kernels", "--format", "json", "-o", report.name])
+        seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
+        rows = json.loads(Path(report.name).read_text())["rows"] if code == 0 else []
+    return {"seconds": seconds, "cpu_seconds": cpu, "exit": code, "rows": len(rows)}
 
 
 def child_hta(trace_dir: str) -> dict[str, Any]:
@@ -171,26 +171,40 @@ def _median(runs: list[dict[str, Any]], key: str) -> float | None:
     return statistics.median(values) if values else None
 
 
+def _shown(r: dict[str, Any]) -> str:
+    if "error" in r:
+        return f"failed ({r['error']})"
+    return (
+        f"{r['seconds']:6.2f} s wall, {r['cpu_seconds']:6.2f} s CPU, "
+        f"peak RSS {r['peak_mib']:5.0f} MiB, {r['rows']} kernel rows"
+    )
+
+
 def compare(label: str, path: Path, rounds: int) -> None:
     trace_dir = path.parent / f"{path.stem}.hta"
     trace_dir.mkdir(exist_ok=True)
     link = trace_dir / path.name
     if not link.exists():
         link.symlink_to(path)
-    ours: list[dict[str, Any]] = []
-    hta: list[dict[str, Any]] = []
-    for i in range(rounds):  # interleaved, so drift on a shared machine hits both
-        for name, runs, target in (("ours", ours, str(path)), ("hta", hta, str(trace_dir))):
-            runs.append(measure(name, target))
-            r = runs[-1]
-            shown = r.get("error") or f"{r['seconds']:.2f} s"
-            print(f"  {label} round {i + 1} {name:4}: {shown}, peak RSS {r['peak_mib']:.0f} MiB")
-    o_s, h_s = _median(ours, "seconds"), _median(hta, "seconds")
-    o_m, h_m = _median(ours, "peak_mib"), _median(hta, "peak_mib")
+    runs: dict[str, list[dict[str, Any]]] = {"ours": [], "HTA": []}
+    targets = {"ours": str(path), "HTA": str(trace_dir)}
+    for i in range(rounds):  # interleaved, so drift on a shared machine hits both alike
+        for name, results in runs.items():
+            results.append(measure(name.lower(), targets[name]))
+            print(f"  {label} round {i + 1} {name:4}: {_shown(results[-1])}")
+    ours, hta = runs["ours"], runs["HTA"]
+    figures = {key: (_median(ours, key), _median(hta, key)) for key in
+               ("seconds", "cpu_seconds", "peak_mib")}  # fmt: skip
     print(
-        f"{label}: ours {o_s or 0:.2f} s / {o_m or 0:.0f} MiB; "
-        + (f"HTA {h_s:.2f} s / {h_m:.0f} MiB; " if h_s else "HTA failed; ")
-        + f"HTA/ours time {_ratio(h_s, o_s)}, peak RSS {_ratio(h_m, o_m)} (medians)"
+        f"{label}: medians ours / HTA: wall {figures['seconds'][0] or 0:.2f} / "
+        f"{figures['seconds'][1] or 0:.2f} s, CPU {figures['cpu_seconds'][0] or 0:.2f} / "
+        f"{figures['cpu_seconds'][1] or 0:.2f} s, peak RSS {figures['peak_mib'][0] or 0:.0f} / "
+        f"{figures['peak_mib'][1] or 0:.0f} MiB"
+    )
+    print(
+        f"{label}: HTA / ours: wall {_ratio(*reversed(figures['seconds']))}, "
+        f"CPU {_ratio(*reversed(figures['cpu_seconds']))}, "
+        f"peak RSS {_ratio(*reversed(figures['peak_mib']))}  (targets: time >= 5x, RSS >= 1x)"
     )
 
 
@@ -209,6 +223,9 @@ def main() -> int:
         default="kineto,tf",
         help="comma-separated: kineto, tf (default: %(default)s)",
     )
+    parser.add_argument(
+        "--dir", help="where the built files go (default: a temporary folder, removed after)"
+    )
     parser.add_argument("--child", nargs=2, metavar=("WHICH", "PATH"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -218,13 +235,15 @@ def main() -> int:
         return 0
     sources = {"kineto": KINETO_SOURCE, "tf": TF_SOURCE}
     traces = traces_dir()
-    with tempfile.TemporaryDirectory(prefix="tfprof-import-bench-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="tfprof-import-bench-") as scratch:
+        tmp = args.dir or scratch
         for fmt in args.formats.split(","):
             path = Path(tmp) / f"{fmt}-{args.events}.json"
             t0 = time.perf_counter()
             n = tile(traces / sources[fmt], args.events, path)
             size = path.stat().st_size / 2**20
             print(f"{fmt}: {n} events, {size:.0f} MiB, built in {time.perf_counter() - t0:.1f} s")
+            print(f"  ours: tfprof-collector summary FILE --view kernels; HTA: {HTA_CALL}")
             compare(fmt, path, args.rounds)
     return 0
 

@@ -95,6 +95,10 @@ class EventChunks:
                 yield from self._chunks(raw)
 
     def _chunks(self, f: _Readable) -> Iterator[list[Event]]:
+        # ``buf`` holds the unread part of the array, after one byte that may be
+        # overwritten: the array's ``[`` or a byte between two events. Each piece is
+        # parsed in place (that byte made ``[``, the one after its last event ``]``), not
+        # copied: a 200 MB file would be copied several times over otherwise.
         try:
             buf, eof = self._read_head(f)
             want = 2 * self._block
@@ -109,19 +113,19 @@ class EventChunks:
                         break
                     want = len(buf) + self._block  # one huge event: read on
                     continue
-                events = self._parse(buf[: cut.start() + 1])
+                events = self._parse(buf, cut.start() + 1)
                 if events is None:  # not a cut between events: the rest is read exactly
                     buf += f.read()
                     break
-                buf = buf[cut.end() - 1 :]
+                del buf[: cut.end() - 2]  # keep the byte before the next event's "{"
                 want = 2 * self._block
                 yield self._keep(events)
             yield self._keep(self._tail(buf))
         except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
             raise NotStreamable(f"unreadable: {exc}") from None
 
-    def _read_head(self, f: _Readable) -> tuple[bytes, bool]:
-        """Read up to the ``traceEvents`` array's first byte; the keys before it into meta."""
+    def _read_head(self, f: _Readable) -> tuple[bytearray, bool]:
+        """Read up to the ``traceEvents`` array's ``[``; the keys before it into meta."""
         buf = b""
         while True:
             block = f.read(self._block)
@@ -129,7 +133,7 @@ class EventChunks:
             body = buf.lstrip(b" \t\n\r")
             if body[:1] == b"[":  # Chrome's bare-array form
                 self._bare = True
-                return body[1:], not block
+                return bytearray(body), not block
             self._bare = False
             if body[:1] != b"{":
                 raise NotStreamable("not a JSON object or array")
@@ -138,19 +142,25 @@ class EventChunks:
                 head = self._parse_object(body[: found.start()] + b'"traceEvents":0}')
                 head.pop("traceEvents")
                 self.meta.update(head)
-                return body[found.end() :], not block
+                return bytearray(body[found.end() - 1 :]), not block
             if not block or len(buf) > _HEAD_LIMIT:
                 raise NotStreamable("no traceEvents array near the start")
 
-    def _parse(self, piece: bytes) -> list[Any] | None:
+    def _parse(self, buf: bytearray, end: int) -> list[Any] | None:
+        """The events in ``buf[1:end]`` (``buf[end - 1]`` closes the last one), or None
+        when that is not a list of whole events; ``buf`` is left as it was."""
+        after = buf[end]
+        buf[0], buf[end] = 0x5B, 0x5D  # "[", "]"
         # A piece is thousands of acyclic dicts that live until the reader is done with
         # them: collecting cycles while they are made only walks them (a tenth of the
         # import's time). msgspec holds the GIL, so no other thread runs meanwhile.
         collecting = gc.isenabled()
         gc.disable()
         try:
-            events = self._decode(b"[" + piece + b"]")
+            with memoryview(buf) as view, view[: end + 1] as piece:
+                events = self._decode(piece)
         except Exception:  # msgspec.DecodeError, or a value it will not decode
+            buf[end] = after
             return None
         finally:
             if collecting:
@@ -166,14 +176,15 @@ class EventChunks:
             raise NotStreamable("not a JSON object")
         return value
 
-    def _tail(self, buf: bytes) -> list[Any]:
+    def _tail(self, buf: bytearray) -> list[Any]:
         """The last events, the array's end and the keys after it, parsed exactly."""
+        buf[0] = 0x5B  # "["
         try:
             text = buf.decode("utf-8")
-            events, end = json.JSONDecoder(parse_float=Decimal).raw_decode("[" + text)
+            events, end = json.JSONDecoder(parse_float=Decimal).raw_decode(text)
         except (UnicodeDecodeError, json.JSONDecodeError):
             raise NotStreamable("the end of traceEvents is not plain JSON") from None
-        rest = text[end - 1 :].strip()
+        rest = text[end:].strip()
         if self._bare:
             if rest:
                 raise NotStreamable("text after the events")

@@ -59,7 +59,7 @@ _BYTES_LABEL = re.compile(r"(\d+) bytes")
 _HTOD, _DTOH, _DTOD = (COPY_KINDS.parse(label) for label in ("HtoD", "DtoH", "DtoD"))
 _DEVICE_MEMORY = MEMORY_KINDS.parse("device")
 
-# What a pseudo-process is, by its name: (what, GPU ordinal, stream or None for memcpy).
+# What a pseudo-process is, by its name: (what, GPU ordinal, stream).
 _STREAM, _COPIES, _OPS, _OTHER = range(4)
 Track = tuple[int, int, int]  # stream -1 where there is none
 _NOT_READ: Track = (_OTHER, 0, -1)
