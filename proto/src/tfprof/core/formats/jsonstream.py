@@ -45,12 +45,12 @@ class _Readable(Protocol):
     def read(self, size: int = -1, /) -> bytes: ...
 
 
-def _decoder() -> Callable[[bytes], Any]:
+def _decoder() -> Callable[[bytes | memoryview], Any]:
     try:
         import msgspec
     except ImportError:
         raise NotStreamable("msgspec is not installed") from None
-    decode: Callable[[bytes], Any] = msgspec.json.Decoder(float_hook=Decimal).decode
+    decode: Callable[[bytes | memoryview], Any] = msgspec.json.Decoder(float_hook=Decimal).decode
     return decode
 
 
