@@ -46,7 +46,8 @@ def event_name(e: Event) -> str:
 
 class HostSide:
     """The host records of one Kineto trace, appended in the order the reader meets them,
-    and the ``ac2g`` flow ids it saw."""
+    and the ``ac2g`` flow ids it saw. API calls and host ranges, most of a trace, are
+    appended to ``api`` and ``ranges`` by the reader's own loop (``kineto.KinetoReader``)."""
 
     def __init__(self, out: TraceBuilder) -> None:
         self.out = out
