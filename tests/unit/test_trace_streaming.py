@@ -177,3 +177,23 @@ def test_without_msgspec_or_numpy_the_records_are_the_same(
     monkeypatch.setitem(sys.modules, missing, None)  # import raises ImportError
     for path, trace in zip(real_traces(), expected, strict=True):
         same(load_trace(path), trace)
+
+
+def test_kineto_host_side_first_then_gpu_is_streamed(tmp_path: Path) -> None:
+    events = read_doc(shared_traces() / "kineto-hta" / "simple_add.json.gz")["traceEvents"]
+    gpu = {"kernel", "gpu_memcpy", "gpu_memset"}
+    host_first = [e for e in events if e.get("cat") not in gpu] + [
+        e for e in events if e.get("cat") in gpu
+    ]
+    path = write_doc(tmp_path, {"traceEvents": host_first}, "host_first.json")
+    same(streamed(path, 2048), whole(path))  # read as Kineto from its host side on
+    host_only = write_doc(
+        tmp_path, {"traceEvents": [e for e in events if e.get("cat") not in gpu]}, "host.json"
+    )
+    with pytest.raises(NotStreamable):
+        streamed(host_only, 2048)  # no GPU category at all: not Kineto after all
+    with pytest.raises(TraceFormatError) as streamed_error:
+        load_trace(host_only)
+    with pytest.raises(TraceFormatError) as whole_error:
+        whole(host_only)
+    assert str(streamed_error.value) == str(whole_error.value)

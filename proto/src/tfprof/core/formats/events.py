@@ -66,14 +66,19 @@ def stream_events(where: str, chunks: Iterable[list[Event]], meta: dict[str, Any
     for chunk in chunks:
         count += len(chunk)
         if isinstance(reader, tf_timeline.TfTimelineReader):
-            reader.any_kineto = reader.any_kineto or _any_kineto(chunk)
+            reader.any_kineto = reader.any_kineto or _kineto_categories(chunk)[0]
         if reader is not None:
             reader.feed(chunk)
             continue
         pending.extend(chunk)
         named.extend(e for e in chunk if e.get("ph") == "M")
-        any_kineto = any_kineto or _any_kineto(chunk)
+        gpu, host = _kineto_categories(chunk)
+        any_kineto = any_kineto or gpu
         fmt = _detect(meta, named, any_kineto)
+        if fmt is None and host:
+            # Kineto writes the host side first: its GPU activity may come after most of
+            # the file. Read on as Kineto; the end tells whether there was any.
+            fmt = FORMAT_KINETO
         if fmt == FORMAT_KINETO:
             reader = kineto.KinetoReader(builder)
         elif fmt == FORMAT_TF_TIMELINE:
@@ -86,7 +91,7 @@ def stream_events(where: str, chunks: Iterable[list[Event]], meta: dict[str, Any
     if reader is None:  # every event is in pending
         return load_events(where, pending, meta)
     if isinstance(reader, kineto.KinetoReader):
-        final = _detect(meta, reader.metadata, True)
+        final = _detect(meta, reader.metadata, reader.any_gpu)
     else:
         final = _detect(meta, reader.metadata, reader.any_kineto)
     if final != fmt:
@@ -108,12 +113,17 @@ def _finish(builder: TraceBuilder, fmt: str | None) -> RecordedTrace:
     return builder.finish(fmt or "")
 
 
-def _any_kineto(events: list[Event]) -> bool:
+def _kineto_categories(events: list[Event]) -> tuple[bool, bool]:
+    """Whether any of these events has one of Kineto's GPU categories; one of its host ones."""
     try:
-        categories = set(map(dict.get, events, repeat("cat")))
+        raw = set(map(dict.get, events, repeat("cat")))
     except TypeError:  # an unhashable cat somewhere
-        return kineto.is_kineto(events)
-    return any(kineto.is_gpu_category(str(c).lower()) for c in categories)
+        return kineto.is_kineto(events), False
+    categories = {str(c).lower() for c in raw}
+    return (
+        any(kineto.is_gpu_category(c) for c in categories),
+        not categories.isdisjoint(kineto.HOST_CATEGORIES),
+    )
 
 
 def detect(meta: dict[str, Any], events: list[Event]) -> str | None:

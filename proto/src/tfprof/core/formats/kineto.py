@@ -46,6 +46,10 @@ _CATEGORIES = {
     "memset": RecordKind.MEMSET,
 }
 _SYNC_CATEGORY = "cuda_sync"
+# Categories only Kineto writes, of host activity (which it writes before the GPU's).
+HOST_CATEGORIES = frozenset(
+    {"cpu_op", "user_annotation", "cuda_runtime", "cuda_driver", "python_function", "ac2g"}
+)
 _MEMCPY = re.compile(r"Memcpy\s+(\w+)\s*\(([^)]*?)\s*->\s*([^)]*?)\)", re.IGNORECASE)
 _MEMSET = re.compile(r"Memset\s*\(([^)]*)\)", re.IGNORECASE)
 
@@ -81,6 +85,7 @@ class KinetoReader:
         self.out = out
         self.host = HostSide(out)
         self.metadata: list[Event] = []  # ``ph: "M"`` events, for format detection
+        self.any_gpu = False  # whether any event had a GPU category (``is_kineto``)
         # raw ``cat`` value -> its lower-cased text: the same few values repeat a million times
         self._categories: dict[Any, str] = {}
         self._gpu: dict[tuple[int, tuple[str, ...]], _GpuLayout] = {}
@@ -129,6 +134,7 @@ class KinetoReader:
                 if category == _SYNC_CATEGORY:
                     self._add_sync(e)
                 elif category in _CATEGORIES:
+                    self.any_gpu = True
                     if ph == "X":
                         self._add_gpu(_CATEGORIES[category], e)
                 else:
