@@ -59,7 +59,10 @@ def job_from_trace(path: str | os.PathLike[str]) -> JobData:
 
 
 def _starts_like_our_export(where: str) -> bool:
-    head = json_trace_head(where) if os.path.isfile(where) else None
+    try:
+        head = json_trace_head(where)
+    except OSError:
+        return False  # reported by the readers below, in their words
     other = (head or {}).get("otherData")
     tool = other.get("tool") if isinstance(other, dict) else None
     return isinstance(tool, dict) and tool.get("name") == TOOL_NAME
