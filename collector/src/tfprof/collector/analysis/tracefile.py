@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from tfprof.collector.errors import InvalidArgument
+from tfprof.collector.errors import CollectorError, InvalidArgument
 from tfprof.collector.importer import Loaded, job_name, load_files, stream_from
 from tfprof.collector.model import (
     HOST_COLUMNS,
@@ -28,7 +28,8 @@ from tfprof.collector.model import (
     StreamData,
     empty_host,
 )
-from tfprof.core.formats import TraceFormatError, load_events, read_json_trace
+from tfprof.core.formats import FORMAT_TFPROF, TraceFormatError, load_events, read_json_trace
+from tfprof.core.formats.load import json_trace_head
 from tfprof.core.formats.tfprof_chrome import TOOL_NAME, origin_ns
 from tfprof.core.formats.trace import Event, RecordedTrace, event_args, us_to_ns
 from tfprof.core.tracks import TrackKey, TrackKind
@@ -36,6 +37,14 @@ from tfprof.core.tracks import TrackKey, TrackKind
 
 def job_from_trace(path: str | os.PathLike[str]) -> JobData:
     where = os.fspath(path)
+    if not _starts_like_our_export(where):
+        # Read once: a file whose records are not of our format is no export of ours.
+        try:
+            (loaded,) = load_files([where])
+        except CollectorError:
+            loaded = None  # reported below, in the same words
+        if loaded is not None and loaded.trace.format != FORMAT_TFPROF:
+            return _plain_job(where, loaded)
     export = _our_export(where)
     if export is None:
         return _plain_job(where)
@@ -49,8 +58,19 @@ def job_from_trace(path: str | os.PathLike[str]) -> JobData:
     return _job_from_export(where, trace, events, meta)
 
 
-def _plain_job(where: str) -> JobData:
-    (loaded,) = load_files([where])
+def _starts_like_our_export(where: str) -> bool:
+    try:
+        head = json_trace_head(where)
+    except OSError:
+        return False  # reported by the readers below, in their words
+    other = (head or {}).get("otherData")
+    tool = other.get("tool") if isinstance(other, dict) else None
+    return isinstance(tool, dict) and tool.get("name") == TOOL_NAME
+
+
+def _plain_job(where: str, loaded: Loaded | None = None) -> JobData:
+    if loaded is None:
+        (loaded,) = load_files([where])
     name = job_name(loaded.path)
     stream = stream_from(loaded, name, "file", "0", 0, 0)
     # Such files carry no GPU UUIDs: name the GPUs after the file so two files' GPU 0

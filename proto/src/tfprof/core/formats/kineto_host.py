@@ -18,120 +18,117 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from tfprof.core.formats.trace import Event, TraceBuilder, event_args, non_negative
-from tfprof.core.records import COLUMN_INDEX, RecordKind
+from tfprof.core.formats.trace import Event, TraceBuilder, non_negative
+from tfprof.core.records import RecordKind
 
 API_RUNTIME = 1  # ``category`` of API records: CUPTI's RUNTIME activity kind
 API_DRIVER = 2  # and DRIVER
-_API_CATEGORIES = {"cuda_runtime": API_RUNTIME, "cuda_driver": API_DRIVER}
-_HOST_RANGES = ("cpu_op", "user_annotation")
-_GPU_RANGE = "gpu_user_annotation"
+API_CATEGORIES = {"cuda_runtime": API_RUNTIME, "cuda_driver": API_DRIVER}
+HOST_RANGES = ("cpu_op", "user_annotation")
+GPU_RANGE = "gpu_user_annotation"
 _MEMORY_EVENT = "[memory]"
 _CUDA_DEVICE_TYPE = 1  # c10::DeviceType::CUDA
-_FLOW_CATEGORY = "ac2g"
+FLOW_CATEGORY = "ac2g"
 _MEMORY_ALLOCATION, _MEMORY_RELEASE = 1, 2  # CUpti_ActivityMemoryOperationType
 _GPU_KINDS = (RecordKind.KERNEL, RecordKind.MEMCPY, RecordKind.MEMSET, RecordKind.SYNC)
 
 
 def external_id(args: Mapping[str, Any]) -> int:
     """Kineto's ``External id`` (the op a record belongs to), 0 when absent."""
-    return non_negative(args.get("External id", args.get("external id")))
+    value = args["External id"] if "External id" in args else args.get("external id")
+    return value if type(value) is int and value >= 0 else non_negative(value)
 
 
-def read_host_event(category: str, e: Event, out: TraceBuilder) -> None:
-    """One non-GPU Kineto event as a host record, when it is one we read."""
-    ph = e.get("ph")
-    if ph == "X" and category in _API_CATEGORIES:
-        _add_api(_API_CATEGORIES[category], e, out)
-    elif ph == "X" and category in _HOST_RANGES:
-        args = event_args(e)
-        out.add(
-            RecordKind.MARKER,
-            e,
-            thread=non_negative(e.get("tid")),
-            name=out.name(str(e.get("name", ""))),
-            category=out.name(category),
-            external_id=external_id(args),
+def event_name(e: Event) -> str:
+    name = e.get("name", "")
+    return name if type(name) is str else str(name)
+
+
+class HostSide:
+    """The host records of one Kineto trace, appended in the order the reader meets them,
+    and the ``ac2g`` flow ids it saw. API calls and host ranges, most of a trace, are
+    appended to ``api`` and ``ranges`` by the reader's own loop (``kineto.KinetoReader``)."""
+
+    def __init__(self, out: TraceBuilder) -> None:
+        self.out = out
+        self.api = out.layout(
+            RecordKind.API, "thread", "correlation", "cbid", "name", "category", "external_id"
         )
-    elif ph == "X" and category == _GPU_RANGE:
-        args = event_args(e)
-        out.add(
-            RecordKind.MARKER,
-            e,
-            device=non_negative(args.get("device"), non_negative(e.get("pid"))),
-            stream=non_negative(args.get("stream"), non_negative(e.get("tid"))),
-            name=out.name(str(e.get("name", ""))),
-            category=out.name(category),
-            external_id=external_id(args),
+        self.ranges = out.layout(RecordKind.MARKER, "thread", "name", "category", "external_id")
+        self.gpu_ranges = out.layout(
+            RecordKind.MARKER, "device", "stream", "name", "category", "external_id"
         )
-    elif ph == "i" and e.get("name") == _MEMORY_EVENT:
-        _add_memory(e, out)
+        self.memory = out.layout(
+            RecordKind.MEMORY, "device", "thread", "bytes", "address", "memory_op"
+        )
+        self.flow_starts: set[Any] = set()
+        self.flow_finishes: set[Any] = set()
 
-
-def _add_api(category: int, e: Event, out: TraceBuilder) -> None:
-    args = event_args(e)
-    out.add(
-        RecordKind.API,
-        e,
-        thread=non_negative(e.get("tid")),
-        correlation=non_negative(args.get("correlation")),
-        cbid=non_negative(args.get("cbid")),
-        name=out.name(str(e.get("name", ""))),
-        category=category,
-        external_id=external_id(args),
-    )
-
-
-def _add_memory(e: Event, out: TraceBuilder) -> None:
-    args = event_args(e)
-    if non_negative(args.get("Device Type"), -1) != _CUDA_DEVICE_TYPE:
-        return  # host memory: not the device memory this record kind counts
-    signed = args.get("Bytes")
-    size = non_negative(signed, -1)
-    if size < 0:  # a release: Kineto writes its size negative
-        size = non_negative(-signed if isinstance(signed, int) else None, 0)
-        op = _MEMORY_RELEASE
-    else:
-        op = _MEMORY_ALLOCATION
-    out.add(
-        RecordKind.MEMORY,
-        e,
-        device=non_negative(args.get("Device Id")),
-        thread=non_negative(e.get("tid")),
-        bytes=size,
-        address=non_negative(args.get("Addr")),
-        memory_op=op,
-    )
-
-
-def check_flows(events: list[Event], out: TraceBuilder) -> None:
-    """Count ``ac2g`` flows against the links correlation ids draw in ``out``'s records.
-
-    A flow (an ``s`` and an ``f`` with one ``id``) agrees when an API record and a GPU
-    record both carry that id as their correlation; flow events without a partner are
-    counted, never matched by guess.
-    """
-    starts: set[Any] = set()
-    finishes: set[Any] = set()
-    for e in events:
-        if e.get("cat") != _FLOW_CATEGORY:
-            continue
+    def add(self, category: str, e: Event) -> None:
+        """One non-GPU Kineto event other than an API call or a host range (which the
+        reader's loop adds itself) as a host record, when it is one we read."""
         ph = e.get("ph")
-        if ph == "s":
-            starts.add(e.get("id"))
-        elif ph in ("f", "t"):
-            finishes.add(e.get("id"))
-    if not starts and not finishes:
-        return
-    kind_i, corr_i = COLUMN_INDEX["kind"], COLUMN_INDEX["correlation"]
-    api = {r[corr_i] for r in out.rows if r[kind_i] == RecordKind.API}
-    gpu = {r[corr_i] for r in out.rows if r[kind_i] in _GPU_KINDS}
-    pairs = starts & finishes
-    linked = sum(1 for i in pairs if non_negative(i) in api and non_negative(i) in gpu)
-    out.flow_stats.update(
-        flows=len(pairs),
-        flows_agreeing=linked,
-        flows_disagreeing=len(pairs) - linked,
-        flow_starts_without_finish=len(starts - finishes),
-        flow_finishes_without_start=len(finishes - starts),
-    )
+        if ph == "X":
+            if category == GPU_RANGE:
+                self._add_gpu_range(category, e)
+        elif ph == "i" and e.get("name") == _MEMORY_EVENT:
+            self._add_memory(e)
+
+    def _add_gpu_range(self, category: str, e: Event) -> None:
+        args = e.get("args")
+        if not isinstance(args, dict):
+            args = {}
+        out = self.out
+        device = non_negative(args.get("device"), non_negative(e.get("pid")))
+        stream = non_negative(args.get("stream"), non_negative(e.get("tid")))
+        name = out.name(event_name(e))
+        self.gpu_ranges.values.extend(
+            (*out.times(e), device, stream, name, out.name(category), external_id(args))
+        )
+        out.order.append(self.gpu_ranges.id)
+        out.add_device(device)
+
+    def _add_memory(self, e: Event) -> None:
+        args = e.get("args")
+        if not isinstance(args, dict):
+            args = {}
+        if non_negative(args.get("Device Type"), -1) != _CUDA_DEVICE_TYPE:
+            return  # host memory: not the device memory this record kind counts
+        signed = args.get("Bytes")
+        size = non_negative(signed, -1)
+        if size < 0:  # a release: Kineto writes its size negative
+            size = non_negative(-signed if isinstance(signed, int) else None, 0)
+            op = _MEMORY_RELEASE
+        else:
+            op = _MEMORY_ALLOCATION
+        out = self.out
+        device = non_negative(args.get("Device Id"))
+        thread = non_negative(e.get("tid"))
+        address = non_negative(args.get("Addr"))
+        self.memory.values.extend((*out.times(e), device, thread, size, address, op))
+        out.order.append(self.memory.id)
+        out.add_device(device)
+
+    def check_flows(self) -> None:
+        """Count ``ac2g`` flows against the links correlation ids draw in the records.
+
+        A flow (an ``s`` and an ``f`` with one ``id``) agrees when an API record and a GPU
+        record both carry that id as their correlation; flow events without a partner are
+        counted, never matched by guess.
+        """
+        starts, finishes = self.flow_starts, self.flow_finishes
+        if not starts and not finishes:
+            return
+        out = self.out
+        api = out.column_values((RecordKind.API,), "correlation")
+        gpu = out.column_values(_GPU_KINDS, "correlation")
+        pairs = starts & finishes
+        both = api & gpu
+        linked = sum(1 for i in pairs if non_negative(i) in both)
+        out.flow_stats.update(
+            flows=len(pairs),
+            flows_agreeing=linked,
+            flows_disagreeing=len(pairs) - linked,
+            flow_starts_without_finish=len(starts - finishes),
+            flow_finishes_without_start=len(finishes - starts),
+        )

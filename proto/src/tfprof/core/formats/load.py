@@ -16,10 +16,11 @@ from decimal import Decimal
 from typing import Any
 
 from tfprof.core.errors import TraceFormatError
-from tfprof.core.formats.events import load_events
+from tfprof.core.formats.events import load_events, stream_events
+from tfprof.core.formats.jsonstream import EventChunks
 from tfprof.core.formats.perfetto import PERFETTO_SUFFIXES, read_perfetto
 from tfprof.core.formats.stepstats import STEPSTATS_SUFFIXES, read_stepstats
-from tfprof.core.formats.trace import RecordedTrace
+from tfprof.core.formats.trace import NotStreamable, RecordedTrace
 
 _GZIP_MAGIC = b"\x1f\x8b"
 _HEAD_BYTES = 4096  # enough to skip the leading whitespace of a JSON trace
@@ -78,8 +79,23 @@ def load_trace(path: str | os.PathLike[str]) -> RecordedTrace:
     cannot be read at all.
     """
     where = os.fspath(path)
+    try:
+        chunks = EventChunks(where)
+        return stream_events(where, chunks, chunks.meta)
+    except NotStreamable:
+        pass  # read whole, the standard library's way
     events, meta = read_json_trace(where)
     return load_events(where, events, meta)
+
+
+def json_trace_head(path: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """The top-level keys a JSON trace writes before its events (our exports write their
+    ``otherData`` there), read from the file's start; None when that cannot be told
+    without reading it all."""
+    try:
+        return EventChunks(path).head()
+    except NotStreamable:
+        return None
 
 
 def read_json_trace(path: str | os.PathLike[str]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
