@@ -10,6 +10,12 @@ Slices, the bulk of any trace, are written a block at a time as rows of a byte m
 (``chrome_rows``): numbers formatted a column at a time, no dict or string per event;
 the few metadata and counter events are dicts serialised with orjson. A million
 slices take a fraction of a second, tens of times less than tf.timeline (bench/).
+
+Launch flows (``Timeline.flows``) are flow events after the slices, built the same way:
+``"ph":"s"`` on the API call's thread at its start, ``"ph":"f","bp":"e"`` on the GPU
+slice's lane at its start, one id per arrow (``flow_ends``). Viewers bind each to the
+slice enclosing it on that thread; written after the slices, so a viewer that orders
+events by time (Perfetto) has opened that slice by then.
 """
 
 from __future__ import annotations

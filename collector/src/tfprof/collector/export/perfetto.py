@@ -20,7 +20,13 @@ Layout, mirroring the Chrome export so both look the same in ui.perfetto.dev:
   string args are interned (``interned_data``) on one packet sequence, so a slice's
   packets hold only numbers; they are encoded a chunk of slices at a time straight
   from the columns (``perfetto_rows``), no protobuf object per slice;
-- host metrics are counter tracks under the task's ``.../cpu`` process.
+- launch flows: the API call's begin carries the ids of the flows it starts
+  (``flow_ids``, several for a graph launch), the GPU slice's begin the one it ends
+  (``terminating_flow_ids``); ids as in the Chrome export (``flow_ends``);
+- a MARKER's own category (``cpu_op``, ``tf_op``, an NVTX domain) is interned when a
+  chunk first uses it;
+- host metrics and device memory (``gpu:N allocated_bytes``, in bytes) are counter
+  tracks under the task's ``.../cpu`` process.
 
 Slice and counter packets are written in ``compressed_packets`` (deflate), the way
 Perfetto's own tracing service compresses traces (``TraceConfig.compression_type``);

@@ -7,7 +7,8 @@ of slices is encoded as rows of one byte matrix (``protowire``), one row per sli
 no protobuf object is made per slice. Slices go out in time order whatever their kind
 (an end and a begin at the same instant on a lane must stay in that order, or a
 timestamp sort would nest them), so a row has a slot for every arg of every kind in
-the chunk and keeps only its own kind's, in the table's order.
+the chunk and keeps only its own kind's, in the table's order. Flow ids are fields only
+the rows that start or end a flow keep.
 """
 
 from __future__ import annotations
