@@ -177,10 +177,12 @@ def test_every_partnered_gpu_record_has_one_chrome_flow(name: str, group_by: str
     _check_flows(flows, partnered)
 
 
+@pytest.mark.parametrize("group_by", ["job", "gpu"])
 @pytest.mark.parametrize("name", KINETO)
-def test_every_partnered_gpu_record_has_one_perfetto_flow(name: str) -> None:
+def test_every_partnered_gpu_record_has_one_perfetto_flow(name: str, group_by: str) -> None:
     path = _kineto(name)
-    flows = perfetto_flows(perfetto_slices(perfetto(_timeline(path), chunk_events=50)))
+    timeline = _timeline(path, group_by=group_by)
+    flows = perfetto_flows(perfetto_slices(perfetto(timeline, chunk_events=50)))
     _check_flows(flows, _partnered(path))
 
 
