@@ -223,6 +223,12 @@ def test_a_graph_launch_draws_one_flow_per_kernel(chunk: int) -> None:
     slices = perfetto_slices(perfetto(timeline, chunk_events=chunk))
     calls = [s for s in slices if s["cat"] == "cuda_api"]
     assert [len(s["out"]) for s in calls] == [12, 1]
+    args = [{"cbid": 311, "return value": r, "api": "cuda_runtime", "correlation": c} for r, c in
+            ((0, 5), (2, 6))]  # fmt: skip
+    args[0]["external id"] = 77  # written only where there is one
+    assert [s["args"] for s in calls] == args
+    doc = chrome(timeline, chunk_events=chunk)
+    assert [e["args"] for e in doc["traceEvents"] if e.get("cat") == "cuda_api"] == args
     flows = perfetto_flows(slices)
     assert Counter(g["args"]["correlation"] for _, g in flows) == {5: 12, 6: 1}
     chrome_pairs = chrome_flows(chrome(timeline, chunk_events=chunk))

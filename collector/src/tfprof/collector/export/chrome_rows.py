@@ -204,17 +204,37 @@ def arg_piece(picked: Selection, arg: SliceArg, duration_ns: np.ndarray, dims: D
 def sparse_piece(picked: Selection, arg: SliceArg, separator: bytes = b",") -> Piece:
     """``,"name":value`` on the slices that have the arg, spaces on the others
     (``separator``: b"" when it is the event's only arg)."""
+    key = separator + _json(arg.name) + b":"
+    if arg.type is ArgType.NONZERO:
+        return _nonzero_piece(key, picked.column(arg.columns[0]))
     column = arg_column(picked.track, arg, picked.sel, np.zeros(0, dtype=np.int64))
     assert column.where is not None
     if column.where.shape[0] == 0:
         return b""
-    key = separator + _json(arg.name) + b":"
     texts = text_table([key + _json(v) for v in column.values])
 
     def fill(out: np.ndarray) -> None:
         out[column.where] = texts  # few rows: the peer copies
 
     return Slot(texts.shape[1], fill)
+
+
+def _nonzero_piece(key: bytes, values: np.ndarray) -> Piece:
+    """``key`` and the number on the rows whose value is not 0 (most of them, for an
+    external id), spaces on the others: a column at a time, like a dense int."""
+    where = np.flatnonzero(values)
+    if where.shape[0] == 0:
+        return b""
+    present = np.take(values, where)
+    width = len(key) + int_width(present)
+
+    def fill(out: np.ndarray) -> None:
+        texts = np.empty((where.shape[0], width), dtype=np.uint8)
+        texts[:, : len(key)] = np.frombuffer(key, dtype=np.uint8)
+        write_int(texts[:, len(key) :], present)
+        out[where] = texts
+
+    return Slot(width, fill)
 
 
 @cache
