@@ -91,14 +91,18 @@ def child(name: str, records: int, trace: str, out_dir: str) -> dict[str, float 
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0],
+        epilog="example: bench/export_host_side.py --records 1000000 --dir /dev/shm",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
     parser.add_argument("--records", type=int, default=1_000_000, help="records in the job")
     parser.add_argument("--trace", default=str(TRACE), help="the Kineto trace to tile")
     parser.add_argument(
         "--formats", default=",".join(FORMATS), help=f"comma-separated, of {', '.join(FORMATS)}"
     )
     parser.add_argument(
-        "--dir", default=None, help="where the files are written (default: the temp dir)"
+        "--dir", default=None, help="where the files are written (the temp dir when not given)"
     )
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--out", default=None, help=argparse.SUPPRESS)
