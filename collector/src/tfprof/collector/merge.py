@@ -60,11 +60,13 @@ Window = tuple[int | None, int | None]
 
 @dataclass(frozen=True)
 class _Source:
-    """One prepared stream with its kept records' kinds and timeline name ids."""
+    """One prepared stream with its kept records' kinds and timeline name ids (and the
+    name ids of its MARKER records' categories, -1 on other rows; None without any)."""
 
     prep: PreparedStream
     kind: np.ndarray
     name: np.ndarray
+    category: np.ndarray | None
 
     @classmethod
     def named(cls, prep: PreparedStream, names: NameTable) -> _Source:
@@ -77,7 +79,11 @@ class _Source:
             prep.column("copy_kind"),
             prep.column("sync_type"),
         )
-        return cls(prep, kind, ids)
+        marker = kind == RecordKind.MARKER
+        if not marker.any():
+            return cls(prep, kind, ids, None)
+        category = np.where(marker, prep.column("category"), 0)
+        return cls(prep, kind, ids, names.intern_column(prep.stream.strings, category, -1))
 
 
 @dataclass
@@ -265,6 +271,7 @@ def _slice_track(
         rows=data.rows,
         records=data.records,
         op_id=None if key.is_host else np.full(len(data.start), -1, dtype=np.int64),
+        category_id=data.category,
     )
 
 
@@ -328,6 +335,7 @@ class _TrackData:
     records: Mapping[str, np.ndarray]
     part: np.ndarray  # per slice: the task index of the source it came from
     kept: np.ndarray  # per slice: its kept-row index in that source
+    category: np.ndarray | None  # per slice: a MARKER's category name id, else -1; or None
 
 
 def _track_data(parts: _Parts, origin: int) -> _TrackData:
@@ -342,6 +350,7 @@ def _track_data(parts: _Parts, origin: int) -> _TrackData:
         records: Mapping[str, np.ndarray] = source.prep.stream.records
         start, end = source.prep.start[idx], source.prep.end[idx]
         kind, name = source.kind[idx], source.name[idx]
+        category = _markers_only(kind, source.category, idx)
         part, kept = np.full(idx.shape[0], s_index, dtype=np.int64), idx
     else:
         records = {
@@ -353,6 +362,11 @@ def _track_data(parts: _Parts, origin: int) -> _TrackData:
         end = np.concatenate([s.prep.end[idx] for _, s, idx in parts])
         kind = np.concatenate([s.kind[idx] for _, s, idx in parts])
         name = np.concatenate([s.name[idx] for _, s, idx in parts])
+        category = _markers_only(
+            kind,
+            np.concatenate([_categories(s)[idx] for _, s, idx in parts]),
+            slice(None),
+        )
         part = np.concatenate([np.full(idx.shape[0], i, dtype=np.int64) for i, _, idx in parts])
         kept = np.concatenate([idx for _, _, idx in parts])
     if start.shape[0] > 1 and not (start[1:] >= start[:-1]).all():
@@ -360,6 +374,7 @@ def _track_data(parts: _Parts, origin: int) -> _TrackData:
         start, end, kind, name, rows, part, kept = (
             a[order] for a in (start, end, kind, name, rows, part, kept)
         )
+        category = None if category is None else category[order]
     lane, num_lanes = assign_lanes(start, end)
     return _TrackData(
         start - np.int64(origin),
@@ -372,7 +387,24 @@ def _track_data(parts: _Parts, origin: int) -> _TrackData:
         records,
         part,
         kept,
+        category,
     )
+
+
+def _categories(source: _Source) -> np.ndarray:
+    if source.category is None:
+        return np.full(source.kind.shape[0], -1, dtype=np.int32)
+    return source.category
+
+
+def _markers_only(
+    kind: np.ndarray, category: np.ndarray | None, idx: np.ndarray | slice
+) -> np.ndarray | None:
+    """The track's category ids, or None when it holds no MARKER (most tracks)."""
+    if category is None or not (kind == RecordKind.MARKER).any():
+        return None
+    picked: np.ndarray = category[idx]
+    return picked
 
 
 def _memory_series(task: _Task) -> list[MemorySeries]:

@@ -52,6 +52,9 @@ class SliceTrack:
     # Per slice, the ``Timeline.names`` id of the host range (framework op, NVTX range)
     # it is attributed to, -1 for none (``attribution``); None on tracks never attributed.
     op_id: np.ndarray | None = None
+    # Per slice, the ``Timeline.names`` id of a MARKER's own category (``cpu_op``,
+    # ``tf_op``, an NVTX domain), -1 for none; None on tracks that hold no MARKER.
+    category_id: np.ndarray | None = None
 
     def __len__(self) -> int:
         return int(self.start_ns.shape[0])

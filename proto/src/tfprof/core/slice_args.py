@@ -15,7 +15,15 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from tfprof.core.cupti_labels import COPY_KINDS, MEMORY_KINDS, PEER_COPY, SYNC_TYPES, Labels
+from tfprof.core.cupti_labels import (
+    API_CATEGORIES,
+    COPY_KINDS,
+    MEMORY_KINDS,
+    MEMORY_OPS,
+    PEER_COPY,
+    SYNC_TYPES,
+    Labels,
+)
 from tfprof.core.records import RecordKind
 
 
@@ -25,6 +33,7 @@ class ArgType(enum.Enum):
     DIM3 = "dim3"  # three columns, written as "(x, y, z)"
     RATE = "rate"  # bytes / duration_ns = GB/s, rounded to 3 places; null when no duration
     PEER_DEVICE = "peer_device"  # the destination device, written only on peer-to-peer copies
+    NONZERO = "nonzero"  # one column, written only where it is not 0 (0 means "none")
 
 
 @dataclass(frozen=True)
@@ -37,18 +46,32 @@ class SliceArg:
     aliases: tuple[str, ...] = ()
 
 
+# GPU activity: what a stream track holds, and what readers of our exports read back.
 CATEGORIES: Mapping[int, str] = {
     RecordKind.KERNEL: "kernel",
     RecordKind.MEMCPY: "memcpy",
     RecordKind.MEMSET: "memset",
     RecordKind.SYNC: "sync",
 }
+# The host side. A MARKER slice's category is its own (``cpu_op``, ``tf_op``, an NVTX
+# domain), this one only when it has none.
+HOST_CATEGORIES: Mapping[int, str] = {
+    RecordKind.API: "cuda_api",
+    RecordKind.MARKER: "marker",
+    RecordKind.MEMORY: "memory",
+}
+SLICE_CATEGORIES: Mapping[int, str] = {**CATEGORIES, **HOST_CATEGORIES}
 OTHER_CATEGORY = "activity"
 CATEGORY_KINDS: Mapping[str, int] = {label: kind for kind, label in CATEGORIES.items()}
 
+CORRELATION = SliceArg("correlation", ("correlation",))
+DEVICE = SliceArg("device", ("device",))
+EXTERNAL_ID = SliceArg(
+    "external id", ("external_id",), ArgType.NONZERO, aliases=("External id", "external_id")
+)
 COMMON: tuple[SliceArg, ...] = (
-    SliceArg("correlation", ("correlation",)),
-    SliceArg("device", ("device",)),
+    CORRELATION,
+    DEVICE,
     SliceArg("stream", ("stream",)),
     SliceArg("context", ("context",)),
 )
@@ -82,6 +105,21 @@ BY_KIND: Mapping[int | None, tuple[SliceArg, ...]] = {
         SliceArg("sync type", ("sync_type",), ArgType.LABEL, SYNC_TYPES, ("sync_type",)),
         *COMMON,
     ),
+    # Host slices carry what the call or range says, not a device or stream it has not.
+    RecordKind.API: (
+        SliceArg("cbid", ("cbid",)),
+        SliceArg("return value", ("return_value",), aliases=("return_value",)),
+        SliceArg("api", ("category",), ArgType.LABEL, API_CATEGORIES),
+        CORRELATION,
+        EXTERNAL_ID,
+    ),
+    RecordKind.MARKER: (EXTERNAL_ID,),
+    RecordKind.MEMORY: (
+        SliceArg("bytes", ("bytes",)),
+        SliceArg("memory op", ("memory_op",), ArgType.LABEL, MEMORY_OPS, ("memory_op",)),
+        SliceArg("address", ("address",)),
+        DEVICE,
+    ),
     None: (SliceArg("kind", ("kind",)), *COMMON),
 }
 
@@ -92,7 +130,8 @@ def args_of(kind: int | None) -> tuple[SliceArg, ...]:
 
 
 def category_of(kind: int | None) -> str:
-    return CATEGORIES.get(kind, OTHER_CATEGORY) if kind is not None else OTHER_CATEGORY
+    """The category of a slice of ``kind`` (a MARKER's own, when it has one, wins)."""
+    return SLICE_CATEGORIES.get(kind, OTHER_CATEGORY) if kind is not None else OTHER_CATEGORY
 
 
 def format_dim3(x: int, y: int, z: int) -> str:
@@ -151,8 +190,13 @@ __all__ = [
     "CATEGORIES",
     "CATEGORY_KINDS",
     "COMMON",
+    "CORRELATION",
+    "DEVICE",
+    "EXTERNAL_ID",
+    "HOST_CATEGORIES",
     "OTHER_CATEGORY",
     "PEER_COPY",
+    "SLICE_CATEGORIES",
     "ArgType",
     "SliceArg",
     "args_of",

@@ -131,8 +131,9 @@ def rate_column(nbytes: np.ndarray, duration_ns: np.ndarray) -> list[float]:
 
 
 def is_sparse(arg: SliceArg) -> bool:
-    """Written only on the slices that have it (a peer copy's destination device)."""
-    return arg.type is ArgType.PEER_DEVICE
+    """Written only on the slices that have it (a peer copy's destination device, an
+    API call's external id)."""
+    return arg.type in (ArgType.PEER_DEVICE, ArgType.NONZERO)
 
 
 def pick(values: np.ndarray, sel: np.ndarray | slice) -> np.ndarray:
@@ -190,6 +191,9 @@ def arg_column(
         return ArgColumn(arg, dim3_column(*columns))
     if arg.type is ArgType.RATE:
         return ArgColumn(arg, rate_column(columns[0], duration_ns))
+    if arg.type is ArgType.NONZERO:
+        where = np.flatnonzero(columns[0] != 0)
+        return ArgColumn(arg, columns[0][where].tolist(), where)
     # PEER_DEVICE: the copy kind says which slices have a destination device.
     where = np.flatnonzero(track.column("copy_kind", sel) == PEER_COPY)
     return ArgColumn(arg, columns[0][where].tolist(), where)

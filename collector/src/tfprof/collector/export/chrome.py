@@ -10,6 +10,12 @@ Slices, the bulk of any trace, are written a block at a time as rows of a byte m
 (``chrome_rows``): numbers formatted a column at a time, no dict or string per event;
 the few metadata and counter events are dicts serialised with orjson. A million
 slices take a fraction of a second, tens of times less than tf.timeline (bench/).
+
+Launch flows (``Timeline.flows``) are flow events after the slices, built the same way:
+``"ph":"s"`` on the API call's thread at its start, ``"ph":"f","bp":"e"`` on the GPU
+slice's lane at its start, one id per arrow (``flow_ends``). Viewers bind each to the
+slice enclosing it on that thread; written after the slices, so a viewer that orders
+events by time (Perfetto) has opened that slice by then.
 """
 
 from __future__ import annotations
@@ -21,10 +27,11 @@ import numpy as np
 import orjson
 
 from tfprof.collector.export.args import pick
-from tfprof.collector.export.chrome_rows import DimText, NameText, slice_rows
+from tfprof.collector.export.chrome_rows import DimText, NameText, flow_rows, slice_rows
+from tfprof.collector.export.flow_ends import flow_ends, flow_ids
 from tfprof.collector.export.output import CHUNK_EVENTS, BinaryOutput
 from tfprof.collector.timeline import CounterTrack, SliceTrack, Timeline
-from tfprof.core.slice_args import CATEGORIES
+from tfprof.core.slice_args import SLICE_CATEGORIES
 
 
 class ChromeReporter:
@@ -58,6 +65,7 @@ class ChromeReporter:
         yield _dict_events(self._metadata_events())
         for track in self.timeline.slices:
             yield from self._slice_blocks(track)
+        yield from self._flow_blocks()  # after the slices: viewers bind each end to one
         for counter in self.timeline.counters:
             for events in self._counter_events(counter):
                 yield _dict_events(events)
@@ -106,7 +114,7 @@ class ChromeReporter:
         tids = np.asarray(track.thread_ids, dtype=np.int64)[track.lane]
         width_class = self._names.width_class[track.name_id]
         known = np.zeros(kind.shape[0], dtype=bool)
-        for value in CATEGORIES:
+        for value in SLICE_CATEGORIES:
             mask = kind == value
             known |= mask
             yield from self._by_name_width(track, tids, width_class, mask, value)
@@ -126,14 +134,28 @@ class ChromeReporter:
         classes = np.unique(width_class[mask]).tolist()
         for cls in classes:
             picked = mask if len(classes) == 1 else mask & (width_class == cls)
-            names = self._names.table(cls)
             every = bool(picked.all())  # e.g. a stream of kernels only: slices, not gathers
             rows = None if every else np.flatnonzero(picked)
             count = picked.shape[0] if rows is None else rows.shape[0]
             for a in range(0, count, self.chunk_events):
                 b = min(a + self.chunk_events, count)
                 sel: slice | np.ndarray = slice(a, b) if rows is None else rows[a:b]
-                yield slice_rows(track, kind, sel, names, pick(tids, sel), self._dims)
+                yield slice_rows(track, kind, sel, self._names, cls, pick(tids, sel), self._dims)
+
+    def _flow_blocks(self) -> Iterator[np.ndarray]:
+        """Each launch flow as a start event on its API call and an end on its GPU slice."""
+        flows = self.timeline.flows
+        if not len(flows):
+            return
+        ids = flow_ids(flows)
+        for phase, tracks, slices in (
+            (b"s", flows.from_track, flows.from_slice),
+            (b"f", flows.to_track, flows.to_slice),
+        ):
+            ends = flow_ends(self.timeline, tracks, slices)
+            for a in range(0, len(flows), self.chunk_events):
+                b = a + self.chunk_events
+                yield flow_rows(phase, ids[a:b], ends.pid[a:b], ends.tid[a:b], ends.start_ns[a:b])
 
     def _counter_events(self, counter: CounterTrack) -> Iterator[list[dict[str, Any]]]:
         name, pid, tid = counter.name, counter.pid, counter.tid

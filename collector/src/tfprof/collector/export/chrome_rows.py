@@ -40,6 +40,7 @@ from tfprof.collector.export.text_columns import (
 )
 from tfprof.collector.timeline import SliceTrack
 from tfprof.core.cupti_labels import Labels
+from tfprof.core.records import RecordKind
 from tfprof.core.slice_args import ArgType, SliceArg, args_of, category_of
 
 NAME_WIDTH_STEP = 16  # names in one block differ in length by less than this
@@ -64,6 +65,7 @@ class NameText:
 
     def __init__(self, names: Sequence[str]) -> None:
         encoded = [orjson.dumps(name) for name in names]
+        self.encoded = encoded
         lengths = np.array([len(e) for e in encoded], dtype=np.int64)
         self.width_class = (lengths + NAME_WIDTH_STEP - 1) // NAME_WIDTH_STEP
         self._encoded = encoded
@@ -199,13 +201,16 @@ def arg_piece(picked: Selection, arg: SliceArg, duration_ns: np.ndarray, dims: D
     return _distinct_piece(arg_column(picked.track, arg, picked.sel, duration_ns).values)
 
 
-def sparse_piece(picked: Selection, arg: SliceArg) -> Piece:
-    """``,"name":value`` on the slices that have the arg, spaces on the others."""
+def sparse_piece(picked: Selection, arg: SliceArg, separator: bytes = b",") -> Piece:
+    """``,"name":value`` on the slices that have the arg, spaces on the others
+    (``separator``: b"" when it is the event's only arg)."""
+    key = separator + _json(arg.name) + b":"
+    if arg.type is ArgType.NONZERO:
+        return _nonzero_piece(key, picked.column(arg.columns[0]))
     column = arg_column(picked.track, arg, picked.sel, np.zeros(0, dtype=np.int64))
     assert column.where is not None
     if column.where.shape[0] == 0:
         return b""
-    key = b"," + _json(arg.name) + b":"
     texts = text_table([key + _json(v) for v in column.values])
 
     def fill(out: np.ndarray) -> None:
@@ -214,36 +219,70 @@ def sparse_piece(picked: Selection, arg: SliceArg) -> Piece:
     return Slot(texts.shape[1], fill)
 
 
+def _nonzero_piece(key: bytes, values: np.ndarray) -> Piece:
+    """``key`` and the number on the rows whose value is not 0 (most of them, for an
+    external id), spaces on the others: a column at a time, like a dense int."""
+    where = np.flatnonzero(values)
+    if where.shape[0] == 0:
+        return b""
+    present = np.take(values, where)
+    width = len(key) + int_width(present)
+
+    def fill(out: np.ndarray) -> None:
+        texts = np.empty((where.shape[0], width), dtype=np.uint8)
+        texts[:, : len(key)] = np.frombuffer(key, dtype=np.uint8)
+        write_int(texts[:, len(key) :], present)
+        out[where] = texts
+
+    return Slot(width, fill)
+
+
 @cache
 def _args(kind: int | None) -> tuple[SliceArg, ...]:
     """The args of ``kind``; a sparse one holds its own leading comma, so it must follow
-    the dense ones."""
+    the dense ones (or be the only arg)."""
     args = args_of(kind)
     dense = [not is_sparse(a) for a in args]
     first_sparse = dense.index(False) if False in dense else len(args)
-    if (args and first_sparse == 0) or any(dense[first_sparse:]):
+    if (first_sparse == 0 and len(args) > 1) or any(dense[first_sparse:]):
         raise ValueError(f"slice_args: sparse args must come last: {[a.name for a in args]}")
     return args
+
+
+def category_piece(
+    track: SliceTrack, kind: int | None, sel: np.ndarray | slice, names: NameText
+) -> Piece:
+    """The slices' category: their kind's, or a MARKER's own (its ``category_id``)."""
+    fallback = _json(category_of(kind))
+    if kind != RecordKind.MARKER or track.category_id is None:
+        return fallback
+    ids = pick(track.category_id, sel)
+    found, index = np.unique(ids, return_inverse=True)
+    texts = [names.encoded[i] if i >= 0 else fallback for i in found.tolist()]
+    return table_piece(text_table(texts), index.reshape(-1))
 
 
 def event_pieces(
     track: SliceTrack,
     kind: int | None,
     sel: np.ndarray | slice,
-    names: tuple[np.ndarray, np.ndarray],
+    names: NameText,
+    name_class: int,
     tids: np.ndarray,
     dims: DimText,
 ) -> list[Piece]:
     """The layout of the events of slices ``sel`` of ``track`` (all of kind ``kind``).
 
-    ``names``: the name texts of the block's width class and each name id's row in it;
+    ``names``: the timeline's names, ``name_class`` the width class of the slices' names;
     ``tids``: each selected slice's thread; ``dims``: the launch dimensions met so far.
     """
-    name_table, name_row = names
+    name_table, name_row = names.table(name_class)
     picked = Selection(track, sel)
     duration = pick(track.duration_ns, sel)
     pieces: list[Piece] = [
-        b',{"ph":"X","cat":' + _json(category_of(kind)) + b',"name":',
+        b',{"ph":"X","cat":',
+        category_piece(track, kind, sel, names),
+        b',"name":',
         table_piece(name_table, np.take(name_row, pick(track.name_id, sel))),
         b',"pid":' + _json(track.pid) + b',"tid":',
         int_piece(tids),
@@ -256,7 +295,7 @@ def event_pieces(
     separator = b""
     for arg in _args(kind):
         if is_sparse(arg):
-            pieces.append(sparse_piece(picked, arg))
+            pieces.append(sparse_piece(picked, arg, b"," if separator else b""))
             continue
         pieces += [separator + _json(arg.name) + b":", arg_piece(picked, arg, duration, dims)]
         separator = b","
@@ -268,13 +307,46 @@ def slice_rows(
     track: SliceTrack,
     kind: int | None,
     sel: np.ndarray | slice,
-    names: tuple[np.ndarray, np.ndarray],
+    names: NameText,
+    name_class: int,
     tids: np.ndarray,
     dims: DimText,
 ) -> np.ndarray:
     """The events of the slices ``sel`` of ``track``, one ``,{...}`` per matrix row."""
     count = int(pick(track.start_ns, sel).shape[0])
-    return render_rows(event_pieces(track, kind, sel, names, tids, dims), count)
+    return render_rows(event_pieces(track, kind, sel, names, name_class, tids, dims), count)
 
 
-__all__ = ["NAME_WIDTH_STEP", "DimText", "NameText", "Piece", "Slot", "render_rows", "slice_rows"]
+FLOW_NAME = b',"cat":"launch","name":"launch"}'  # both ends: Perfetto pairs them by id, cat, name
+
+
+def flow_rows(
+    phase: bytes, ids: np.ndarray, pid: np.ndarray, tid: np.ndarray, start_ns: np.ndarray
+) -> np.ndarray:
+    """Flow events (``phase`` b"s" or b"f"), one ``,{...}`` per row: a start binds to the
+    slice open on its thread at ``ts``, an end (``"bp":"e"``) to the slice enclosing it."""
+    head = b',{"ph":"s"' if phase == b"s" else b',{"ph":"f","bp":"e"'
+    pieces: list[Piece] = [
+        head + b',"id":',
+        int_piece(ids),
+        b',"pid":',
+        int_piece(pid),
+        b',"tid":',
+        int_piece(tid),
+        b',"ts":',
+        millis_piece(start_ns),
+        FLOW_NAME,
+    ]
+    return render_rows(pieces, int(ids.shape[0]))
+
+
+__all__ = [
+    "NAME_WIDTH_STEP",
+    "DimText",
+    "NameText",
+    "Piece",
+    "Slot",
+    "flow_rows",
+    "render_rows",
+    "slice_rows",
+]

@@ -20,7 +20,13 @@ Layout, mirroring the Chrome export so both look the same in ui.perfetto.dev:
   string args are interned (``interned_data``) on one packet sequence, so a slice's
   packets hold only numbers; they are encoded a chunk of slices at a time straight
   from the columns (``perfetto_rows``), no protobuf object per slice;
-- host metrics are counter tracks under the task's ``.../cpu`` process.
+- launch flows: the API call's begin carries the ids of the flows it starts
+  (``flow_ids``, several for a graph launch), the GPU slice's begin the one it ends
+  (``terminating_flow_ids``); ids as in the Chrome export (``flow_ends``);
+- a MARKER's own category (``cpu_op``, ``tf_op``, an NVTX domain) is interned when a
+  chunk first uses it;
+- host metrics and device memory (``gpu:N allocated_bytes``, in bytes) are counter
+  tracks under the task's ``.../cpu`` process.
 
 Slice and counter packets are written in ``compressed_packets`` (deflate), the way
 Perfetto's own tracing service compresses traces (``TraceConfig.compression_type``);
@@ -41,14 +47,16 @@ from functools import partial
 import numpy as np
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pftrace
 
+from tfprof.collector.export.flow_ends import TrackFlows
 from tfprof.collector.export.output import BinaryOutput
 from tfprof.collector.export.perfetto_rows import SEQUENCE_ID, Interned, slice_packets
 from tfprof.collector.export.protowire import LEN, tag, varint
 from tfprof.collector.timeline import CounterTrack, SliceTrack, Timeline
-from tfprof.core.slice_args import BY_KIND, CATEGORIES, OTHER_CATEGORY
+from tfprof.core.slice_args import BY_KIND, OTHER_CATEGORY, SLICE_CATEGORIES
 
 NAMES_PER_PACKET = 4096
 CHUNK_SLICES = 1 << 14  # slices encoded at once: measured fastest on a million
+WIDE_FLOWS = 8  # a call starting more flows than this is encoded on its own
 _COMPRESSED_PACKET = tag(1, LEN)  # Trace.packet holding only TracePacket.compressed_packets
 _COMPRESSED_PACKETS = tag(50, LEN)
 _CLEARED = pftrace.TracePacket.SEQ_INCREMENTAL_STATE_CLEARED
@@ -60,7 +68,7 @@ _BYTES = pftrace.CounterDescriptor.UNIT_SIZE_BYTES
 ANNOTATION_NAMES: tuple[str, ...] = tuple(
     dict.fromkeys(arg.name for args in BY_KIND.values() for arg in args)
 )
-CATEGORY_NAMES: tuple[str, ...] = (*dict.fromkeys(CATEGORIES.values()), OTHER_CATEGORY)
+CATEGORY_NAMES: tuple[str, ...] = (*dict.fromkeys(SLICE_CATEGORIES.values()), OTHER_CATEGORY)
 
 
 def pick_deflate() -> Callable[[bytes], bytes]:
@@ -108,7 +116,9 @@ class PerfettoReporter:
         self._interned = Interned(
             categories={name: i + 1 for i, name in enumerate(CATEGORY_NAMES)},
             annotation_names={name: i + 1 for i, name in enumerate(ANNOTATION_NAMES)},
+            names=timeline.names,
         )
+        self._flows = TrackFlows(timeline.flows)
 
     def render(self, outfile: BinaryOutput) -> None:
         outfile.write(self._preamble().SerializeToString())
@@ -128,8 +138,8 @@ class PerfettoReporter:
 
     def _event_packets(self) -> Iterator[bytes]:
         """Slice and counter packets, a chunk at a time (serialised ``Trace`` parts)."""
-        for track in self.timeline.slices:
-            yield from self._slices(track)
+        for index, track in enumerate(self.timeline.slices):
+            yield from self._slices(index, track)
         for index, counter in enumerate(self.timeline.counters):
             for trace in self._counter_values(index, counter):
                 yield trace.SerializeToString()
@@ -207,23 +217,37 @@ class PerfettoReporter:
                 desc.counter.SetInParent()
         return trace
 
-    def _slices(self, track: SliceTrack) -> Iterator[bytes]:
-        """The track's slice packets in time order, a chunk at a time; string values a
-        chunk interns first go on a packet before it."""
+    def _slices(self, index: int, track: SliceTrack) -> Iterator[bytes]:
+        """The track's slice packets in time order, a chunk at a time; strings and
+        categories a chunk interns first go on a packet before it."""
         uuids = np.asarray([self._uuids.thread(t) for t in track.thread_ids], dtype=np.int64)
-        n = len(track)
-        for a in range(0, n, self.chunk_events):
-            sel = np.arange(a, min(n, a + self.chunk_events))
-            packets = slice_packets(track, sel, uuids, self._interned)
-            new = self._interned.new_strings
-            if new:
+        for a, b in self._runs(index, len(track)):
+            flows = self._flows.chunk(index, a, b) if self._flows else None
+            packets = slice_packets(track, np.arange(a, b), uuids, self._interned, flows)
+            interned = self._interned
+            if interned.new_strings or interned.new_categories:
                 trace = pftrace.Trace()
-                strings = self._packet(trace).interned_data.debug_annotation_string_values
-                for iid, value in new:
-                    strings.add(iid=iid, str=value.encode())
-                new.clear()
+                data = self._packet(trace).interned_data
+                for iid, value in interned.new_strings:
+                    data.debug_annotation_string_values.add(iid=iid, str=value.encode())
+                for iid, value in interned.new_categories:
+                    data.event_categories.add(iid=iid, name=value)
+                interned.new_strings.clear()
+                interned.new_categories.clear()
                 packets = trace.SerializeToString() + packets
             yield packets
+
+    def _runs(self, index: int, n: int) -> Iterator[tuple[int, int]]:
+        """Runs of the track's slices encoded at once: chunks, and a run of its own for
+        each call that starts more than ``WIDE_FLOWS`` flows (a graph launch: every
+        row of a run is as wide as its widest)."""
+        cuts = set(range(0, n, self.chunk_events))
+        if self._flows:
+            wide = self._flows.wide(index, WIDE_FLOWS).tolist()
+            cuts.update(wide)
+            cuts.update(w + 1 for w in wide)
+        bounds = sorted(c for c in cuts if c < n)
+        yield from zip(bounds, [*bounds[1:], n], strict=True)
 
     def _counter_values(self, index: int, counter: CounterTrack) -> Iterator[pftrace.Trace]:
         uuid = self._uuids.counter(index)

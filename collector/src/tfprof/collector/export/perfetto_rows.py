@@ -7,7 +7,8 @@ of slices is encoded as rows of one byte matrix (``protowire``), one row per sli
 no protobuf object is made per slice. Slices go out in time order whatever their kind
 (an end and a begin at the same instant on a lane must stay in that order, or a
 timestamp sort would nest them), so a row has a slot for every arg of every kind in
-the chunk and keeps only its own kind's, in the table's order.
+the chunk and keeps only its own kind's, in the table's order. Flow ids are fields only
+the rows that start or end a flow keep.
 """
 
 from __future__ import annotations
@@ -25,10 +26,12 @@ from tfprof.collector.export.args import (
     pick,
     rate_thousandths,
 )
+from tfprof.collector.export.flow_ends import ChunkFlows
 from tfprof.collector.export.protowire import (
     FIXED64,
     LEN,
     VARINT,
+    Field,
     Piece,
     choice,
     encode_rows,
@@ -41,7 +44,8 @@ from tfprof.collector.export.protowire import (
 )
 from tfprof.collector.timeline import SliceTrack
 from tfprof.core.cupti_labels import PEER_COPY, Labels
-from tfprof.core.slice_args import CATEGORIES, ArgType, SliceArg, args_of, category_of
+from tfprof.core.records import RecordKind
+from tfprof.core.slice_args import SLICE_CATEGORIES, ArgType, SliceArg, args_of, category_of
 
 SEQUENCE_ID = 1  # every packet is on one sequence: interned ids are shared by all
 _NEEDS_STATE = 2  # TracePacket.SEQ_NEEDS_INCREMENTAL_STATE
@@ -72,8 +76,10 @@ class Interned:
 
     categories: dict[str, int]
     annotation_names: dict[str, int]
+    names: Sequence[str] = ()  # the timeline's names (MARKER categories are among them)
     strings: dict[str, int] = field(default_factory=dict)
     new_strings: list[tuple[int, str]] = field(default_factory=list)
+    new_categories: list[tuple[int, str]] = field(default_factory=list)  # MARKERs' own
     dims: Dim3Codes = field(default_factory=Dim3Codes)
     _dim_iids: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     _label_iids: dict[int, np.ndarray] = field(default_factory=dict)  # by id(Labels)
@@ -83,6 +89,13 @@ class Interned:
         if iid is None:
             iid = self.strings[value] = len(self.strings) + 1
             self.new_strings.append((iid, value))
+        return iid
+
+    def category_iid(self, name: str) -> int:
+        iid = self.categories.get(name)
+        if iid is None:
+            iid = self.categories[name] = len(self.categories) + 1
+            self.new_categories.append((iid, name))
         return iid
 
     def dim_iids(self, x: np.ndarray, y: np.ndarray, z: np.ndarray) -> np.ndarray:
@@ -170,6 +183,8 @@ def _value(
         return _doubles(rate, has_rate(duration_ns))
     if arg.type is ArgType.PEER_DEVICE:
         return _int(picked.column("dst_device"), picked.column("copy_kind") == PEER_COPY)
+    if arg.type is ArgType.NONZERO:
+        return _int(columns[0], columns[0] != 0)
     return _generic(arg, picked, duration_ns, interned)
 
 
@@ -231,7 +246,7 @@ def _annotations(
     per kind, made over that kind's rows only, before and after the shared ones.
     """
     rows = sel.shape[0]
-    known = np.isin(kinds, list(CATEGORIES))
+    known = np.isin(kinds, list(SLICE_CATEGORIES))
     present_kinds: list[int | None] = [*np.unique(kinds[known]).tolist()]
     if not known.all():
         present_kinds.append(None)  # kinds this version does not know: generic args
@@ -241,8 +256,8 @@ def _annotations(
     after: list[tuple[np.ndarray, list[Piece]]] = []
     for kind in present_kinds:
         index = np.flatnonzero(~known if kind is None else kinds == kind)
-        category[index] = interned.categories[category_of(kind)]
         rows_of_kind = np.take(sel, index)
+        category[index] = _category_iids(track, kind, rows_of_kind, interned)
         picked = Selection(track, rows_of_kind)
         duration = np.take(track.duration_ns, rows_of_kind)
         first, last = own[kind]
@@ -256,11 +271,57 @@ def _annotations(
     return annotations, category
 
 
+def _category_iids(
+    track: SliceTrack, kind: int | None, sel: np.ndarray, interned: Interned
+) -> np.ndarray | int:
+    """The category iid of slices ``sel`` (of one kind): the kind's, or a MARKER's own."""
+    fallback = interned.categories[category_of(kind)]
+    if kind != RecordKind.MARKER or track.category_id is None:
+        return fallback
+    found, index = np.unique(np.take(track.category_id, sel), return_inverse=True)
+    names = interned.names
+    iids = [interned.category_iid(names[i]) if i >= 0 else fallback for i in found.tolist()]
+    result: np.ndarray = np.take(np.array(iids, dtype=np.int64), index.reshape(-1))
+    return result
+
+
+_FLOW_ID = tag(47, FIXED64)  # TrackEvent.flow_ids: flows leaving this slice
+_TERMINATING_FLOW_ID = tag(48, FIXED64)  # TrackEvent.terminating_flow_ids: the one ending here
+
+
+def _flow_pieces(flows: ChunkFlows) -> list[Piece]:
+    """The flow ids each slice starts and ends (fields on no other row)."""
+    pieces: list[Piece] = []
+    counts = flows.out_counts()
+    most = int(counts.max()) if counts.shape[0] else 0
+    if most:
+        # A call may launch several records (a graph launch): k-th id at item k of the row.
+        item = len(_FLOW_ID) + 8
+        rows = counts.shape[0]
+        data = np.zeros((rows, most, item), dtype=np.uint8)
+        first = np.searchsorted(flows.out_rows, flows.out_rows, side="left")
+        k = np.arange(flows.out_rows.shape[0]) - first
+        data[flows.out_rows, k, : len(_FLOW_ID)] = np.frombuffer(_FLOW_ID, dtype=np.uint8)
+        ids = fixed64(flows.out_ids.astype(np.uint64)).data
+        data[flows.out_rows, k, len(_FLOW_ID) :] = ids
+        pieces.append(Field(data.reshape(rows, most * item), counts * item))
+    present = flows.in_ids != 0
+    if present.any():
+        ending: list[Piece] = [_TERMINATING_FLOW_ID, fixed64(flows.in_ids.astype(np.uint64))]
+        pieces += optional(ending, present)
+    return pieces
+
+
 def slice_packets(
-    track: SliceTrack, sel: np.ndarray, uuids: np.ndarray, interned: Interned
+    track: SliceTrack,
+    sel: np.ndarray,
+    uuids: np.ndarray,
+    interned: Interned,
+    flows: ChunkFlows | None = None,
 ) -> bytes:
     """The begin and end packets of the slices ``sel`` of ``track``, in time order, as
-    ``Trace.packet`` entries. ``uuids``: each lane's track uuid."""
+    ``Trace.packet`` entries. ``uuids``: each lane's track uuid; ``flows``: the launch
+    flows these slices start and end (``sel`` is then one run of the track)."""
     start = pick(track.start_ns, sel)
     uuid = [_TRACK_UUID, varints(np.take(uuids, pick(track.lane, sel)))]
     annotations, category = _annotations(track, sel, pick(track.kind, sel), interned)
@@ -272,6 +333,7 @@ def slice_packets(
         _CATEGORY_IID,
         varints(category),
         *annotations,
+        *(_flow_pieces(flows) if flows is not None else []),
     ]
     begin = [_TIMESTAMP, varints(start), _SEQUENCE, *message(_TRACK_EVENT, begin_event)]
     end_event: list[Piece] = [_TYPE + varint(_SLICE_END), *uuid]
