@@ -327,3 +327,29 @@ def test_the_arg_table_covers_every_record_kind() -> None:
         assert not names & {"stream", "context"}  # a host record has no stream
     assert {a.name for a in args_of(RecordKind.API)} == _API_ARGS
     assert np.unique([SLICE_CATEGORIES[k] for k in RecordKind]).shape[0] == len(RecordKind)
+
+
+@pytest.mark.parametrize("name", ["simple_add.json.gz", "event_sync_multi_stream.json.gz"])
+def test_our_chrome_export_reads_back_with_its_host_side(name: str, tmp_path: Path) -> None:
+    """`summary FILE` on our own export sees the API calls and ranges, not only the GPU."""
+    from tfprof.core.formats import load_trace
+
+    path = tmp_path / "ours.json"
+    path.write_text(json.dumps(chrome(_timeline(_kineto(name)))))
+    original, back = load_trace(str(_kineto(name))), load_trace(str(path))
+
+    def host_rows(trace: Any) -> Counter[tuple[int, int, str, int]]:
+        c = trace.columns
+        return Counter(
+            (int(c["kind"][i]), int(c["thread"][i]), trace.names[c["name"][i]],
+             int(c["correlation"][i]))
+            for i in range(len(trace))
+            if c["kind"][i] in (RecordKind.API, RecordKind.MARKER) and c["device"][i] == 0
+            and c["stream"][i] == 0
+        )  # fmt: skip
+
+    expected = host_rows(original)
+    assert expected and host_rows(back) == expected
+    kinds, cats = back.column("kind"), back.column("category")
+    categories = {back.names[c] for k, c in zip(kinds, cats, strict=True) if k == RecordKind.MARKER}
+    assert "cpu_op" in categories

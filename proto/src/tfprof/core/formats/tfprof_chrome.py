@@ -10,19 +10,27 @@ slice-arg table the exporters write from (``tfprof.core.slice_args``), enums as 
 numbers. With several (job, task) pairs, each (job, task, gpu) becomes its own device
 ordinal. Copy and memset names come back as the exporter's labels ("MEMCPYHtoD"), not
 the original ones; every other column round-trips exactly.
+
+Host slices (CUDA API calls, host ranges) come back from the thread tracks of a task's
+``/job:J/task:T/cpu`` process (threads named ``thread:TID``, lanes ``thread:TID lane N``):
+category ``cuda_api`` is an API call, any other category a range of that category. The
+memory counter is not read back (its records are allocation deltas the counter sums).
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from tfprof.core.formats.trace import Event, TraceBuilder, arg_columns, event_args
 from tfprof.core.records import RecordKind
-from tfprof.core.slice_args import CATEGORY_KINDS, args_of
+from tfprof.core.slice_args import CATEGORY_KINDS, HOST_CATEGORIES, OTHER_CATEGORY, args_of
 from tfprof.core.tracks import TrackKey, TrackKind
 
 TOOL_NAME = "tfprof-agent"  # otherData.tool.name of our exports
 _TRACK_START = "/job:"
+_THREAD_NAME = re.compile(r"thread:(\d+)(?: lane \d+)?$")
+_API_CATEGORY = HOST_CATEGORIES[RecordKind.API]
 
 
 def gpu_track(name: str) -> TrackKey | None:
@@ -61,8 +69,15 @@ def read_tfprof(events: list[Event], out: TraceBuilder) -> None:
         ordinals = {gpu: i for i, gpu in enumerate(gpus)}
     else:
         ordinals = {gpu: gpu[2] for gpu in gpus}
+    threads = _host_threads(events)
     for e in events:
-        key = tracks.get((e.get("pid"), e.get("tid"))) if e.get("ph") == "X" else None
+        if e.get("ph") != "X":
+            continue
+        thread = threads.get((e.get("pid"), e.get("tid")))
+        if thread is not None:
+            _add_host_slice(e, thread, out)
+            continue
+        key = tracks.get((e.get("pid"), e.get("tid")))
         if key is None:
             continue
         args = event_args(e)
@@ -79,6 +94,38 @@ def read_tfprof(events: list[Event], out: TraceBuilder) -> None:
             name=out.name(str(e.get("name", ""))),
         )
         out.add(RecordKind(kind), e, **values)
+
+
+def _add_host_slice(e: Event, thread: int, out: TraceBuilder) -> None:
+    category = str(e.get("cat") or "")
+    kind = RecordKind.API if category == _API_CATEGORY else RecordKind.MARKER
+    values = arg_columns(event_args(e), args_of(kind))
+    values.update(thread=thread, name=out.name(str(e.get("name", ""))))
+    if kind is RecordKind.MARKER and category and category != OTHER_CATEGORY:
+        values["category"] = out.name(category)
+    out.add(kind, e, **values)
+
+
+def _host_threads(events: list[Event]) -> dict[tuple[Any, Any], int]:
+    """(pid, tid) -> OS thread id, for the thread tracks of a task's ``cpu`` process."""
+    cpu_pids = set()
+    for e in events:
+        if e.get("ph") == "M" and e.get("name") == "process_name":
+            key = _any_track(str(event_args(e).get("name", "")))
+            if key is not None and key.kind is TrackKind.CPU:
+                cpu_pids.add(e.get("pid"))
+    threads: dict[tuple[Any, Any], int] = {}
+    for e in events:
+        if e.get("ph") == "M" and e.get("name") == "thread_name" and e.get("pid") in cpu_pids:
+            match = _THREAD_NAME.match(str(event_args(e).get("name", "")))
+            if match:
+                threads[(e.get("pid"), e.get("tid"))] = int(match.group(1))
+    return threads
+
+
+def _any_track(name: str) -> TrackKey | None:
+    """Any track key of ours (GPU or host) a process name starts with."""
+    return TrackKey.search(name) if name.startswith(_TRACK_START) else None
 
 
 def _stream_tracks(events: list[Event]) -> dict[tuple[Any, Any], TrackKey]:
