@@ -17,7 +17,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -31,7 +30,7 @@ from tfprof.collector.store import Store
 
 from .conftest import Collector, agent_cmd, clean_env, collector_cmd, load_trace_file
 from .test_capture_control import DENSE, widest_gap
-from .test_daemon import Daemon
+from .test_daemon import Daemon, start_daemon
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -54,28 +53,7 @@ class Window:
 
 def start_daemon_skewed(collector: Collector, node: Path) -> Daemon:
     """The node daemon of a host whose clock runs ``SKEW_NS`` off the collector's."""
-    cmd = agent_cmd("daemon", "--collector", collector.address, "--socket",
-                    str(node / "agent.sock"), "--spool-dir", str(node / "spool"))  # fmt: skip
-    proc = subprocess.Popen(
-        cmd, env=clean_env(TFPROF_TEST_CLOCK_SKEW_NS=str(SKEW_NS)),
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    daemon = Daemon(proc)
-    ready = threading.Event()
-
-    def pump() -> None:
-        assert proc.stderr is not None
-        for line in proc.stderr:
-            daemon.lines.append(line)
-            if "daemon listening on" in line:
-                ready.set()
-        ready.set()
-
-    threading.Thread(target=pump, daemon=True).start()
-    if not ready.wait(60) or proc.poll() is not None:
-        proc.kill()
-        raise RuntimeError("daemon did not start:\n" + daemon.output())
-    return daemon
+    return start_daemon(collector, node, TFPROF_TEST_CLOCK_SKEW_NS=str(SKEW_NS))
 
 
 def job_code(sentinel: Path) -> str:

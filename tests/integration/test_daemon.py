@@ -51,13 +51,14 @@ def node() -> Iterator[Path]:
     shutil.rmtree(folder, ignore_errors=True)
 
 
-def start_daemon(collector: Collector, node: Path) -> Daemon:
+def start_daemon(collector: Collector, node: Path, **env: str) -> Daemon:
+    """A node daemon on ``node``'s socket; ``env``: extra variables for its environment."""
     cmd = agent_cmd(
         "daemon", "--collector", collector.address, "--socket", str(node / "agent.sock"),
         "--spool-dir", str(node / "spool"), "--host-metrics-interval", "200",
     )  # fmt: skip
     proc = subprocess.Popen(
-        cmd, env=clean_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+        cmd, env=clean_env(**env), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
     )
     daemon = Daemon(proc)
     ready = threading.Event()

@@ -239,3 +239,35 @@ def test_controller_thread_follows_windows_from_a_real_socket() -> None:
         launcher.close()
         hook_end.close()
     assert ctl._thread is not None and not ctl._thread.is_alive()
+
+
+def test_controller_reads_windows_from_a_reattached_socket() -> None:
+    """A daemon-relayed hook reconnects: windows then come down the new connection."""
+    import time
+
+    sched = CaptureSchedule(ON_DEMAND, started_ns=time.time_ns())
+    closed = threading.Event()
+    calls: list[tuple[bool, int]] = []
+
+    def apply(on: bool, at_ns: int) -> None:
+        calls.append((on, at_ns))
+        if not on:
+            closed.set()
+
+    ctl = CaptureController(sched, apply)
+    old_daemon, old_hook = socket.socketpair()
+    new_daemon, new_hook = socket.socketpair()
+    try:
+        ctl.start(old_hook)
+        old_daemon.close()  # the daemon died: the reader sees end of file
+        ctl.attach(new_hook)
+        start = time.time_ns() + 200_000_000
+        new_daemon.sendall(frames.encode_capture_frame("c", start, 100_000_000))
+        assert closed.wait(10.0)
+        assert calls == [(True, start), (False, start + 100_000_000)]
+        assert ctl.windows_received == 1
+    finally:
+        ctl.stop(5.0)
+        for s in (new_daemon, old_hook, new_hook):
+            s.close()
+    assert ctl._thread is not None and not ctl._thread.is_alive()

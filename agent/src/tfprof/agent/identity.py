@@ -14,7 +14,6 @@ mapping (``config`` is the module that reads it).
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -43,7 +42,7 @@ def safe_name(text: str, fallback: str = "job") -> str:
     if not name:
         return fallback
     if len(name) > MAX_NAME:
-        digest = hashlib.sha256(name.encode()).hexdigest()[:8]
+        digest = _sha256_hex(name)[:8]
         name = name[: MAX_NAME - 9].rstrip("-._") + "-" + digest
     return name
 
@@ -99,9 +98,17 @@ def command_name(argv: Sequence[str]) -> str:
     return safe_name(re.sub(r"\.py$", "", base))
 
 
+def _sha256_hex(text: str) -> str:
+    # Imported on use: hashlib (OpenSSL) costs ~3 ms at every traced process's start-up,
+    # and most processes never hash (a launcher names the job and run).
+    import hashlib
+
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
 def run_id(key: str) -> str:
     """A run id every process sharing ``key`` computes alike (12 hex digits)."""
-    return hashlib.sha256(key.encode()).hexdigest()[:12]
+    return _sha256_hex(key)[:12]
 
 
 def resolve(
