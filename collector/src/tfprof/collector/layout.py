@@ -11,12 +11,16 @@ from __future__ import annotations
 
 from tfprof.collector.timeline import GroupBy, TraceProcess
 
+HOST_SORT_BASE = 1 << 20
+
 
 class Layout:
     """Hands out pids, tids, names and sort indices for either grouping.
 
     Pids and tids start at 1 and tids are unique across the whole trace: Perfetto treats
-    pid 0 as the kernel's swapper and has merged tid 0 with other threads.
+    pid 0 as the kernel's swapper and has merged tid 0 with other threads. Tracks are
+    placed one task at a time; with ``group_by="gpu"`` a later task may still add a GPU
+    process, so hosts sort from ``HOST_SORT_BASE`` on: after every GPU, whenever made.
     """
 
     def __init__(self, group_by: GroupBy) -> None:
@@ -31,9 +35,10 @@ class Layout:
         self._next_tid += count
         return tuple(range(first, first + count))
 
-    def _new_process(self, name: str) -> int:
+    def _new_process(self, name: str, sort_index: int | None = None) -> int:
         pid = len(self._procs) + 1
-        self._procs.append(TraceProcess(pid, name, len(self._procs)))
+        index = len(self._procs) if sort_index is None else sort_index
+        self._procs.append(TraceProcess(pid, name, index))
         return pid
 
     def place_slices(
@@ -54,7 +59,8 @@ class Layout:
         """The pid of a task's host process ``name`` (``/job:J/task:T/cpu``), made once."""
         pid = self._host_pid.get(name)
         if pid is None:
-            pid = self._host_pid[name] = self._new_process(name)
+            late = HOST_SORT_BASE + len(self._host_pid) if self.group_by == "gpu" else None
+            pid = self._host_pid[name] = self._new_process(name, late)
         return pid
 
     def place_host(self, name: str) -> tuple[int, int]:

@@ -21,6 +21,7 @@ attributed to the host range it ran for (``attribution``: ``SliceTrack.op_id``).
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -32,8 +33,8 @@ from tfprof.collector.attribution import OpAttribution, attribute_ops
 from tfprof.collector.lanes import assign_lanes
 from tfprof.collector.layout import Layout
 from tfprof.collector.memory import MemorySeries, memory_series, peak_of
-from tfprof.collector.metadata import timeline_metadata
-from tfprof.collector.model import RECORD_COLUMNS, JobData
+from tfprof.collector.metadata import MetadataBuilder, device_metadata
+from tfprof.collector.model import RECORD_COLUMNS, JobData, StreamData
 from tfprof.collector.prepare import (
     HOST_SERIES,
     MergeError,
@@ -41,16 +42,22 @@ from tfprof.collector.prepare import (
     PreparedStream,
     TimeWindow,
     host_samples,
-    prepare_jobs,
+    job_labels,
+    prepare_stream,
+    task_labels,
 )
 from tfprof.collector.slice_names import slice_name_ids
+from tfprof.collector.time_origin import StoredStream, origin_ns
 from tfprof.collector.timeline import (
     CounterTrack,
     GroupBy,
     LaunchFlows,
+    PartedTimeline,
     SliceTrack,
     Timeline,
+    TimelinePart,
     TraceProcess,
+    collect,
 )
 from tfprof.core.records import RecordKind
 from tfprof.core.tracks import TrackKey, TrackKind
@@ -88,15 +95,19 @@ class _Source:
 
 @dataclass
 class _Task:
-    """The streams of one job that share a task label (normally exactly one)."""
+    """The streams of one job that share a task label (normally exactly one process).
 
+    ``sources``, ``track_of`` and ``slice_of`` hold the task's loaded records while its
+    part is merged and rendered, and are emptied after."""
+
+    job_index: int
     job_label: str
     label: str
     sort_key: tuple[int, int, str, str, int]
-    streams: list[PreparedStream] = field(default_factory=list)
-    sources: list[_Source] = field(default_factory=list)  # the streams, named
+    streams: list[tuple[int, StreamData]] = field(default_factory=list)  # (index in job)
+    sources: list[_Source] = field(default_factory=list)  # the streams, prepared and named
     # Per source, per kept row: its slice on its stream or thread track (not the
-    # memcpy repeat) as (index into the timeline's slices, index in that track), -1: none.
+    # memcpy repeat) as (index into the part's slices, index in that track), -1: none.
     track_of: list[np.ndarray] = field(default_factory=list)
     slice_of: list[np.ndarray] = field(default_factory=list)
 
@@ -116,85 +127,171 @@ class _Task:
             self.track_of[part][origin.kept[sel]] = track
             self.slice_of[part][origin.kept[sel]] = sel
 
+    def release(self) -> None:
+        self.sources, self.track_of, self.slice_of = [], [], []
+
 
 def build_timeline(
     jobs: Sequence[JobData],
     group_by: GroupBy = "job",
     window_ns: Window | None = None,
 ) -> Timeline:
-    """Merge ``jobs`` into one timeline.
+    """Merge ``jobs`` into one timeline (every part of ``timeline_parts`` at once)."""
+    return collect(timeline_parts(jobs, group_by, window_ns))
+
+
+def timeline_parts(
+    jobs: Sequence[JobData],
+    group_by: GroupBy = "job",
+    window_ns: Window | None = None,
+) -> PartedTimeline:
+    """Merge ``jobs`` into a timeline delivered one task (process) at a time.
 
     Record times are shifted by each stream's ``record_shift_ns``, host samples by its
     ``host_shift_ns``. ``window_ns = (lo, hi)`` (collector clock, either end ``None`` for
     open) keeps the slices that overlap ``[lo, hi)``, whole, and the host samples inside
-    it. All times are then made relative to the earliest exported event.
+    it. All times are then made relative to the earliest exported event, found first by
+    a pass over times only (``time_origin``).
+
+    A stored stream (``lake.reader.LakeStream``) is loaded while its task's part is
+    merged and rendered, and released before the next task's; names are interned in
+    task order, so ids are those of a merge of everything at once. With
+    ``group_by="gpu"`` a physical GPU's process is made by the first task that uses it
+    and shared by the later ones; hosts still sort after every GPU (``Layout``).
     """
     if group_by not in ("job", "gpu"):
         raise MergeError(f"group_by must be 'job' or 'gpu', not {group_by!r}")
     window = _check_window(window_ns)
     kept = window or TimeWindow()
-    prepared = prepare_jobs(jobs, kept)
-    names = NameTable()
-    tasks = _tasks([p.streams for p in prepared], names)
-    host: dict[int, dict[str, np.ndarray]] = {}
-    for t_index, task in enumerate(tasks):
-        samples = host_samples((p.stream for p in task.streams), kept)
-        if samples["time_ns"].shape[0]:
-            host[t_index] = samples
-    earliest = [int(s.prep.start.min()) for t in tasks for s in t.sources if len(s.prep)]
-    earliest += [int(samples["time_ns"][0]) for samples in host.values()]
-    origin = min(earliest, default=0)
+    labels = job_labels(jobs)
+    tasks_of = [task_labels(job) for job in jobs]
+    tasks = _tasks(jobs, labels, tasks_of)
+    origin = origin_ns(jobs, kept)
+    meta = MetadataBuilder(jobs, labels, tasks_of, group_by, origin, window)
+    merger = _Merger(group_by, origin, kept, meta)
+    hosts = tuple(sorted({s.host for job in jobs for s in job.streams}))
+    return PartedTimeline(
+        group_by,
+        origin,
+        merger.parts(tasks),
+        merger.finish,
+        hosts,
+        device_metadata(jobs, labels, tasks_of),
+    )
 
-    layout = Layout(group_by)
-    slices: list[SliceTrack] = []
-    counters: list[CounterTrack] = []
-    memory: dict[int, list[MemorySeries]] = {}
 
-    def add_slices(task: _Task, key: TrackKey, parts: _Parts) -> None:
-        data = _track_data(parts, origin)
-        task.place(len(slices), key, data)
-        slices.append(_slice_track(key, parts, data, layout, task.cpu.format()))
+@contextlib.contextmanager
+def _loaded(streams: Sequence[StreamData]) -> Iterator[None]:
+    """Every stored stream of a task loaded for the duration of the block."""
+    with contextlib.ExitStack() as stack:
+        for stream in streams:
+            if isinstance(stream, StoredStream):
+                stack.enter_context(stream.loaded(host=True))
+        yield
 
-    def add_host(t_index: int) -> None:
-        task = tasks[t_index]
+
+class _Merger:
+    """Merges tasks into parts one at a time; keeps what the metadata needs of each."""
+
+    def __init__(
+        self, group_by: GroupBy, origin: int, window: TimeWindow, meta: MetadataBuilder
+    ) -> None:
+        self.origin = origin
+        self.window = window
+        self.meta = meta
+        self.layout = Layout(group_by)
+        self.names = NameTable()
+        self.flows = 0
+        self.counters = 0
+        self.host_meta: dict[str, Any] = {"flows": {}, "tasks": []}
+        self.memory: list[tuple[_Task, list[MemorySeries]]] = []
+
+    def parts(self, tasks: Sequence[_Task]) -> Iterator[TimelinePart]:
+        for task in tasks:
+            with _loaded([s for _, s in task.streams]):
+                preps = [
+                    prepare_stream(stream, self.window, task.job_label, task.label)
+                    for _, stream in task.streams
+                ]
+                for (index, _), prep in zip(task.streams, preps, strict=True):
+                    self.meta.add(task.job_index, index, prep)
+                task.sources = [_Source.named(prep, self.names) for prep in preps]
+                try:
+                    yield self._part(task)
+                finally:
+                    task.release()
+
+    def _part(self, task: _Task) -> TimelinePart:
+        layout, origin = self.layout, self.origin
+        known = len(layout.processes())
+        slices: list[SliceTrack] = []
+        counters: list[CounterTrack] = []
+
+        def add_slices(key: TrackKey, parts: _Parts) -> None:
+            data = _track_data(parts, origin)
+            task.place(len(slices), key, data)
+            slices.append(_slice_track(key, parts, data, layout, task.cpu.format()))
+
+        for key, parts in _task_tracks(task, host_side=False):
+            add_slices(key, parts)
         host_name = task.cpu.format()
-        if t_index in host:
+        samples = host_samples((s.prep.stream for s in task.sources), self.window)
+        if samples["time_ns"].shape[0]:
             pid, tid = layout.place_host(host_name)
-            rel = host[t_index]["time_ns"] - np.int64(origin)
+            rel = samples["time_ns"] - np.int64(origin)
             for series in HOST_SERIES:
-                counters.append(CounterTrack(pid, tid, series, rel, host[t_index][series]))
-        memory[t_index] = _memory_series(task)
-        for used in memory[t_index]:
+                counters.append(CounterTrack(pid, tid, series, rel, samples[series]))
+        memory = _memory_series(task)
+        if memory:
+            self.memory.append((task, memory))
+        for used in memory:
             pid, tid = layout.place_host(host_name)
             rel = used.time_ns - np.int64(origin)
             name = f"gpu:{used.device} allocated_bytes"
             counters.append(CounterTrack(pid, tid, name, rel, used.allocated))
         for key, parts in _task_tracks(task, host_side=True):
-            add_slices(task, key, parts)
+            add_slices(key, parts)
+        flows = self._link(task, slices)
+        part = TimelinePart(
+            names=self.names.names,
+            processes=tuple(layout.processes()[known:]),
+            slices=tuple(slices),
+            counters=tuple(counters),
+            flows=flows,
+            first_flow=self.flows,
+            first_counter=self.counters,
+        )
+        self.flows += len(flows)
+        self.counters += len(counters)
+        return part
 
-    for t_index, task in enumerate(tasks):
-        for key, parts in _task_tracks(task, host_side=False):
-            add_slices(task, key, parts)
-        if group_by == "job":  # the task's host right after its GPUs
-            add_host(t_index)
-    if group_by == "gpu":  # hosts after every GPU
-        for t_index in range(len(tasks)):
-            add_host(t_index)
+    def _link(self, task: _Task, slices: Sequence[SliceTrack]) -> LaunchFlows:
+        """The task's launch flows and op attribution, placed on its slices."""
+        if not task.track_of or not sum(len(s.prep) for s in task.sources):
+            return LaunchFlows.empty()
+        records, strings = _task_records(task, self.names)
+        attribution = attribute_ops(records, strings)
+        track = np.concatenate(task.track_of)
+        index = np.concatenate(task.slice_of)
+        links = attribution.links
+        placed = (track[links.api] >= 0) & (track[links.gpu] >= 0)
+        api, gpu = links.api[placed], links.gpu[placed]
+        flows = LaunchFlows(
+            track[api], index[api], track[gpu], index[gpu], records["correlation"][gpu]
+        )
+        _place_ops(attribution, records, track, index, slices)
+        stats = {**links.stats(), **attribution.counts()}
+        self.host_meta["tasks"].append({"job": task.job_label, "task": task.label, **stats})
+        total = self.host_meta["flows"]
+        for k, v in stats.items():
+            total[k] = total.get(k, 0) + v
+        return flows
 
-    flows, host_meta = _link(tasks, slices, names)
-    metadata = timeline_metadata(prepared, group_by, origin, window)
-    metadata["host_side"] = host_meta
-    metadata["host_side"]["memory_peak_bytes"] = _memory_peaks(tasks, memory)
-    return Timeline(
-        group_by=group_by,
-        origin_ns=origin,
-        names=names.names,
-        processes=tuple(layout.processes()),
-        slices=tuple(slices),
-        counters=tuple(counters),
-        metadata=metadata,
-        flows=flows,
-    )
+    def finish(self) -> dict[str, Any]:
+        metadata = self.meta.finish()
+        metadata["host_side"] = self.host_meta
+        metadata["host_side"]["memory_peak_bytes"] = _memory_peaks(self.memory)
+        return metadata
 
 
 def _check_window(window_ns: Window | None) -> TimeWindow | None:
@@ -210,24 +307,21 @@ def _task_order(task: str) -> tuple[int, int, str]:
     return (0, int(task), task) if task.isdigit() else (1, 0, task)
 
 
-def _tasks(jobs: Sequence[Sequence[PreparedStream]], names: NameTable) -> list[_Task]:
-    """Group each job's streams by task label, in job order then task order.
-
-    Names are interned in that order too, which fixes ``Timeline.names``.
-    """
+def _tasks(
+    jobs: Sequence[JobData], labels: Sequence[str], tasks_of: Sequence[Sequence[str]]
+) -> list[_Task]:
+    """Group each job's streams by task label, in job order then task order (the order
+    parts come in and names are interned in)."""
     tasks: list[_Task] = []
-    for streams in jobs:
+    for j, (job, job_label) in enumerate(zip(jobs, labels, strict=True)):
         by_label: dict[str, _Task] = {}
-        for prep in streams:
-            s = prep.stream
-            task = by_label.get(prep.task_label)
+        for index, (s, label) in enumerate(zip(job.streams, tasks_of[j], strict=True)):
+            task = by_label.get(label)
             if task is None:
                 sort_key = (*_task_order(s.task), s.host, s.pid)
-                task = by_label[prep.task_label] = _Task(prep.job_label, prep.task_label, sort_key)
-            task.streams.append(prep)
+                task = by_label[label] = _Task(j, job_label, label, sort_key)
+            task.streams.append((index, s))
         tasks.extend(sorted(by_label.values(), key=lambda t: t.sort_key))
-    for task in tasks:
-        task.sources = [_Source.named(prep, names) for prep in task.streams]
     return tasks
 
 
@@ -423,13 +517,12 @@ def _memory_series(task: _Task) -> list[MemorySeries]:
 
 
 def _memory_peaks(
-    tasks: Sequence[_Task], memory: Mapping[int, list[MemorySeries]]
+    memory: Sequence[tuple[_Task, list[MemorySeries]]],
 ) -> dict[str, dict[str, int]]:
     """Peak device memory per job label and physical GPU (its processes summed)."""
     by_gpu: dict[str, dict[str, list[MemorySeries]]] = {}
-    for t_index, series in memory.items():
-        task = tasks[t_index]
-        stream = task.streams[0].stream
+    for task, series in memory:
+        stream = task.streams[0][1]
         for one in series:
             uuid = stream.device_uuid(one.device)
             by_gpu.setdefault(task.job_label, {}).setdefault(uuid, []).append(one)
@@ -466,37 +559,6 @@ _ATTRIBUTION_COLUMNS = (
 )  # fmt: skip
 
 
-def _link(
-    tasks: Sequence[_Task], slices: Sequence[SliceTrack], names: NameTable
-) -> tuple[LaunchFlows, dict[str, Any]]:
-    """Every task's launch flows and op attribution, placed on the timeline's slices."""
-    pieces: list[tuple[np.ndarray, ...]] = []
-    per_task: list[dict[str, Any]] = []
-    total: dict[str, int] = {}
-    for task in tasks:
-        if not task.track_of or not sum(len(s.prep) for s in task.sources):
-            continue
-        records, strings = _task_records(task, names)
-        attribution = attribute_ops(records, strings)
-        track = np.concatenate(task.track_of)
-        index = np.concatenate(task.slice_of)
-        links = attribution.links
-        placed = (track[links.api] >= 0) & (track[links.gpu] >= 0)
-        api, gpu = links.api[placed], links.gpu[placed]
-        pieces.append((track[api], index[api], track[gpu], index[gpu], records["correlation"][gpu]))
-        _place_ops(attribution, records, track, index, slices)
-        stats = {**links.stats(), **attribution.counts()}
-        per_task.append({"job": task.job_label, "task": task.label, **stats})
-        for k, v in stats.items():
-            total[k] = total.get(k, 0) + v
-    flows = (
-        LaunchFlows(*(np.concatenate(p) for p in zip(*pieces, strict=True)))
-        if pieces
-        else LaunchFlows.empty()
-    )
-    return flows, {"flows": total, "tasks": per_task}
-
-
 def _place_ops(
     attribution: OpAttribution,
     records: Mapping[str, np.ndarray],
@@ -520,9 +582,12 @@ __all__ = [
     "CounterTrack",
     "GroupBy",
     "MergeError",
+    "PartedTimeline",
     "SliceTrack",
     "Timeline",
+    "TimelinePart",
     "TraceProcess",
     "Window",
     "build_timeline",
+    "timeline_parts",
 ]

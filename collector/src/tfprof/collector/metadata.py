@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from tfprof.collector.model import DropCounts, StreamData
-from tfprof.collector.prepare import PreparedJob, PreparedStream, TimeWindow
+from tfprof.collector.model import DropCounts, JobData, StreamData
+from tfprof.collector.prepare import PreparedStream, TimeWindow
 from tfprof.collector.timeline import GroupBy
 from tfprof.core.records import RecordKind
 from tfprof.core.version import __version__
@@ -87,11 +87,10 @@ def _devices(stream: StreamData) -> dict[str, dict[str, Any]]:
     }
 
 
-def _clock(prep: PreparedStream) -> dict[str, Any]:
-    stream = prep.stream
+def _clock(stream: StreamData, job_label: str, task_label: str) -> dict[str, Any]:
     return {
-        "job": prep.job_label,
-        "task": prep.task_label,
+        "job": job_label,
+        "task": task_label,
         "host": stream.host,
         "pid": stream.pid,
         "record_shift_ns": stream.record_shift_ns,
@@ -100,49 +99,85 @@ def _clock(prep: PreparedStream) -> dict[str, Any]:
     }
 
 
-def timeline_metadata(
-    jobs: Sequence[PreparedJob], group_by: GroupBy, origin: int, window: TimeWindow | None
-) -> dict[str, Any]:
-    jobs_meta: list[dict[str, Any]] = []
+def device_metadata(
+    jobs: Sequence[JobData], job_labels: Sequence[str], task_labels: Sequence[Sequence[str]]
+) -> dict[str, dict[str, dict[str, dict[str, Any]]]]:
+    """``metadata["devices"]``: per job label, per task label, per GPU ordinal; from the
+    streams' hellos alone, so known before any record is read."""
     devices: dict[str, dict[str, dict[str, dict[str, Any]]]] = {}
-    clocks: list[dict[str, Any]] = []
-    overall = DropCounts()
-    clamped = 0
-    for prepared in jobs:
-        job = prepared.job
-        task_meta = [_task_meta(prep) for prep in prepared.streams]
-        for prep in prepared.streams:
-            clamped += prep.negative_durations
-            by_task = devices.setdefault(prepared.label, {}).setdefault(prep.task_label, {})
-            by_task.update(_devices(prep.stream))
-            clocks.append(_clock(prep))
-        dropped = job.dropped
-        overall.queue += dropped.queue
-        overall.tracer += dropped.tracer
-        overall.relay += dropped.relay
-        jobs_meta.append(
-            {
-                "name": job.name,
-                "run_id": job.run_id,
-                "label": prepared.label,
-                "hosts": sorted({s.host for s in job.streams}),
-                "finished": all(s.finished for s in job.streams),
-                "tasks": task_meta,
-                "records": {k: sum(t["records"][k] for t in task_meta) for k in _KIND_COUNTS},
-                "time_range_ns": _time_range(prepared.streams),
-                "dropped": _drop_dict(dropped),
-                "skipped": list(job.skipped)
-                + [f"{t['task']}: {what}" for t in task_meta for what in t["skipped"]],
-            }
-        )
-    return {
-        "tool": {"name": "tfprof-agent", "version": __version__},
-        "group_by": group_by,
-        "origin_ns": origin,
-        "window_ns": None if window is None else [window.lo, window.hi],
-        "jobs": jobs_meta,
-        "devices": devices,
-        "dropped": _drop_dict(overall),
-        "clocks": clocks,
-        "clamped_negative_durations": clamped,
-    }
+    for job, label, tasks in zip(jobs, job_labels, task_labels, strict=True):
+        for stream, task in zip(job.streams, tasks, strict=True):
+            devices.setdefault(label, {}).setdefault(task, {}).update(_devices(stream))
+    return devices
+
+
+class MetadataBuilder:
+    """The timeline's metadata, gathered one stream at a time while the streams are
+    loaded (``add``), complete once every stream was added (``finish``)."""
+
+    def __init__(
+        self,
+        jobs: Sequence[JobData],
+        job_labels: Sequence[str],
+        task_labels: Sequence[Sequence[str]],
+        group_by: GroupBy,
+        origin: int,
+        window: TimeWindow | None,
+    ) -> None:
+        self._jobs = jobs
+        self._labels = job_labels
+        self._task_labels = task_labels
+        self._group_by = group_by
+        self._origin = origin
+        self._window = window
+        # per job, per stream (job.streams order): its task meta, once added
+        self._tasks: list[list[dict[str, Any] | None]] = [[None] * len(j.streams) for j in jobs]
+        self._clamped = 0
+
+    def add(self, job_index: int, stream_index: int, prep: PreparedStream) -> None:
+        """One stream's share, while its records are loaded."""
+        self._tasks[job_index][stream_index] = _task_meta(prep)
+        self._clamped += prep.negative_durations
+
+    def finish(self) -> dict[str, Any]:
+        jobs_meta: list[dict[str, Any]] = []
+        clocks: list[dict[str, Any]] = []
+        overall = DropCounts()
+        for j, (job, label) in enumerate(zip(self._jobs, self._labels, strict=True)):
+            task_meta = [t for t in self._tasks[j] if t is not None]
+            for stream, task in zip(job.streams, self._task_labels[j], strict=True):
+                clocks.append(_clock(stream, label, task))
+            dropped = job.dropped
+            overall.queue += dropped.queue
+            overall.tracer += dropped.tracer
+            overall.relay += dropped.relay
+            ranges = [t["time_range_ns"] for t in task_meta if t["time_range_ns"]]
+            jobs_meta.append(
+                {
+                    "name": job.name,
+                    "run_id": job.run_id,
+                    "label": label,
+                    "hosts": sorted({s.host for s in job.streams}),
+                    "finished": all(s.finished for s in job.streams),
+                    "tasks": task_meta,
+                    "records": {k: sum(t["records"][k] for t in task_meta) for k in _KIND_COUNTS},
+                    "time_range_ns": (
+                        [min(r[0] for r in ranges), max(r[1] for r in ranges)] if ranges else None
+                    ),
+                    "dropped": _drop_dict(dropped),
+                    "skipped": list(job.skipped)
+                    + [f"{t['task']}: {what}" for t in task_meta for what in t["skipped"]],
+                }
+            )
+        window = self._window
+        return {
+            "tool": {"name": "tfprof-agent", "version": __version__},
+            "group_by": self._group_by,
+            "origin_ns": self._origin,
+            "window_ns": None if window is None else [window.lo, window.hi],
+            "jobs": jobs_meta,
+            "devices": device_metadata(self._jobs, self._labels, self._task_labels),
+            "dropped": _drop_dict(overall),
+            "clocks": clocks,
+            "clamped_negative_durations": self._clamped,
+        }

@@ -3,11 +3,16 @@
 Plain data, built by ``merge.build_timeline``. Everything stays columnar: a track holds
 numpy arrays for its slices (and reads the other record columns by row from the stream,
 without copying them), never one Python object per record.
+
+A large timeline is rendered one part at a time (``PartedTimeline``, from
+``merge.timeline_parts``): a part is one task's tracks, counters and launch flows, and
+is valid only until the next part is asked for (its stream's records are released
+then), so a reporter holds one task's records at a time.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -130,3 +135,130 @@ class Timeline:
     @property
     def num_slices(self) -> int:
         return sum(len(t) for t in self.slices)
+
+
+@dataclass(frozen=True)
+class TimelinePart:
+    """One part of a ``PartedTimeline``: normally one task's tracks.
+
+    ``names`` is the name table so far (ids never change, names are only appended);
+    ``processes`` the processes this part is the first to use (a physical GPU's, with
+    ``group_by="gpu"``, is shared by later parts); ``flows`` index this part's
+    ``slices`` (both ends of a launch lie in one task). Flow ids and counter indices go
+    on across parts: this part's flow ``i`` is the timeline's flow ``first_flow + i``,
+    its counter ``j`` the timeline's counter ``first_counter + j``.
+    """
+
+    names: tuple[str, ...]
+    processes: tuple[TraceProcess, ...]
+    slices: tuple[SliceTrack, ...]
+    counters: tuple[CounterTrack, ...]
+    flows: LaunchFlows = field(default_factory=LaunchFlows.empty)
+    first_flow: int = 0
+    first_counter: int = 0
+
+    @property
+    def num_slices(self) -> int:
+        return sum(len(t) for t in self.slices)
+
+
+class PartedTimeline:
+    """A timeline delivered part by part, each part read only while it is rendered.
+
+    What is known before the first part: the grouping, the time origin, the hosts and
+    the devices (``devices``: ``metadata["devices"]``). ``metadata`` (record counts,
+    launch-flow statistics, memory peaks) is complete only once ``parts`` is exhausted.
+    ``parts`` can be iterated once.
+    """
+
+    def __init__(
+        self,
+        group_by: GroupBy,
+        origin_ns: int,
+        parts: Iterable[TimelinePart],
+        finish: Callable[[], dict[str, Any]],
+        hosts: tuple[str, ...] = (),
+        devices: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.group_by = group_by
+        self.origin_ns = origin_ns
+        self.hosts = hosts
+        self.devices: Mapping[str, Any] = devices or {}
+        self.num_slices = 0  # of the parts rendered so far
+        self.end_ns = 0  # the latest slice end so far, relative to origin_ns
+        self._parts: Iterable[TimelinePart] | None = parts
+        self._finish = finish
+        self._metadata: dict[str, Any] | None = None
+
+    @classmethod
+    def whole(cls, timeline: Timeline) -> PartedTimeline:
+        """A built ``Timeline`` as one part."""
+        part = TimelinePart(
+            timeline.names, timeline.processes, timeline.slices, timeline.counters, timeline.flows
+        )
+        jobs = timeline.metadata.get("jobs", [])
+        hosts = sorted({h for job in jobs for h in job.get("hosts", [])})
+        return cls(
+            timeline.group_by,
+            timeline.origin_ns,
+            [part],
+            lambda: timeline.metadata,
+            tuple(hosts),
+            timeline.metadata.get("devices", {}),
+        )
+
+    def parts(self) -> Iterator[TimelinePart]:
+        if self._parts is None:
+            raise RuntimeError("a PartedTimeline's parts can be read once")
+        parts, self._parts = self._parts, None
+        for part in parts:
+            self.num_slices += part.num_slices
+            ends = [int(t.end_ns.max()) for t in part.slices if len(t)]
+            self.end_ns = max([self.end_ns, *ends])
+            yield part
+        self._metadata = self._finish()
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        if self._metadata is None:
+            raise RuntimeError("the timeline's metadata is complete after its last part")
+        return self._metadata
+
+
+def collect(parted: PartedTimeline) -> Timeline:
+    """Every part of ``parted`` in one ``Timeline`` (for inputs that fit in memory)."""
+    names: tuple[str, ...] = ()
+    processes: list[TraceProcess] = []
+    slices: list[SliceTrack] = []
+    counters: list[CounterTrack] = []
+    flows: list[LaunchFlows] = []
+    for part in parted.parts():
+        names = part.names
+        processes += part.processes
+        base = len(slices)
+        slices += part.slices
+        counters += part.counters
+        if len(part.flows):
+            f = part.flows
+            shifted = (f.from_track + base, f.from_slice, f.to_track + base, f.to_slice)
+            flows.append(LaunchFlows(*shifted, f.correlation))
+    merged = LaunchFlows.empty()
+    if flows:
+        columns = zip(*((f.from_track, f.from_slice, f.to_track, f.to_slice, f.correlation)
+                        for f in flows), strict=True)  # fmt: skip
+        merged = LaunchFlows(*(np.concatenate(c) for c in columns))
+    return Timeline(
+        group_by=parted.group_by,
+        origin_ns=parted.origin_ns,
+        names=names,
+        processes=tuple(processes),
+        slices=tuple(slices),
+        counters=tuple(counters),
+        metadata=parted.metadata,
+        flows=merged,
+    )
+
+
+def parted(timeline: Timeline | PartedTimeline) -> PartedTimeline:
+    """What reporters render: a ``PartedTimeline`` as it is, a ``Timeline`` as one part."""
+    return timeline if isinstance(timeline, PartedTimeline) else PartedTimeline.whole(timeline)

@@ -117,6 +117,21 @@ class LakeStream(StreamData):
             self.host_samples = empty_host()
             _return_freed_memory()
 
+    def record_times(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """(start_ns, duration_ns) of the stream's records, a table at a time, without
+        loading it (the export's pass for its time origin)."""
+        for table in (*GPU_TABLES, *HOST_TABLES):
+            rows = _read(self.parts, table, ["start_ns", "duration_ns"])
+            if rows is not None and rows.num_rows:
+                yield (rows.column("start_ns").to_numpy(), rows.column("duration_ns").to_numpy())
+
+    def host_sample_times(self) -> np.ndarray:
+        rows = _read(self.parts, HOST_SAMPLES.name, ["time_ns"])
+        if rows is None:
+            return np.zeros(0, np.int64)
+        times: np.ndarray = rows.column("time_ns").to_numpy()
+        return times
+
 
 def _return_freed_memory() -> None:
     pa.default_memory_pool().release_unused()
