@@ -64,6 +64,7 @@ def perfetto_view(packets: list[Any]) -> dict[str, Any]:
     ann: dict[int, str] = {}
     strings: dict[int, str] = {}
     procs: dict[int, str] = {}
+    proc_uuids: dict[int, str] = {}  # a counter's parent is its process's track uuid
     threads: dict[int, tuple[int, str]] = {}
     counters: dict[int, tuple[int, str]] = {}
     begins: list[dict[str, Any]] = []
@@ -83,6 +84,7 @@ def perfetto_view(packets: list[Any]) -> dict[str, Any]:
             d = p.track_descriptor
             if d.HasField("process"):
                 procs[d.process.pid] = d.process.process_name
+                proc_uuids[d.uuid] = d.process.process_name
             elif d.HasField("thread"):
                 threads[d.uuid] = (d.thread.pid, d.thread.thread_name)
             elif d.HasField("counter"):
@@ -117,7 +119,7 @@ def perfetto_view(packets: list[Any]) -> dict[str, Any]:
                     if ev.HasField("double_counter_value")
                     else ev.counter_value
                 )
-                counter_values.setdefault(f"{procs[parent]}:{series}", []).append(value)
+                counter_values.setdefault(f"{proc_uuids[parent]}:{series}", []).append(value)
     return {"slices": begins, "ends": ends, "counters": counter_values, "names": names}
 
 

@@ -1,7 +1,8 @@
 """Timeline reporters: one per output format, chosen by name or by the output's suffix.
 
-A reporter is built from a ``Timeline`` and has one method, ``render(outfile)``, that
-writes the whole output to a binary file object (memray's reporter shape).
+A reporter is built from a ``Timeline``, or a ``PartedTimeline`` that it renders one
+part (task) at a time, and has one method, ``render(outfile)``, that writes the whole
+output to a binary file object (memray's reporter shape).
 ``write_timeline`` picks the reporter, opens the file (gzip for ``.gz``) and renders.
 
 | format    | suffix                 | what opens it                                         |
@@ -26,7 +27,7 @@ from typing import Any, Protocol
 from tfprof.collector.errors import InvalidArgument
 from tfprof.collector.export.chrome import ChromeReporter
 from tfprof.collector.export.output import BinaryOutput
-from tfprof.collector.timeline import Timeline
+from tfprof.collector.timeline import PartedTimeline, Timeline
 
 GZIP_LEVEL = 3  # measured: twice as fast as 4 for 2% more bytes; json shrinks ~9x either way
 # chrome://tracing cannot load JSON past ~256 MiB (V8's string limit) and the Perfetto
@@ -43,19 +44,19 @@ class Reporter(Protocol):
 ReporterFactory = Callable[..., Reporter]
 
 
-def _perfetto(timeline: Timeline, **options: Any) -> Reporter:
+def _perfetto(timeline: Timeline | PartedTimeline, **options: Any) -> Reporter:
     from tfprof.collector.export.perfetto import PerfettoReporter
 
     return PerfettoReporter(timeline, **options)
 
 
-def _xplane(timeline: Timeline, **options: Any) -> Reporter:
+def _xplane(timeline: Timeline | PartedTimeline, **options: Any) -> Reporter:
     from tfprof.collector.export.xplane import XPlaneReporter
 
     return XPlaneReporter(timeline, **options)
 
 
-def _stepstats(timeline: Timeline, **options: Any) -> Reporter:
+def _stepstats(timeline: Timeline | PartedTimeline, **options: Any) -> Reporter:
     from tfprof.collector.export.stepstats import StepStatsReporter
 
     return StepStatsReporter(timeline, **options)
@@ -113,7 +114,7 @@ def reporter_for(path: str | os.PathLike[str], fmt: str | None = None) -> Report
 
 
 def write_timeline(
-    timeline: Timeline,
+    timeline: Timeline | PartedTimeline,
     path: str | os.PathLike[str],
     fmt: str | None = None,
     progress: Callable[[int], None] | None = None,

@@ -1,10 +1,14 @@
 """Chrome trace event JSON: opens in Perfetto UI and chrome://tracing.
 
-Object form, ``{"displayTimeUnit": "ns", "otherData": {...}, "traceEvents": [...]}``:
+Object form, ``{"displayTimeUnit": "ns", "traceEvents": [...], "otherData": {...}}``:
 ``ts`` and ``dur`` are microseconds (fractional, nanosecond precision) relative to the
 earliest event, as the format requires; ``displayTimeUnit`` only asks viewers to show
 nanoseconds. The timeline's metadata goes under ``otherData``, the format's place for it
-(chrome://tracing lists it under "Metadata", Perfetto ignores it).
+(chrome://tracing lists it under "Metadata", Perfetto ignores it), after the events:
+it is complete only once every part of the timeline was written.
+
+The timeline is written one part (task) at a time (``PartedTimeline``): the part's
+process and thread names, its slices, its launch flows, its counters.
 
 Slices, the bulk of any trace, are written a block at a time as rows of a byte matrix
 (``chrome_rows``): numbers formatted a column at a time, no dict or string per event;
@@ -30,49 +34,63 @@ from tfprof.collector.export.args import pick
 from tfprof.collector.export.chrome_rows import DimText, NameText, flow_rows, slice_rows
 from tfprof.collector.export.flow_ends import flow_ends, flow_ids
 from tfprof.collector.export.output import CHUNK_EVENTS, BinaryOutput
-from tfprof.collector.timeline import CounterTrack, SliceTrack, Timeline
+from tfprof.collector.timeline import (
+    CounterTrack,
+    PartedTimeline,
+    SliceTrack,
+    Timeline,
+    TimelinePart,
+    parted,
+)
 from tfprof.core.slice_args import SLICE_CATEGORIES
 
 
 class ChromeReporter:
-    """Renders a ``Timeline`` as Chrome trace event JSON."""
+    """Renders a ``Timeline`` (or a ``PartedTimeline``, a part at a time) as Chrome trace
+    event JSON."""
 
     format_name = "chrome"
 
-    def __init__(self, timeline: Timeline, chunk_events: int = CHUNK_EVENTS) -> None:
+    def __init__(
+        self, timeline: Timeline | PartedTimeline, chunk_events: int = CHUNK_EVENTS
+    ) -> None:
         self.timeline = timeline
         self.chunk_events = max(1, chunk_events)
-        self._names = NameText(timeline.names)
+        self._names = NameText(())
         self._dims = DimText()
 
     def render(self, outfile: BinaryOutput) -> None:
         """Write the whole trace to a binary file object."""
-        outfile.write(b'{"displayTimeUnit":"ns","otherData":')
-        outfile.write(orjson.dumps(self.timeline.metadata))
-        outfile.write(b',"traceEvents":[')
+        timeline = parted(self.timeline)
+        outfile.write(b'{"displayTimeUnit":"ns","traceEvents":[')
         first = True
-        for block in self._blocks():
-            if block.nbytes == 0:
-                continue
-            data = block.reshape(-1).data  # the rows as they lie in memory, no copy
-            outfile.write(data[1:] if first else data)  # every event starts with a comma
-            first = False
-        outfile.write(b"]}\n")
+        for part in timeline.parts():
+            for block in self._blocks(part):
+                if block.nbytes == 0:
+                    continue
+                data = block.reshape(-1).data  # the rows as they lie in memory, no copy
+                outfile.write(data[1:] if first else data)  # every event starts with a comma
+                first = False
+        outfile.write(b'],"otherData":')
+        outfile.write(orjson.dumps(timeline.metadata))
+        outfile.write(b"}\n")
 
-    def _blocks(self) -> Iterator[np.ndarray]:
-        """The events as blocks of bytes (1-D, or a matrix of equal rows), each event
-        led by a comma."""
-        yield _dict_events(self._metadata_events())
-        for track in self.timeline.slices:
+    def _blocks(self, part: TimelinePart) -> Iterator[np.ndarray]:
+        """The part's events as blocks of bytes (1-D, or a matrix of equal rows), each
+        event led by a comma."""
+        if len(part.names) != len(self._names.encoded):  # names are only ever appended
+            self._names = NameText(part.names)
+        yield _dict_events(self._metadata_events(part))
+        for track in part.slices:
             yield from self._slice_blocks(track)
-        yield from self._flow_blocks()  # after the slices: viewers bind each end to one
-        for counter in self.timeline.counters:
+        yield from self._flow_blocks(part)  # after the slices: viewers bind each end to one
+        for counter in part.counters:
             for events in self._counter_events(counter):
                 yield _dict_events(events)
 
-    def _metadata_events(self) -> list[dict[str, Any]]:
+    def _metadata_events(self, part: TimelinePart) -> list[dict[str, Any]]:
         events: list[dict[str, Any]] = []
-        for proc in self.timeline.processes:
+        for proc in part.processes:
             events.append(
                 {"ph": "M", "name": "process_name", "pid": proc.pid, "args": {"name": proc.name}}
             )
@@ -84,7 +102,7 @@ class ChromeReporter:
                     "args": {"sort_index": proc.sort_index},
                 }
             )
-        for track in self.timeline.slices:
+        for track in part.slices:
             for tid, name in zip(track.thread_ids, track.thread_names, strict=True):
                 events.append(
                     {
@@ -142,17 +160,17 @@ class ChromeReporter:
                 sel: slice | np.ndarray = slice(a, b) if rows is None else rows[a:b]
                 yield slice_rows(track, kind, sel, self._names, cls, pick(tids, sel), self._dims)
 
-    def _flow_blocks(self) -> Iterator[np.ndarray]:
+    def _flow_blocks(self, part: TimelinePart) -> Iterator[np.ndarray]:
         """Each launch flow as a start event on its API call and an end on its GPU slice."""
-        flows = self.timeline.flows
+        flows = part.flows
         if not len(flows):
             return
-        ids = flow_ids(flows)
+        ids = flow_ids(flows, part.first_flow)
         for phase, tracks, slices in (
             (b"s", flows.from_track, flows.from_slice),
             (b"f", flows.to_track, flows.to_slice),
         ):
-            ends = flow_ends(self.timeline, tracks, slices)
+            ends = flow_ends(part, tracks, slices)
             for a in range(0, len(flows), self.chunk_events):
                 b = a + self.chunk_events
                 yield flow_rows(phase, ids[a:b], ends.pid[a:b], ends.tid[a:b], ends.start_ns[a:b])

@@ -3,8 +3,9 @@ each of its ends lies.
 
 Flow ``i`` gets id ``i + 1`` in every format: unique in the whole export however many jobs
 and processes it merges (CUPTI's correlation ids are unique only within a process), and
-never 0. The arrow starts on the API call's slice and ends on the GPU slice it launched,
-each on the lane (thread) its slice was drawn on.
+never 0. A part of a timeline numbers its flows on from the parts before it
+(``TimelinePart.first_flow``). The arrow starts on the API call's slice and ends on the
+GPU slice it launched, each on the lane (thread) its slice was drawn on.
 
 Chrome JSON draws an arrow from two events placed on the slices' threads at their start
 (``FlowEnds``); Perfetto marks the two slices themselves (``TrackFlows``: which slices of
@@ -17,14 +18,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tfprof.collector.timeline import LaunchFlows, Timeline
+from tfprof.collector.timeline import LaunchFlows, Timeline, TimelinePart
 
 _SLICE_BITS = 40  # a (track, slice) pair as one sortable key: slice indices stay below 2**40
 
 
-def flow_ids(flows: LaunchFlows) -> np.ndarray:
-    """Each flow's id: its index + 1."""
-    ids: np.ndarray = np.arange(1, len(flows) + 1, dtype=np.int64)
+def flow_ids(flows: LaunchFlows, first: int = 0) -> np.ndarray:
+    """Each flow's id: ``first`` (flows before these) + its index + 1."""
+    ids: np.ndarray = np.arange(first + 1, first + len(flows) + 1, dtype=np.int64)
     return ids
 
 
@@ -37,7 +38,9 @@ class FlowEnds:
     start_ns: np.ndarray
 
 
-def flow_ends(timeline: Timeline, tracks: np.ndarray, slices: np.ndarray) -> FlowEnds:
+def flow_ends(
+    timeline: Timeline | TimelinePart, tracks: np.ndarray, slices: np.ndarray
+) -> FlowEnds:
     """Where the slices ``slices[i]`` of ``timeline.slices[tracks[i]]`` lie."""
     n = tracks.shape[0]
     pid = np.empty(n, dtype=np.int64)
@@ -76,8 +79,8 @@ class ChunkFlows:
 class TrackFlows:
     """For each track, which of its slices start and end which flows (sorted lookups)."""
 
-    def __init__(self, flows: LaunchFlows) -> None:
-        ids = flow_ids(flows)
+    def __init__(self, flows: LaunchFlows, first: int = 0) -> None:
+        ids = flow_ids(flows, first)
         self._out_keys, self._out_ids = _sorted_keys(flows.from_track, flows.from_slice, ids)
         self._in_keys, self._in_ids = _sorted_keys(flows.to_track, flows.to_slice, ids)
 

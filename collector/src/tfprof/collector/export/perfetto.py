@@ -28,12 +28,16 @@ Layout, mirroring the Chrome export so both look the same in ui.perfetto.dev:
 - host metrics and device memory (``gpu:N allocated_bytes``, in bytes) are counter
   tracks under the task's ``.../cpu`` process.
 
+The timeline is written one part (task) at a time (``PartedTimeline``): the names it
+adds to the name table (interned event names), descriptors for its processes, lanes
+and counters, then its slice and counter packets.
+
 Slice and counter packets are written in ``compressed_packets`` (deflate), the way
 Perfetto's own tracing service compresses traces (``TraceConfig.compression_type``);
 trace_processor and ui.perfetto.dev inflate them as they read. Args repeat from slice to
 slice (a kernel's grid, block and registers, a stream's device and context), so the
 compressed packets take about a quarter of the space. The descriptors and interned
-names at the start of the file stay uncompressed.
+names before each part's packets stay uncompressed.
 """
 
 from __future__ import annotations
@@ -51,7 +55,15 @@ from tfprof.collector.export.flow_ends import TrackFlows
 from tfprof.collector.export.output import BinaryOutput
 from tfprof.collector.export.perfetto_rows import SEQUENCE_ID, Interned, slice_packets
 from tfprof.collector.export.protowire import LEN, tag, varint
-from tfprof.collector.timeline import CounterTrack, SliceTrack, Timeline
+from tfprof.collector.timeline import (
+    CounterTrack,
+    LaunchFlows,
+    PartedTimeline,
+    SliceTrack,
+    Timeline,
+    TimelinePart,
+    parted,
+)
 from tfprof.core.slice_args import BY_KIND, OTHER_CATEGORY, SLICE_CATEGORIES
 
 NAMES_PER_PACKET = 4096
@@ -85,62 +97,75 @@ deflate = pick_deflate()
 
 
 class TrackUuids:
-    """Track uuids: a process's is its pid, then lanes by tid, then counters by index, all
-    small numbers (every slice packet names its lane's: one byte instead of five)."""
+    """Track uuids from pids, tids and counter indices alone (a timeline written part by
+    part knows no maxima up front): every third number, in three interleaved classes,
+    so they stay small (every slice packet names its lane's: one byte instead of five)."""
 
-    def __init__(self, timeline: Timeline) -> None:
-        self._threads = 1 + max((p.pid for p in timeline.processes), default=0)
-        tids = [t for track in timeline.slices for t in track.thread_ids]
-        self._counters = self._threads + 1 + max(tids, default=0)
+    @staticmethod
+    def process(pid: int) -> int:
+        return 3 * pid
 
-    def thread(self, tid: int) -> int:
-        return self._threads + tid
+    @staticmethod
+    def thread(tid: int) -> int:
+        return 3 * tid + 1
 
-    def counter(self, index: int) -> int:
-        return self._counters + index
+    @staticmethod
+    def counter(index: int) -> int:
+        return 3 * index + 2
 
 
 class PerfettoReporter:
-    """Renders a ``Timeline`` as a Perfetto protobuf trace."""
+    """Renders a ``Timeline`` (or a ``PartedTimeline``, a part at a time) as a Perfetto
+    protobuf trace."""
 
     format_name = "perfetto"
 
     def __init__(
-        self, timeline: Timeline, chunk_events: int = CHUNK_SLICES, compress: bool = True
+        self,
+        timeline: Timeline | PartedTimeline,
+        chunk_events: int = CHUNK_SLICES,
+        compress: bool = True,
     ) -> None:
         """``compress=False`` writes every packet plain (no ``compressed_packets``)."""
         self.timeline = timeline
         self.chunk_events = max(1, chunk_events)
         self.compress = compress
-        self._uuids = TrackUuids(timeline)
+        self._uuids = TrackUuids()
         self._interned = Interned(
             categories={name: i + 1 for i, name in enumerate(CATEGORY_NAMES)},
             annotation_names={name: i + 1 for i, name in enumerate(ANNOTATION_NAMES)},
-            names=timeline.names,
         )
-        self._flows = TrackFlows(timeline.flows)
+        self._flows = TrackFlows(LaunchFlows.empty())
 
     def render(self, outfile: BinaryOutput) -> None:
-        outfile.write(self._preamble().SerializeToString())
-        for names in self._names():
-            outfile.write(names.SerializeToString())
-        outfile.write(self._descriptors().SerializeToString())
+        timeline = parted(self.timeline)
+        outfile.write(self._preamble(timeline.origin_ns).SerializeToString())
         # Deflate lets go of the GIL: one chunk is compressed while the next is encoded.
         # At most two wait, so memory stays bounded; the order of the chunks is kept.
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="tfprof-deflate") as pool:
             waiting: deque[Future[bytes]] = deque()
-            for packets in self._event_packets():
-                waiting.append(pool.submit(self._compressed, packets))
+
+            def put(future: Future[bytes]) -> None:
+                waiting.append(future)
                 if len(waiting) > 2:
                     outfile.write(waiting.popleft().result())
+
+            for part in timeline.parts():
+                for names in self._names(part):
+                    put(_done(names.SerializeToString()))
+                put(_done(self._descriptors(part).SerializeToString()))
+                for packets in self._event_packets(part):
+                    put(pool.submit(self._compressed, packets))
             while waiting:
                 outfile.write(waiting.popleft().result())
 
-    def _event_packets(self) -> Iterator[bytes]:
+    def _event_packets(self, part: TimelinePart) -> Iterator[bytes]:
         """Slice and counter packets, a chunk at a time (serialised ``Trace`` parts)."""
-        for index, track in enumerate(self.timeline.slices):
+        self._interned.names = part.names
+        self._flows = TrackFlows(part.flows, part.first_flow)
+        for index, track in enumerate(part.slices):
             yield from self._slices(index, track)
-        for index, counter in enumerate(self.timeline.counters):
+        for index, counter in enumerate(part.counters, start=part.first_counter):
             for trace in self._counter_values(index, counter):
                 yield trace.SerializeToString()
 
@@ -157,7 +182,7 @@ class PerfettoReporter:
         packet.sequence_flags = _NEEDS_STATE
         return packet
 
-    def _preamble(self) -> pftrace.Trace:
+    def _preamble(self, origin_ns: int) -> pftrace.Trace:
         trace = pftrace.Trace()
         packet = trace.packet.add()
         packet.trusted_packet_sequence_id = SEQUENCE_ID
@@ -166,7 +191,7 @@ class PerfettoReporter:
         packet.timestamp = 0
         for clock_id, value in (
             (pftrace.BUILTIN_CLOCK_BOOTTIME, 0),
-            (pftrace.BUILTIN_CLOCK_REALTIME, self.timeline.origin_ns),
+            (pftrace.BUILTIN_CLOCK_REALTIME, origin_ns),
         ):
             clock = packet.clock_snapshot.clocks.add()
             clock.clock_id = clock_id
@@ -178,36 +203,37 @@ class PerfettoReporter:
             interned.debug_annotation_names.add(iid=iid, name=name)
         return trace
 
-    def _names(self) -> Iterator[pftrace.Trace]:
-        names = self.timeline.names
-        for a in range(0, len(names), NAMES_PER_PACKET):
+    def _names(self, part: TimelinePart) -> Iterator[pftrace.Trace]:
+        """The names the part adds to the table (iid: name id + 1)."""
+        names = part.names
+        for a in range(len(self._interned.names), len(names), NAMES_PER_PACKET):
             trace = pftrace.Trace()
             interned = self._packet(trace).interned_data
             for i, name in enumerate(names[a : a + NAMES_PER_PACKET], start=a):
                 interned.event_names.add(iid=i + 1, name=name)
             yield trace
 
-    def _descriptors(self) -> pftrace.Trace:
+    def _descriptors(self, part: TimelinePart) -> pftrace.Trace:
         trace = pftrace.Trace()
-        for proc in self.timeline.processes:
+        for proc in part.processes:
             desc = self._packet(trace).track_descriptor
-            desc.uuid = proc.pid
+            desc.uuid = self._uuids.process(proc.pid)
             desc.process.pid = proc.pid
             desc.process.process_name = proc.name
             desc.process.legacy_sort_index = proc.sort_index
-        for track in self.timeline.slices:
+        for track in part.slices:
             for tid, name in zip(track.thread_ids, track.thread_names, strict=True):
                 desc = self._packet(trace).track_descriptor
                 desc.uuid = self._uuids.thread(tid)
-                desc.parent_uuid = track.pid
+                desc.parent_uuid = self._uuids.process(track.pid)
                 desc.thread.pid = track.pid
                 desc.thread.tid = tid
                 desc.thread.thread_name = name
                 desc.thread.legacy_sort_index = tid
-        for index, counter in enumerate(self.timeline.counters):
+        for index, counter in enumerate(part.counters, start=part.first_counter):
             desc = self._packet(trace).track_descriptor
             desc.uuid = self._uuids.counter(index)
-            desc.parent_uuid = counter.pid
+            desc.parent_uuid = self._uuids.process(counter.pid)
             desc.name = counter.name
             if counter.name.endswith("_bytes"):
                 desc.counter.unit = _BYTES
@@ -268,3 +294,10 @@ class PerfettoReporter:
                 else:
                     event.counter_value = value
             yield trace
+
+
+def _done(data: bytes) -> Future[bytes]:
+    """Bytes ready now, queued in order with the chunks being compressed."""
+    future: Future[bytes] = Future()
+    future.set_result(data)
+    return future

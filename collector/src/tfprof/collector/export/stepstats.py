@@ -23,19 +23,31 @@ A slice attributed to an op (``SliceTrack.op_id``: the framework op or NVTX rang
 ran for) is ``<op>:<name>`` instead, as TF's GPU tracer put the op's node first:
 ``timeline.py`` then shows the slice as the kernel with ``args.name`` the op (its ``:``
 written as ``∶``, e.g. ``dense/MatMul∶MatMul:volta_sgemm_128x64_nn``).
+
+Written a part (task) at a time, a track's nodes a chunk at a time: the binary form as
+one ``step_stats`` field per device (protobuf merges the repeated occurrences of an
+embedded message field, so they read as one ``StepStats``), each device's nodes
+serialised in chunks and joined (a message's repeated field may come in pieces); the
+text form as the text of each chunk. Only one device's serialised nodes are held.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 from google.protobuf import text_format
 
 from tfprof.collector.export.chrome import BinaryOutput
-from tfprof.collector.merge import SliceTrack, Timeline
+from tfprof.collector.export.protowire import LEN, tag, varint
+from tfprof.collector.merge import PartedTimeline, SliceTrack, Timeline
+from tfprof.collector.timeline import parted
 from tfprof.core.formats.stepstats import COLON_STANDIN
 from tfprof.core.formats.tfprotos import step_stats
+
+CHUNK_NODES = 1 << 14
+_FIELD_1 = tag(1, LEN)  # RunMetadata.step_stats, StepStats.dev_stats
 
 
 def escape(name: str) -> str:
@@ -43,49 +55,93 @@ def escape(name: str) -> str:
 
 
 class StepStatsReporter:
-    """Renders a ``Timeline`` as a serialised ``RunMetadata`` (binary, or text with ``text``)."""
+    """Renders a ``Timeline`` (or a ``PartedTimeline``, a part at a time) as a serialised
+    ``RunMetadata`` (binary, or text with ``text``)."""
 
     format_name = "stepstats"
 
-    def __init__(self, timeline: Timeline, text: bool = False) -> None:
+    def __init__(
+        self,
+        timeline: Timeline | PartedTimeline,
+        text: bool = False,
+        chunk_nodes: int = CHUNK_NODES,
+    ) -> None:
         self.timeline = timeline
         self.text = text
-
-    def run_metadata(self) -> Any:
-        config_pb2, _ = step_stats()
-        run_metadata = config_pb2.RunMetadata()
-        names = self.timeline.names
-        escaped = [escape(n) for n in names]
-        for track in self.timeline.slices:
-            device = run_metadata.step_stats.dev_stats.add()
-            device.device = track.name
-            _add_nodes(device, track, self.timeline.origin_ns, names, escaped)
-        return run_metadata
+        self.chunk_nodes = max(1, chunk_nodes)
+        self._escaped: list[str] = []
 
     def render(self, outfile: BinaryOutput) -> None:
-        run_metadata = self.run_metadata()
-        if self.text:
-            outfile.write(text_format.MessageToString(run_metadata).encode())
-        else:
-            outfile.write(run_metadata.SerializeToString())
+        timeline = parted(self.timeline)
+        opened = False
+        for part in timeline.parts():
+            names = part.names
+            self._escaped += [escape(n) for n in names[len(self._escaped) :]]
+            for track in part.slices:
+                if self.text:
+                    if not opened:
+                        outfile.write(b"step_stats {\n")
+                        opened = True
+                    self._write_text(outfile, track, timeline.origin_ns, names)
+                else:
+                    self._write_binary(outfile, track, timeline.origin_ns, names)
+        if opened:
+            outfile.write(b"}\n")
+
+    def _devices(self, track: SliceTrack, origin: int, names: tuple[str, ...]) -> Iterator[Any]:
+        """The track's ``DeviceStepStats`` in pieces: the device's name, then its nodes
+        a chunk at a time."""
+        config_pb2, _ = step_stats()
+        head = config_pb2.RunMetadata().step_stats.dev_stats.add()
+        head.device = track.name
+        yield head
+        for a in range(0, len(track), self.chunk_nodes):
+            device = config_pb2.RunMetadata().step_stats.dev_stats.add()
+            _add_nodes(device, track, slice(a, a + self.chunk_nodes), origin, names,
+                       self._escaped)  # fmt: skip
+            yield device
+
+    def _write_binary(
+        self, outfile: BinaryOutput, track: SliceTrack, origin: int, names: tuple[str, ...]
+    ) -> None:
+        pieces = [d.SerializeToString() for d in self._devices(track, origin, names)]
+        size = sum(len(p) for p in pieces)
+        dev_stats = _FIELD_1 + varint(size)
+        outfile.write(_FIELD_1 + varint(len(dev_stats) + size) + dev_stats)
+        for piece in pieces:
+            outfile.write(piece)
+
+    def _write_text(
+        self, outfile: BinaryOutput, track: SliceTrack, origin: int, names: tuple[str, ...]
+    ) -> None:
+        outfile.write(b"  dev_stats {\n")
+        for device in self._devices(track, origin, names):
+            outfile.write(text_format.MessageToString(device, indent=4).encode())
+        outfile.write(b"  }\n")
 
 
 def _add_nodes(
-    device: Any, track: SliceTrack, origin: int, names: tuple[str, ...], escaped: list[str]
+    device: Any,
+    track: SliceTrack,
+    sel: slice,
+    origin: int,
+    names: tuple[str, ...],
+    escaped: list[str],
 ) -> None:
-    start = track.start_ns + np.int64(origin)
-    end = start + track.duration_ns
+    start = track.start_ns[sel] + np.int64(origin)
+    duration = track.duration_ns[sel]
+    end = start + duration
     start_us = start // 1000
     rel_us = (end // 1000 - start_us).tolist()
-    ops = track.op_id if track.op_id is not None else np.full(len(track), -1)
+    ops = track.op_id[sel] if track.op_id is not None else np.full(start.shape[0], -1)
     rows = zip(
         start.tolist(),
-        track.duration_ns.tolist(),
+        duration.tolist(),
         start_us.tolist(),
         rel_us,
-        track.name_id.tolist(),
+        track.name_id[sel].tolist(),
         ops.tolist(),
-        track.lane.tolist(),
+        track.lane[sel].tolist(),
         strict=True,
     )
     nodes = device.node_stats

@@ -28,8 +28,14 @@ Shaped like TensorFlow's CUPTI tracer output:
   as ``profile_start_time`` on the ``Task Environment`` plane): line ``timestamp_ns``
   plus event ``offset_ps``, so picosecond arithmetic stays far from int64's limit.
 
-The space is one protobuf message, built per plane and serialised once: unlike the
-Perfetto export its memory grows with the trace (bench/export_formats.py measures it).
+The space is written a part (task) at a time as the wire bytes of ``XSpace``'s fields
+(``protowire``): each GPU plane once its task is merged, its lines' events serialised a
+chunk at a time. Two things are only known later: whether planes are renumbered (more
+than one task with GPU activity: the first task's planes wait for the second), and
+the ``/host:CPU`` plane, which gathers every task's thread lines (their line ids and
+names depend on how many tasks have any): its lines are spooled to a temporary file
+and the plane is written at the end, with the ``Task Environment`` plane and the host
+name.
 """
 
 from __future__ import annotations
@@ -37,16 +43,20 @@ from __future__ import annotations
 import os
 import re
 import socket
+import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 
 from tfprof.collector.export.args import label_column
 from tfprof.collector.export.output import BinaryOutput
+from tfprof.collector.export.protowire import LEN, VARINT, tag, varint
 from tfprof.collector.merge import SliceTrack, Timeline
+from tfprof.collector.timeline import PartedTimeline, TimelinePart, parted
 from tfprof.core.cupti_labels import MEMORY_KINDS
 from tfprof.core.formats.tfprotos import xplane
 from tfprof.core.records import RecordKind
@@ -73,6 +83,28 @@ _STAT_NAMES = (
     "profile_start_time",
     "profile_stop_time",
 )
+
+
+CHUNK_EVENTS = 1 << 14  # events built as protobuf objects at once
+SPOOL_BYTES = 64 << 20  # host lines kept in memory up to this, then in a temporary file
+_SPACE_PLANE = tag(1, LEN)  # XSpace.planes
+_SPACE_HOSTNAME = tag(4, LEN)  # XSpace.hostnames
+_PLANE_ID, _PLANE_NAME, _PLANE_LINE = tag(1, VARINT), tag(2, LEN), tag(3, LEN)
+_LINE_ID, _LINE_NAME = tag(1, VARINT), tag(2, LEN)
+
+
+def _string(field_tag: bytes, text: str) -> bytes:
+    data = text.encode()
+    return field_tag + varint(len(data)) + data
+
+
+def _plane(plane_id: int, name: str, body: bytes | int) -> bytes:
+    """An ``XSpace.planes`` field: id and name, then ``body`` (the rest of the plane's
+    fields) or, given a length, only the head of a plane whose body follows."""
+    head = _PLANE_ID + varint(plane_id) + _string(_PLANE_NAME, name)
+    size = body if isinstance(body, int) else len(body)
+    out = _SPACE_PLANE + varint(len(head) + size) + head
+    return out if isinstance(body, int) else out + body
 
 
 def run_name(origin_ns: int) -> str:
@@ -119,17 +151,31 @@ class _Plane:
         return found
 
 
+@dataclass(frozen=True)
+class _HostLine:
+    """A host thread line spooled without its id and name (known only at the end)."""
+
+    thread: int
+    track: str  # the track's name
+    task: str  # /job:J/task:T
+    size: int  # bytes in the spool
+
+
 class XPlaneReporter:
-    """Renders a ``Timeline`` as a serialised ``XSpace``."""
+    """Renders a ``Timeline`` (or a ``PartedTimeline``, a part at a time) as a serialised
+    ``XSpace``."""
 
     format_name = "xplane"
 
-    def __init__(self, timeline: Timeline, host: str | None = None) -> None:
+    def __init__(
+        self,
+        timeline: Timeline | PartedTimeline,
+        host: str | None = None,
+        chunk_events: int = CHUNK_EVENTS,
+    ) -> None:
         self.timeline = timeline
-        self._linked = _linked_slices(timeline)
-        hosts = sorted(
-            {h for job in timeline.metadata.get("jobs", []) for h in job.get("hosts", [])}
-        )
+        self.chunk_events = max(1, chunk_events)
+        hosts = parted(timeline).hosts  # a Timeline's are read from its metadata
         self.host = _safe_host(host or (hosts[0] if len(hosts) == 1 else socket.gethostname()))
 
     def output_file(self, path: Path) -> Path:
@@ -140,40 +186,71 @@ class XPlaneReporter:
         return path / "plugins" / "profile" / run / f"{self.host}.xplane.pb"
 
     def render(self, outfile: BinaryOutput) -> None:
-        outfile.write(self.space().SerializeToString())
+        timeline = parted(self.timeline)
+        planes = 0
+        # Planes are numbered by GPU ordinal unless GPU planes come from more than one
+        # (job, task): the first task's wait until another task's come, or the end.
+        waiting: list[tuple[int, bytes]] = []
+        first_task: tuple[str, str] | None = None
+        renumber = False
+        host = _Plane(xplane().XPlane())
+        host_lines: list[_HostLine] = []  # spooled, in timeline order
+        with tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES) as spool:
+            for part in timeline.parts():
+                linked = _linked_slices(part)
+                for task, ordinal, tracks in _gpu_groups(part):
+                    body = self._gpu_plane(tracks, linked, timeline, part.names)
+                    first_task = first_task or task
+                    if not renumber and task == first_task:
+                        waiting.append((ordinal, body))
+                        continue
+                    renumber = True
+                    for _, held in waiting:
+                        outfile.write(_plane(planes, f"{GPU_PLANE_PREFIX}{planes}", held))
+                        planes += 1
+                    waiting = []
+                    outfile.write(_plane(planes, f"{GPU_PLANE_PREFIX}{planes}", body))
+                    planes += 1
+                for track in part.slices:
+                    if track.key.kind is TrackKind.THREAD:
+                        size = self._spool_line(spool, host, track, linked, part.names)
+                        key = track.key
+                        host_lines.append(_HostLine(key.thread, track.name, key.task_prefix, size))
+            for ordinal, body in waiting:
+                outfile.write(_plane(ordinal, f"{GPU_PLANE_PREFIX}{ordinal}", body))
+                planes += 1
+            if host_lines:
+                self._write_host_plane(outfile, planes, host, host_lines, spool)
+                planes += 1
+        outfile.write(self._task_env(planes, timeline))
+        outfile.write(_string(_SPACE_HOSTNAME, self.host))
 
     def space(self) -> Any:
-        pb = xplane()
-        space = pb.XSpace()
-        space.hostnames.append(self.host)
-        # One plane per (job, task, GPU): its stream tracks; memcpy tracks repeat copies.
-        groups: dict[tuple[str, str, int], list[SliceTrack]] = {}
-        for track in self.timeline.slices:
-            key = track.key
-            if key.kind is TrackKind.STREAM:
-                groups.setdefault((key.job, key.task, key.gpu), []).append(track)
-        ordinals = [gpu for _, _, gpu in groups]
-        renumber = len(set(ordinals)) != len(ordinals) or len({g[:2] for g in groups}) > 1
-        for index, tracks in enumerate(groups.values()):
-            self._gpu_plane(space, index if renumber else tracks[0].key.gpu, tracks)
-        threads = [t for t in self.timeline.slices if t.key.kind is TrackKind.THREAD]
-        if threads:
-            self._host_plane(space, threads)
-        self._task_env(space)
+        """The whole ``XSpace`` as a protobuf message (tests; small timelines)."""
+        from io import BytesIO
+
+        out = BytesIO()
+        self.render(out)
+        space = xplane().XSpace()
+        space.ParseFromString(out.getvalue())
         return space
 
-    def _gpu_plane(self, space: Any, ordinal: int, tracks: list[SliceTrack]) -> None:
-        """One GPU's plane from its stream tracks (all of one job, task and GPU)."""
+    def _gpu_plane(
+        self,
+        tracks: list[SliceTrack],
+        linked: dict[int, set[int]],
+        timeline: PartedTimeline,
+        names: tuple[str, ...],
+    ) -> bytes:
+        """One GPU's plane from its stream tracks (all of one job, task and GPU), without
+        its id and name."""
         gpu = tracks[0].key
-        plane = _Plane(space.planes.add())
-        plane.proto.id = ordinal
-        plane.proto.name = f"{GPU_PLANE_PREFIX}{ordinal}"
+        plane = _Plane(xplane().XPlane())
         plane.proto.stats.add(
             metadata_id=plane.stat_id("tfprof_device"), str_value=gpu.device_prefix
         )
         plane.proto.stats.add(metadata_id=plane.stat_id("device_vendor"), str_value="Nvidia")
-        devices = self.timeline.metadata.get("devices", {})
-        meta = devices.get(gpu.job, {}).get(gpu.task, {}).get(str(gpu.gpu), {})
+        meta = timeline.devices.get(gpu.job, {}).get(gpu.task, {}).get(str(gpu.gpu), {})
         major, _, minor = str(meta.get("compute_capability", "0.0")).partition(".")
         for name, value in (
             ("compute_cap_major", int(major or 0)),
@@ -183,84 +260,150 @@ class XPlaneReporter:
         ):
             if value:
                 plane.proto.stats.add(metadata_id=plane.stat_id(name), uint64_value=value)
+        lines = []
         for track in sorted(tracks, key=lambda t: t.key.stream):
-            self._line(plane, track.key.stream, track)
+            stream = track.key.stream
+            head = _LINE_ID + varint(stream)
+            head += _string(_LINE_NAME, f"Stream #{stream}({','.join(_event_types(track))})")
+            body = b"".join(self._line(plane, track, linked.get(id(track), set()), names))
+            line = head + body
+            lines.append(_PLANE_LINE + varint(len(line)) + line)
+        fields: bytes = plane.proto.SerializeToString()
+        return fields + b"".join(lines)
 
-    def _host_plane(self, space: Any, tracks: list[SliceTrack]) -> None:
+    def _spool_line(
+        self,
+        spool: IO[bytes],
+        plane: _Plane,
+        track: SliceTrack,
+        linked: dict[int, set[int]],
+        names: tuple[str, ...],
+    ) -> int:
+        """A host thread line without its id and name, into ``spool``; its size."""
+        size = 0
+        for chunk in self._line(plane, track, linked.get(id(track), set()), names):
+            spool.write(chunk)
+            size += len(chunk)
+        return size
+
+    def _write_host_plane(
+        self,
+        outfile: BinaryOutput,
+        plane_id: int,
+        plane: _Plane,
+        lines: list[_HostLine],
+        spool: IO[bytes],
+    ) -> None:
         """The host threads' API calls and ranges, one line per thread track."""
-        plane = _Plane(space.planes.add())
-        plane.proto.id = len(space.planes) - 1
-        plane.proto.name = HOST_PLANE
-        several = len({t.key.task_prefix for t in tracks}) > 1
-        for index, track in enumerate(tracks):
-            name = track.name if several else f"thread:{track.key.thread}"
+        several = len({line.task for line in lines}) > 1
+        heads = []
+        for index, line in enumerate(lines):
             # Line ids must be unique in a plane; thread ids repeat across tasks.
-            self._line(plane, track.key.thread if not several else index, track, name)
+            line_id = index if several else line.thread
+            name = line.track if several else f"thread:{line.thread}"
+            heads.append(_LINE_ID + varint(line_id) + _string(_LINE_NAME, name))
+        meta: bytes = plane.proto.SerializeToString()
+        size = len(meta) + sum(
+            len(_PLANE_LINE) + len(varint(len(h) + line.size)) + len(h) + line.size
+            for h, line in zip(heads, lines, strict=True)
+        )
+        outfile.write(_plane(plane_id, HOST_PLANE, size))
+        outfile.write(meta)
+        spool.seek(0)
+        for head, line in zip(heads, lines, strict=True):
+            outfile.write(_PLANE_LINE + varint(len(head) + line.size) + head)
+            _copy(spool, outfile, line.size)
 
     def _line(
-        self, plane: _Plane, line_id: int, track: SliceTrack, name: str | None = None
-    ) -> None:
-        line = plane.proto.lines.add()
-        line.id = line_id
-        line.name = name or f"Stream #{line_id}({','.join(_event_types(track))})"
+        self, plane: _Plane, track: SliceTrack, linked: set[int], names: tuple[str, ...]
+    ) -> Iterator[bytes]:
+        """A line's fields but its id and name: its times, then its events a chunk at a
+        time (each an ``XLine`` holding only events: the pieces join into one line)."""
+        pb = xplane()
         if len(track) == 0:
             return
         line_start = int(track.start_ns[0])
-        line.timestamp_ns = line_start
-        offsets = ((track.start_ns - np.int64(line_start)) * 1000).tolist()
-        durations = (track.duration_ns * 1000).tolist()
-        line.duration_ps = int((track.end_ns.max() - line_start) * 1000)
+        head = pb.XLine(
+            timestamp_ns=line_start, duration_ps=int((track.end_ns.max() - line_start) * 1000)
+        )
+        yield head.SerializeToString()
         details = _details(track, plane)
-        names = self.timeline.names
-        kinds = track.kind.tolist()
-        correlation = track.column("correlation").tolist()
-        context = track.column("context").tolist()
         corr_id, ctx_id = plane.stat_id("correlation_id"), plane.stat_id("context_id")
         tf_op_id = plane.stat_id("tf_op")
-        ops = [-1] * len(track) if track.op_id is None else track.op_id.tolist()
-        linked = self._linked.get(id(track), set())
         detail_ids = {
             RecordKind.KERNEL: plane.stat_id("kernel_details"),
             RecordKind.MEMCPY: plane.stat_id("memcpy_details"),
             RecordKind.MEMSET: plane.stat_id("memset_details"),
         }
-        events = line.events
-        for i, name_id in enumerate(track.name_id.tolist()):
-            event = events.add(
-                metadata_id=plane.event_id(name_id, names),
-                offset_ps=offsets[i],
-                duration_ps=durations[i],
-            )
-            stats = event.stats
-            if i in linked:  # both ends of the launch flow are in the space
-                stats.add(metadata_id=corr_id, uint64_value=correlation[i])
-            if context[i]:  # CUPTI numbers contexts from 1; 0: unknown
-                stats.add(metadata_id=ctx_id, uint64_value=context[i])
-            if ops[i] >= 0:
-                stats.add(metadata_id=tf_op_id, ref_value=plane.ref_id(names[ops[i]]))
-            ref = details[i]
-            if ref:
-                stats.add(metadata_id=detail_ids[kinds[i]], ref_value=ref)
+        for a in range(0, len(track), self.chunk_events):
+            b = min(a + self.chunk_events, len(track))
+            sel = slice(a, b)
+            offsets = ((track.start_ns[sel] - np.int64(line_start)) * 1000).tolist()
+            durations = (track.duration_ns[sel] * 1000).tolist()
+            kinds = track.kind[sel].tolist()
+            correlation = track.column("correlation", sel).tolist()
+            context = track.column("context", sel).tolist()
+            ops = [-1] * (b - a) if track.op_id is None else track.op_id[sel].tolist()
+            chunk = pb.XLine()
+            events = chunk.events
+            for i, name_id in enumerate(track.name_id[sel].tolist()):
+                event = events.add(
+                    metadata_id=plane.event_id(name_id, names),
+                    offset_ps=offsets[i],
+                    duration_ps=durations[i],
+                )
+                stats = event.stats
+                if a + i in linked:  # both ends of the launch flow are in the space
+                    stats.add(metadata_id=corr_id, uint64_value=correlation[i])
+                if context[i]:  # CUPTI numbers contexts from 1; 0: unknown
+                    stats.add(metadata_id=ctx_id, uint64_value=context[i])
+                if ops[i] >= 0:
+                    stats.add(metadata_id=tf_op_id, ref_value=plane.ref_id(names[ops[i]]))
+                ref = details[a + i]
+                if ref:
+                    stats.add(metadata_id=detail_ids[kinds[i]], ref_value=ref)
+            yield chunk.SerializeToString()
 
-    def _task_env(self, space: Any) -> None:
-        plane = _Plane(space.planes.add())
-        plane.proto.id = len(space.planes) - 1
-        plane.proto.name = TASK_ENV_PLANE
-        origin = self.timeline.origin_ns
-        end = max((int(t.end_ns.max()) for t in self.timeline.slices if len(t)), default=0)
+    def _task_env(self, plane_id: int, timeline: PartedTimeline) -> bytes:
+        plane = _Plane(xplane().XPlane())
+        origin = timeline.origin_ns
         plane.proto.stats.add(metadata_id=plane.stat_id("profile_start_time"), uint64_value=origin)
         plane.proto.stats.add(
-            metadata_id=plane.stat_id("profile_stop_time"), uint64_value=origin + end
+            metadata_id=plane.stat_id("profile_stop_time"), uint64_value=origin + timeline.end_ns
         )
+        return _plane(plane_id, TASK_ENV_PLANE, plane.proto.SerializeToString())
 
 
-def _linked_slices(timeline: Timeline) -> dict[int, set[int]]:
+def _copy(src: IO[bytes], dst: BinaryOutput, size: int) -> None:
+    while size:
+        block = src.read(min(size, 1 << 20))
+        if not block:
+            raise OSError("the spooled host lines ended early")
+        dst.write(block)
+        size -= len(block)
+
+
+def _gpu_groups(
+    part: TimelinePart,
+) -> Iterator[tuple[tuple[str, str], int, list[SliceTrack]]]:
+    """((job, task), ordinal, stream tracks) per (job, task, GPU) of the part; memcpy
+    tracks repeat copies and are left out."""
+    groups: dict[tuple[str, str, int], list[SliceTrack]] = {}
+    for track in part.slices:
+        key = track.key
+        if key.kind is TrackKind.STREAM:
+            groups.setdefault((key.job, key.task, key.gpu), []).append(track)
+    for (job, task, gpu), tracks in groups.items():
+        yield (job, task), gpu, tracks
+
+
+def _linked_slices(part: TimelinePart) -> dict[int, set[int]]:
     """Per track (by ``id``), the slices at either end of a launch flow."""
     out: dict[int, set[int]] = {}
-    flows = timeline.flows
+    flows = part.flows
     for tracks, slices in ((flows.from_track, flows.from_slice), (flows.to_track, flows.to_slice)):
         for t, i in zip(tracks.tolist(), slices.tolist(), strict=True):
-            out.setdefault(id(timeline.slices[t]), set()).add(i)
+            out.setdefault(id(part.slices[t]), set()).add(i)
     return out
 
 
