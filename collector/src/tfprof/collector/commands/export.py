@@ -52,13 +52,17 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "export",
         help="merge stored jobs into one timeline file",
         description="Merge stored jobs into one timeline: Chrome JSON, Perfetto, "
-        "XPlane (TensorBoard/XProf) or TensorFlow StepStats.",
+        "XPlane (TensorBoard/XProf) or TensorFlow StepStats. Stored records are read "
+        "one process at a time, so memory stays bounded by the largest process. "
+        "Example: tfprof-collector export --data-dir ./tfprof-data -o trace.pftrace",
     )
     p.add_argument(
         "--data-dir",
         required=True,
+        action="append",
         metavar="DIR",
-        help="collector data dir to read (never created)",
+        help="collector data dir to read (never created); also a lake directory or URL "
+        "(file://, s3://, gs://); repeat to merge several into one timeline",
     )
     p.add_argument(
         "--job", action="append", metavar="NAME", help="job to include (repeatable; default: all)"
@@ -68,12 +72,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def write(jobs: list[JobData], args: argparse.Namespace) -> int:
-    """Merge ``jobs`` with the shared options and write the output; returns records."""
+    """Merge ``jobs`` with the shared options and write the output, one task (process)
+    at a time; returns the slices written."""
     from tfprof.collector.errors import InvalidArgument
     from tfprof.collector.export import format_for, write_timeline
-    from tfprof.collector.merge import build_timeline
+    from tfprof.collector.merge import timeline_parts
     from tfprof.collector.terminal import progress
-    from tfprof.collector.timespec import first_event_ns, parse_time, parse_window
+    from tfprof.collector.time_origin import first_record_ns
+    from tfprof.collector.timespec import parse_time, parse_window
 
     format_for(args.output, args.format)  # a bad name fails before any work
     window: tuple[int | None, int | None] | None = None
@@ -81,17 +87,17 @@ def write(jobs: list[JobData], args: argparse.Namespace) -> int:
     if args.window and (since or until):
         raise InvalidArgument("give --window or --since/--until, not both")
     if args.window:
-        window = parse_window(args.window, first_event_ns(jobs))
+        window = parse_window(args.window, first_record_ns(jobs))
     elif since or until:
-        first = first_event_ns(jobs)
+        first = first_record_ns(jobs)
         window = (
             parse_time(since, first, "--since") if since else None,
             parse_time(until, first, "--until") if until else None,
         )
-    with progress("merging jobs"):
-        timeline = build_timeline(jobs, group_by=args.group_by, window_ns=window)
+    with progress("finding the first event"):
+        timeline = timeline_parts(jobs, group_by=args.group_by, window_ns=window)
     try:
-        with progress(f"writing {args.output}", unit="bytes") as advance:
+        with progress(f"merging and writing {args.output}", unit="bytes") as advance:
             target = write_timeline(timeline, args.output, args.format, advance)
     except OSError as exc:  # the output the user named cannot be created or written
         raise PathError.from_os("output", args.output, exc) from exc
@@ -100,12 +106,14 @@ def write(jobs: list[JobData], args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tfprof.collector.store import Store
+    from tfprof.collector.lake.reader import open_jobs
     from tfprof.collector.terminal import progress
 
-    with progress(f"loading {args.data_dir}"):
-        jobs = Store(args.data_dir, create=False).load_jobs(args.job or None)
+    where = ", ".join(args.data_dir)
+    with progress(f"loading {where}"):
+        # Segments and log tails, read one process at a time (lake/reader.py).
+        jobs = open_jobs(args.data_dir, args.job or None).jobs
     if not jobs:
-        raise NotFound(f"no jobs stored in {args.data_dir}")
+        raise NotFound(f"no jobs stored in {where}")
     write(jobs, args)
     return 0

@@ -27,6 +27,7 @@ from tfprof.collector.lake.schema import (
     Table,
 )
 from tfprof.collector.model import HOST_COLUMNS, RECORD_COLUMNS
+from tfprof.collector.store.loader import check_int64
 from tfprof.collector.validate import record_shift
 from tfprof.core import batchlog
 from tfprof.proto import collector_pb2 as pb
@@ -56,7 +57,7 @@ class StreamCursor:
         self.directory = directory
         self.hello = pb.Hello.FromString((directory / "hello.pb").read_bytes())
         self.task = self.hello.task or str(self.hello.pid)
-        self.record_shift = record_shift(self.hello)
+        self.record_shift = check_int64("record clock shift", record_shift(self.hello))
         self.strings: list[str] = [""]
         self.clock_delta = 0  # a batch's fresh clock estimate minus the hello's
         self.devices: dict[int, pb.Device] = {d.ordinal: d for d in self.hello.devices}

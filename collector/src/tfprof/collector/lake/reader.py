@@ -374,8 +374,8 @@ def _jobs(
         if names and job_name not in names:
             continue
         keys = sorted(k for k in hellos if k[:2] == (job_name, run))
-        if not keys:
-            continue
+        if not keys and (job_name, run) not in found.order:
+            continue  # a data dir's run stays, without streams, to say what was left out
         job = JobData(name=job_name, run_id=run)
         for key in keys:
             job.streams.append(
