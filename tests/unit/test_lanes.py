@@ -51,3 +51,19 @@ def test_assign_lanes_matches_plain_greedy(seed: int) -> None:
     expected = _reference_lanes(start, end)
     assert lane.tolist() == expected
     assert n == max(expected) + 1
+
+
+@pytest.mark.parametrize("batch", [1, 2, 7])
+def test_assign_lanes_in_small_batches_of_clusters_is_the_same(
+    batch: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import tfprof.collector.lanes as lanes
+
+    rng = random.Random(batch)
+    start = sorted(rng.randrange(0, 2000) for _ in range(400))
+    end = [s + rng.choice([0, 1, 3, 10, 40]) for s in start]
+    monkeypatch.setattr(lanes, "FIRST_FIT_BATCH", batch)
+    lane, n = assign_lanes(np.array(start), np.array(end))
+    expected = _reference_lanes(start, end)
+    assert lane.tolist() == expected
+    assert n == max(expected) + 1

@@ -3,7 +3,9 @@
 Same rule as tf.timeline's ``_assign_lanes``: walk the slices in start order and put each
 one on the first lane whose last slice has ended (end <= start), opening a new lane when
 none has. Slices on one CUDA stream rarely overlap, so the common case is answered with
-numpy alone; only clusters of mutually overlapping slices go through the Python loop.
+numpy alone; only clusters of mutually overlapping slices go through the Python loop,
+a batch of whole clusters at a time (a host thread's nested ranges are nearly all
+crowded: millions of them as Python lists at once took hundreds of MB).
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ from __future__ import annotations
 import heapq
 
 import numpy as np
+
+FIRST_FIT_BATCH = 1 << 16  # crowded slices handed to the Python loop at once, about
 
 
 def assign_lanes(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, int]:
@@ -34,9 +38,13 @@ def assign_lanes(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, int]:
     cluster = np.cumsum(fresh) - 1
     sizes = np.bincount(cluster)
     crowded = np.flatnonzero(sizes[cluster] > 1)
-    lane[crowded] = _first_fit(
-        start[crowded].tolist(), end[crowded].tolist(), fresh[crowded].tolist()
-    )
+    # Batches end where a cluster starts: each batch's loop starts afresh, as it would.
+    firsts = np.flatnonzero(fresh[crowded])
+    at = np.searchsorted(firsts, np.arange(FIRST_FIT_BATCH, crowded.shape[0], FIRST_FIT_BATCH))
+    cuts = np.unique(firsts[at[at < firsts.shape[0]]]).tolist()
+    for a, b in zip([0, *cuts], [*cuts, crowded.shape[0]], strict=True):
+        rows = crowded[a:b]
+        lane[rows] = _first_fit(start[rows].tolist(), end[rows].tolist(), fresh[rows].tolist())
     return lane, int(lane.max()) + 1
 
 

@@ -122,6 +122,10 @@ class _Task:
         if not self.track_of:
             self.track_of = [np.full(len(s.prep), -1, dtype=np.int64) for s in self.sources]
             self.slice_of = [np.full(len(s.prep), -1, dtype=np.int64) for s in self.sources]
+        if isinstance(origin.part, int):  # one source: every slice, in order
+            self.track_of[origin.part][origin.kept] = track
+            self.slice_of[origin.part][origin.kept] = np.arange(origin.kept.shape[0])
+            return
         for part in np.unique(origin.part).tolist():
             sel = np.flatnonzero(origin.part == part)
             self.track_of[part][origin.kept[sel]] = track
@@ -216,6 +220,7 @@ class _Merger:
                 for (index, _), prep in zip(task.streams, preps, strict=True):
                     self.meta.add(task.job_index, index, prep)
                 task.sources = [_Source.named(prep, self.names) for prep in preps]
+                del preps
                 try:
                     yield self._part(task)
                 finally:
@@ -427,7 +432,7 @@ class _TrackData:
     num_lanes: int
     rows: np.ndarray
     records: Mapping[str, np.ndarray]
-    part: np.ndarray  # per slice: the task index of the source it came from
+    part: np.ndarray | int  # per slice (or for all): the index of its source in the task
     kept: np.ndarray  # per slice: its kept-row index in that source
     category: np.ndarray | None  # per slice: a MARKER's category name id, else -1; or None
 
@@ -435,54 +440,67 @@ class _TrackData:
 def _track_data(parts: _Parts, origin: int) -> _TrackData:
     """One track's slices from its parts, in start order, with lanes.
 
-    A track normally comes from one stream and refers to its columns by row; the rare
-    track fed by several streams of one process (a reconnect) gets its columns copied.
+    A track normally comes from one stream and refers to its columns by row (each
+    column gathered once, already in start order: a host thread's track holds most of
+    a process's records); the rare track fed by several streams of one process (a
+    reconnect) gets its columns copied.
     """
     if len(parts) == 1:
         s_index, source, idx = parts[0]
-        rows = source.prep.rows(idx)
-        records: Mapping[str, np.ndarray] = source.prep.stream.records
-        start, end = source.prep.start[idx], source.prep.end[idx]
+        prep = source.prep
+        start = prep.start[idx]
+        if start.shape[0] > 1 and not (start[1:] >= start[:-1]).all():
+            order = np.argsort(start, kind="stable")
+            idx, start = idx[order], start[order]
+            del order
+        end = prep.end[idx]
         kind, name = source.kind[idx], source.name[idx]
-        category = _markers_only(kind, source.category, idx)
-        part, kept = np.full(idx.shape[0], s_index, dtype=np.int64), idx
-    else:
-        records = {
-            c: np.concatenate([s.prep.stream.records[c][s.prep.rows(idx)] for _, s, idx in parts])
-            for c in RECORD_COLUMNS
-        }
-        rows = np.arange(records["kind"].shape[0])
-        start = np.concatenate([s.prep.start[idx] for _, s, idx in parts])
-        end = np.concatenate([s.prep.end[idx] for _, s, idx in parts])
-        kind = np.concatenate([s.kind[idx] for _, s, idx in parts])
-        name = np.concatenate([s.name[idx] for _, s, idx in parts])
-        category = _markers_only(
-            kind,
-            np.concatenate([_categories(s)[idx] for _, s, idx in parts]),
-            slice(None),
-        )
-        part = np.concatenate([np.full(idx.shape[0], i, dtype=np.int64) for i, _, idx in parts])
-        kept = np.concatenate([idx for _, _, idx in parts])
+        return _finish_track(
+            start, end, kind, name, prep.rows(idx), prep.stream.records,
+            s_index, idx, _markers_only(kind, source.category, idx), origin,
+        )  # fmt: skip
+    records = {
+        c: np.concatenate([s.prep.stream.records[c][s.prep.rows(idx)] for _, s, idx in parts])
+        for c in RECORD_COLUMNS
+    }
+    rows = np.arange(records["kind"].shape[0])
+    start = np.concatenate([s.prep.start[idx] for _, s, idx in parts])
+    end = np.concatenate([s.prep.end[idx] for _, s, idx in parts])
+    kind = np.concatenate([s.kind[idx] for _, s, idx in parts])
+    name = np.concatenate([s.name[idx] for _, s, idx in parts])
+    category = _markers_only(
+        kind,
+        np.concatenate([_categories(s)[idx] for _, s, idx in parts]),
+        slice(None),
+    )
+    part = np.concatenate([np.full(idx.shape[0], i, dtype=np.int64) for i, _, idx in parts])
+    kept = np.concatenate([idx for _, _, idx in parts])
     if start.shape[0] > 1 and not (start[1:] >= start[:-1]).all():
         order = np.argsort(start, kind="stable")
         start, end, kind, name, rows, part, kept = (
             a[order] for a in (start, end, kind, name, rows, part, kept)
         )
         category = None if category is None else category[order]
+    return _finish_track(start, end, kind, name, rows, records, part, kept, category, origin)
+
+
+def _finish_track(
+    start: np.ndarray,
+    end: np.ndarray,
+    kind: np.ndarray,
+    name: np.ndarray,
+    rows: np.ndarray,
+    records: Mapping[str, np.ndarray],
+    part: np.ndarray | int,
+    kept: np.ndarray,
+    category: np.ndarray | None,
+    origin: int,
+) -> _TrackData:
     lane, num_lanes = assign_lanes(start, end)
-    return _TrackData(
-        start - np.int64(origin),
-        end - start,
-        kind,
-        name,
-        lane,
-        num_lanes,
-        rows,
-        records,
-        part,
-        kept,
-        category,
-    )
+    end -= start  # the durations, in place: a track's columns are its own copies
+    start -= np.int64(origin)
+    return _TrackData(start, end, kind, name, lane, num_lanes, rows, records, part, kept,
+                      category)  # fmt: skip
 
 
 def _categories(source: _Source) -> np.ndarray:
@@ -544,14 +562,15 @@ def _task_records(task: _Task, names: NameTable) -> tuple[dict[str, np.ndarray],
         cols["start_ns"].append(prep.start)
         cols["duration_ns"].append(prep.end - prep.start)
         cols["name"].append(source.name.astype(np.int64) + 1)
-        marker = source.kind == RecordKind.MARKER
-        category = names.intern_column(
-            prep.stream.strings, np.where(marker, prep.column("category"), 0), unnamed=-1
+        category = source.category  # -1 off MARKER rows, as for no name
+        cols["category"].append(
+            np.zeros(len(prep), np.int64) if category is None else category.astype(np.int64) + 1
         )
-        cols["category"].append(np.where(marker, category.astype(np.int64) + 1, 0))
         for c in ("thread", "correlation", "external_id"):
             cols[c].append(prep.column(c))
-    return {c: np.concatenate(v) for c, v in cols.items()}, ["", *names.names]
+    # One source (the rule): its columns as they are, not copied.
+    table = {c: v[0] if len(v) == 1 else np.concatenate(v) for c, v in cols.items()}
+    return table, ["", *names.names]
 
 
 _ATTRIBUTION_COLUMNS = (

@@ -210,12 +210,13 @@ class PartedTimeline:
     def parts(self) -> Iterator[TimelinePart]:
         if self._parts is None:
             raise RuntimeError("a PartedTimeline's parts can be read once")
-        parts, self._parts = self._parts, None
+        parts, self._parts = iter(self._parts), None
         for part in parts:
             self.num_slices += part.num_slices
             ends = [int(t.end_ns.max()) for t in part.slices if len(t)]
             self.end_ns = max([self.end_ns, *ends])
             yield part
+            del part  # the records it refers to are released before the next is made
         self._metadata = self._finish()
 
     @property

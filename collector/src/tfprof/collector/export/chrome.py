@@ -71,6 +71,7 @@ class ChromeReporter:
                 data = block.reshape(-1).data  # the rows as they lie in memory, no copy
                 outfile.write(data[1:] if first else data)  # every event starts with a comma
                 first = False
+            del part  # its records are released before the next part is read
         outfile.write(b'],"otherData":')
         outfile.write(orjson.dumps(timeline.metadata))
         outfile.write(b"}\n")

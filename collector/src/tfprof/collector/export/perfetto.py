@@ -156,6 +156,7 @@ class PerfettoReporter:
                 put(_done(self._descriptors(part).SerializeToString()))
                 for packets in self._event_packets(part):
                     put(pool.submit(self._compressed, packets))
+                del part  # its records are released before the next part is read
             while waiting:
                 outfile.write(waiting.popleft().result())
 

@@ -42,7 +42,7 @@ from google.protobuf import text_format
 from tfprof.collector.export.chrome import BinaryOutput
 from tfprof.collector.export.protowire import LEN, tag, varint
 from tfprof.collector.merge import PartedTimeline, SliceTrack, Timeline
-from tfprof.collector.timeline import parted
+from tfprof.collector.timeline import TimelinePart, parted
 from tfprof.core.formats.stepstats import COLON_STANDIN
 from tfprof.core.formats.tfprotos import step_stats
 
@@ -75,18 +75,22 @@ class StepStatsReporter:
         timeline = parted(self.timeline)
         opened = False
         for part in timeline.parts():
-            names = part.names
-            self._escaped += [escape(n) for n in names[len(self._escaped) :]]
-            for track in part.slices:
-                if self.text:
-                    if not opened:
-                        outfile.write(b"step_stats {\n")
-                        opened = True
-                    self._write_text(outfile, track, timeline.origin_ns, names)
-                else:
-                    self._write_binary(outfile, track, timeline.origin_ns, names)
+            if self.text and part.slices and not opened:
+                outfile.write(b"step_stats {\n")
+                opened = True
+            self._write_part(outfile, part, timeline.origin_ns)
+            del part  # its records are released before the next part is read
         if opened:
             outfile.write(b"}\n")
+
+    def _write_part(self, outfile: BinaryOutput, part: TimelinePart, origin: int) -> None:
+        names = part.names
+        self._escaped += [escape(n) for n in names[len(self._escaped) :]]
+        for track in part.slices:
+            if self.text:
+                self._write_text(outfile, track, origin, names)
+            else:
+                self._write_binary(outfile, track, origin, names)
 
     def _devices(self, track: SliceTrack, origin: int, names: tuple[str, ...]) -> Iterator[Any]:
         """The track's ``DeviceStepStats`` in pieces: the device's name, then its nodes

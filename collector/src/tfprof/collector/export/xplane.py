@@ -161,6 +161,22 @@ class _HostLine:
     size: int  # bytes in the spool
 
 
+@dataclass
+class _SpaceState:
+    """What rendering carries from part to part.
+
+    Planes are numbered by GPU ordinal unless GPU planes come from more than one
+    (job, task): the first task's planes wait (``waiting``: ordinal, plane fields) until
+    another task's come (then every plane is numbered in order) or the end."""
+
+    host: _Plane  # the /host:CPU plane's metadata, its lines spooled
+    planes: int = 0  # planes written so far
+    waiting: list[tuple[int, bytes]] = field(default_factory=list)
+    first_task: tuple[str, str] | None = None
+    renumber: bool = False
+    host_lines: list[_HostLine] = field(default_factory=list)  # spooled, in timeline order
+
+
 class XPlaneReporter:
     """Renders a ``Timeline`` (or a ``PartedTimeline``, a part at a time) as a serialised
     ``XSpace``."""
@@ -187,43 +203,49 @@ class XPlaneReporter:
 
     def render(self, outfile: BinaryOutput) -> None:
         timeline = parted(self.timeline)
-        planes = 0
-        # Planes are numbered by GPU ordinal unless GPU planes come from more than one
-        # (job, task): the first task's wait until another task's come, or the end.
-        waiting: list[tuple[int, bytes]] = []
-        first_task: tuple[str, str] | None = None
-        renumber = False
-        host = _Plane(xplane().XPlane())
-        host_lines: list[_HostLine] = []  # spooled, in timeline order
+        state = _SpaceState(_Plane(xplane().XPlane()))
         with tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES) as spool:
             for part in timeline.parts():
-                linked = _linked_slices(part)
-                for task, ordinal, tracks in _gpu_groups(part):
-                    body = self._gpu_plane(tracks, linked, timeline, part.names)
-                    first_task = first_task or task
-                    if not renumber and task == first_task:
-                        waiting.append((ordinal, body))
-                        continue
-                    renumber = True
-                    for _, held in waiting:
-                        outfile.write(_plane(planes, f"{GPU_PLANE_PREFIX}{planes}", held))
-                        planes += 1
-                    waiting = []
-                    outfile.write(_plane(planes, f"{GPU_PLANE_PREFIX}{planes}", body))
-                    planes += 1
-                for track in part.slices:
-                    if track.key.kind is TrackKind.THREAD:
-                        size = self._spool_line(spool, host, track, linked, part.names)
-                        key = track.key
-                        host_lines.append(_HostLine(key.thread, track.name, key.task_prefix, size))
-            for ordinal, body in waiting:
+                self._write_part(outfile, part, timeline, state, spool)
+                del part  # its records are released before the next part is read
+            for ordinal, body in state.waiting:
                 outfile.write(_plane(ordinal, f"{GPU_PLANE_PREFIX}{ordinal}", body))
-                planes += 1
-            if host_lines:
-                self._write_host_plane(outfile, planes, host, host_lines, spool)
-                planes += 1
-        outfile.write(self._task_env(planes, timeline))
+                state.planes += 1
+            if state.host_lines:
+                self._write_host_plane(outfile, state.planes, state.host, state.host_lines, spool)
+                state.planes += 1
+        outfile.write(self._task_env(state.planes, timeline))
         outfile.write(_string(_SPACE_HOSTNAME, self.host))
+
+    def _write_part(
+        self,
+        outfile: BinaryOutput,
+        part: TimelinePart,
+        timeline: PartedTimeline,
+        state: _SpaceState,
+        spool: IO[bytes],
+    ) -> None:
+        """The part's GPU planes (or held back: see ``_SpaceState``); its host lines into
+        the spool."""
+        linked = _linked_slices(part)
+        for task, ordinal, tracks in _gpu_groups(part):
+            body = self._gpu_plane(tracks, linked, timeline, part.names)
+            state.first_task = state.first_task or task
+            if not state.renumber and task == state.first_task:
+                state.waiting.append((ordinal, body))
+                continue
+            state.renumber = True
+            for _, held in state.waiting:
+                outfile.write(_plane(state.planes, f"{GPU_PLANE_PREFIX}{state.planes}", held))
+                state.planes += 1
+            state.waiting = []
+            outfile.write(_plane(state.planes, f"{GPU_PLANE_PREFIX}{state.planes}", body))
+            state.planes += 1
+        for track in part.slices:
+            if track.key.kind is TrackKind.THREAD:
+                size = self._spool_line(spool, state.host, track, linked, part.names)
+                key = track.key
+                state.host_lines.append(_HostLine(key.thread, track.name, key.task_prefix, size))
 
     def space(self) -> Any:
         """The whole ``XSpace`` as a protobuf message (tests; small timelines)."""

@@ -124,6 +124,8 @@ class LakeStream(StreamData):
             rows = _read(self.parts, table, ["start_ns", "duration_ns"])
             if rows is not None and rows.num_rows:
                 yield (rows.column("start_ns").to_numpy(), rows.column("duration_ns").to_numpy())
+            del rows
+            _return_freed_memory()
 
     def host_sample_times(self) -> np.ndarray:
         rows = _read(self.parts, HOST_SAMPLES.name, ["time_ns"])
