@@ -15,7 +15,7 @@ API call that launched it, the op it ran for, its launch latency and queue depth
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -155,6 +155,25 @@ class RecordSet:
         return TrackKey.for_stream(self.jobs[ref.job].label, ref.task, device, stream)
 
 
+@dataclass(frozen=True)
+class ProcessHost:
+    """One process's host rows in the window, as ``RecordSet.host`` would hold them:
+    ``columns`` are ``HOST_COLUMNS`` (global job, process and names ids); ``launched``
+    marks the API calls that launched one of its GPU records; ``names`` is the name
+    table so far (every id in ``columns`` indexes it)."""
+
+    columns: Mapping[str, np.ndarray]
+    launched: np.ndarray
+    names: Sequence[str]
+
+
+class HostSelector(Protocol):
+    """Which of a process's host rows to keep (a boolean mask); it sees every process
+    once, in order, and may keep what it needs of the rest (``advice.host_rows``)."""
+
+    def __call__(self, rows: ProcessHost, /) -> np.ndarray: ...
+
+
 # Record columns passed through as they are (bytes is scaled when a copy is clipped).
 _COLUMNS = (
     "device", "stream", "bytes", "copy_kind", "src_kind", "dst_kind", "sync_type", "correlation",
@@ -174,6 +193,7 @@ def prepare(
     until_ns: int | None = None,
     *,
     host: bool = True,
+    select: HostSelector | None = None,
 ) -> RecordSet:
     """All records of ``jobs`` overlapping ``[since_ns, until_ns)``, clipped to it.
 
@@ -182,6 +202,10 @@ def prepare(
     released once its rows are in the table, so only the table stays whole. Without
     ``host``, API calls, ranges and memory records are left out (``RecordSet.host`` is
     empty, no GPU record is linked): the GPU-only views and rules need none of them.
+    With ``select``, ``RecordSet.host`` holds only the rows it keeps (and every API call
+    that launched a GPU record, which ``api`` points to), and GPU records are linked to
+    their calls but not attributed to ops (``op`` and ``queue`` are -1): what the advice
+    rules read, without holding every process's host side at once.
     """
     if since_ns is not None and until_ns is not None and since_ns >= until_ns:
         raise AnalysisError(f"the window is empty: since {since_ns} >= until {until_ns} (ns)")
@@ -201,7 +225,7 @@ def prepare(
                 prepared = [
                     (prepare_stream(s, window, label, task), process) for s, task, process in group
                 ]
-                table.add(prepared, window, j, host)
+                table.add(prepared, window, j, host, select)
                 for s, _, process in group:
                     host_stats[process] = _sample_stats(s, window)
         job_refs.append(
@@ -367,16 +391,34 @@ class _Table:
         window: TimeWindow,
         job: int,
         host: bool = True,
+        select: HostSelector | None = None,
     ) -> None:
         """One process's streams (``(prepared stream, process index)``); without ``host``
-        its GPU records only, unlinked."""
+        its GPU records only, unlinked; with ``select`` the host rows it keeps."""
         kinds = [prep.column("kind") for prep, _ in group]
         names = [
             self.names.intern_column(prep.stream.strings, prep.column("name"), unnamed=0)
             for prep, _ in group
         ]
-        linked = self._link(group, kinds, names) if host else _unlinked(kinds)
-        host_base = self._host_rows
+        linked = self._link(group, kinds, names, ops=select is None) if host else _unlinked(kinds)
+        if host:
+            # The group's host rows in rank order (``_link``'s ``api``) -> their row in
+            # the host table, -1 for rows left out.
+            ranks: list[np.ndarray] = []
+            for (prep, process), kind, name in zip(group, kinds, names, strict=True):
+                host_rows = np.flatnonzero(np.isin(kind, _HOST_KINDS))
+                first = sum(r.shape[0] for r in ranks)
+                launched = np.zeros(host_rows.shape[0], dtype=bool)
+                api = linked["api"]
+                mine = api[(api >= first) & (api < first + host_rows.shape[0])] - first
+                launched[mine] = True
+                ranks.append(
+                    self._add_host(prep, host_rows, window, job, process, name, launched, select)
+                )
+                self._add_memory_base(prep, window, job)
+            rank = _concat(ranks, np.int64)
+            if rank.shape[0]:  # else no call to point to: every ``api`` is -1 already
+                linked["api"] = np.where(linked["api"] >= 0, rank[np.maximum(linked["api"], 0)], -1)
         gpu_offset = 0
         for (prep, process), kind, name in zip(group, kinds, names, strict=True):
             gpu = (kind >= RecordKind.KERNEL) & (kind <= RecordKind.SYNC)
@@ -384,19 +426,14 @@ class _Table:
             mine = slice(gpu_offset, gpu_offset + gpu_rows.shape[0])
             gpu_offset += gpu_rows.shape[0]
             links = {c: v[mine] for c, v in linked.items()}
-            links["api"] = np.where(links["api"] >= 0, links["api"] + host_base, -1)
             self._add_gpu(prep, gpu_rows, window, job, process, name, links)
-            if not host:
-                continue
-            host_rows = np.flatnonzero(np.isin(kind, _HOST_KINDS))
-            self._add_host(prep, host_rows, window, job, process, name)
-            self._add_memory_base(prep, window, job)
 
     def _link(
         self,
         group: Sequence[tuple[PreparedStream, int]],
         kinds: Sequence[np.ndarray],
         names: Sequence[np.ndarray],
+        ops: bool = True,
     ) -> dict[str, np.ndarray]:
         """``launches`` over the process's rows; ``api`` as its host-row rank."""
         cols: dict[str, list[np.ndarray]] = {c: [] for c in _LAUNCH_COLUMNS}
@@ -413,7 +450,7 @@ class _Table:
             for c in ("thread", "correlation", "external_id", "device", "stream"):
                 cols[c].append(prep.column(c))
         records = {c: _concat(v, np.int64) for c, v in cols.items()}
-        found = launches(records, self.names.names)
+        found = launches(records, self.names.names, ops)
         host_rank = np.cumsum(np.isin(records["kind"], _HOST_KINDS)) - 1
         api = np.where(found.api >= 0, host_rank[np.maximum(found.api, 0)], -1)
         return {"api": api, "op": found.op, "latency": found.latency, "queue": found.queue}
@@ -457,10 +494,14 @@ class _Table:
         job: int,
         process: int,
         name: np.ndarray,
-    ) -> None:
+        launched: np.ndarray,
+        select: HostSelector | None,
+    ) -> np.ndarray:
+        """Add the rows ``idx`` (those ``select`` keeps, and the ``launched`` calls);
+        per row, its row in the host table or -1."""
         m = int(idx.shape[0])
         if m == 0:
-            return
+            return np.zeros(0, dtype=np.int64)
         kind = prep.column("kind")[idx]
         start, end, _ = _clip(prep.start[idx], prep.end[idx], window)
         marker = kind == RecordKind.MARKER
@@ -488,8 +529,19 @@ class _Table:
             "gpu": gpu,
         }
         for c in HOST_COLUMNS:
-            self._host[c].append(values[c] if c in values else prep.column(c)[idx])
-        self._host_rows += m
+            if c not in values:
+                values[c] = prep.column(c)[idx]
+        if select is not None:
+            keep = select(ProcessHost(values, launched, self.names.names)) | launched
+            if not keep.all():
+                values = {c: v[keep] for c, v in values.items()}
+        else:
+            keep = np.ones(m, dtype=bool)
+        for c in HOST_COLUMNS:
+            self._host[c].append(values[c])
+        rank = np.where(keep, self._host_rows + np.cumsum(keep) - 1, -1)
+        self._host_rows += int(values["kind"].shape[0])
+        return rank
 
     def _add_memory_base(self, prep: PreparedStream, window: TimeWindow, job: int) -> None:
         """Bytes the process allocated (less freed) on each GPU before the window began."""
