@@ -158,7 +158,8 @@ class RecordSet:
 @dataclass(frozen=True)
 class ProcessHost:
     """One process's host rows in the window, as ``RecordSet.host`` would hold them:
-    ``columns`` are ``HOST_COLUMNS`` (global job, process and names ids); ``launched``
+    ``columns`` are ``kind``, ``start``, ``end``, ``job``, ``process``, ``thread`` and
+    ``name`` of ``HOST_COLUMNS`` (global job, process and names ids); ``launched``
     marks the API calls that launched one of its GPU records; ``names`` is the name
     table so far (every id in ``columns`` indexes it)."""
 
@@ -435,21 +436,26 @@ class _Table:
         names: Sequence[np.ndarray],
         ops: bool = True,
     ) -> dict[str, np.ndarray]:
-        """``launches`` over the process's rows; ``api`` as its host-row rank."""
-        cols: dict[str, list[np.ndarray]] = {c: [] for c in _LAUNCH_COLUMNS}
+        """``launches`` over the process's rows; ``api`` as its host-row rank. Without
+        ``ops``, only the columns linking reads are gathered."""
+        wanted = _LAUNCH_COLUMNS if ops else ("kind", "start_ns", "duration_ns", "correlation")
+        cols: dict[str, list[np.ndarray]] = {c: [] for c in wanted}
         for (prep, _), kind, name in zip(group, kinds, names, strict=True):
+            cols["kind"].append(kind)
+            cols["start_ns"].append(prep.start)
+            cols["duration_ns"].append(prep.end - prep.start)
+            cols["correlation"].append(prep.column("correlation"))
+            if not ops:
+                continue
             marker = kind == RecordKind.MARKER
             category = self.names.intern_column(
                 prep.stream.strings, np.where(marker, prep.column("category"), 0), unnamed=0
             )
-            cols["kind"].append(kind)
-            cols["start_ns"].append(prep.start)
-            cols["duration_ns"].append(prep.end - prep.start)
             cols["name"].append(name.astype(np.int64))
             cols["category"].append(np.where(marker, category, 0).astype(np.int64))
-            for c in ("thread", "correlation", "external_id", "device", "stream"):
+            for c in ("thread", "external_id", "device", "stream"):
                 cols[c].append(prep.column(c))
-        records = {c: _concat(v, np.int64) for c, v in cols.items()}
+        records = {c: _concat(v, np.int8 if c == "kind" else np.int64) for c, v in cols.items()}
         found = launches(records, self.names.names, ops)
         host_rank = np.cumsum(np.isin(records["kind"], _HOST_KINDS)) - 1
         api = np.where(found.api >= 0, host_rank[np.maximum(found.api, 0)], -1)
@@ -504,6 +510,18 @@ class _Table:
             return np.zeros(0, dtype=np.int64)
         kind = prep.column("kind")[idx]
         start, end, _ = _clip(prep.start[idx], prep.end[idx], window)
+        keep = np.ones(m, dtype=bool)
+        if select is not None:
+            # The selector sees what it reads; the other columns are made for kept rows.
+            seen = {"kind": kind, "start": start, "end": end, "name": name[idx],
+                    "thread": prep.column("thread")[idx],
+                    "job": np.full(m, job, dtype=np.int32),
+                    "process": np.full(m, process, dtype=np.int32)}  # fmt: skip
+            keep = select(ProcessHost(seen, launched, self.names.names)) | launched
+            del seen
+            if not keep.all():
+                idx, kind, start, end = idx[keep], kind[keep], start[keep], end[keep]
+                m = int(idx.shape[0])
         marker = kind == RecordKind.MARKER
         category = prep.column("category")[idx]
         domain = self.names.intern_column(
@@ -529,18 +547,9 @@ class _Table:
             "gpu": gpu,
         }
         for c in HOST_COLUMNS:
-            if c not in values:
-                values[c] = prep.column(c)[idx]
-        if select is not None:
-            keep = select(ProcessHost(values, launched, self.names.names)) | launched
-            if not keep.all():
-                values = {c: v[keep] for c, v in values.items()}
-        else:
-            keep = np.ones(m, dtype=bool)
-        for c in HOST_COLUMNS:
-            self._host[c].append(values[c])
+            self._host[c].append(values[c] if c in values else prep.column(c)[idx])
         rank = np.where(keep, self._host_rows + np.cumsum(keep) - 1, -1)
-        self._host_rows += int(values["kind"].shape[0])
+        self._host_rows += m
         return rank
 
     def _add_memory_base(self, prep: PreparedStream, window: TimeWindow, job: int) -> None:
