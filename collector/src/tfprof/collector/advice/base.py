@@ -106,7 +106,11 @@ class Context:
         rs = self.rs
         if rows.shape[0] == 0:
             return ()
-        key = (rs.process[rows].astype(np.int64) << 40) | (rs.device[rows] << 32) | rs.stream[rows]
+        key = (
+            (rs.process[rows].astype(np.int64) << 40)
+            | (rs.device[rows].astype(np.int64) << 32)
+            | rs.stream[rows]
+        )
         keys, counts = np.unique(key, return_counts=True)
         order = np.argsort(-counts, kind="stable")[:limit]
         return tuple(

@@ -401,7 +401,8 @@ class _Table:
             self.names.intern_column(prep.stream.strings, prep.column("name"), unnamed=0)
             for prep, _ in group
         ]
-        linked = self._link(group, kinds, names, ops=select is None) if host else _unlinked(kinds)
+        # Unlinked (without ``host``), the link columns are constants made in ``columns``.
+        linked = self._link(group, kinds, names, ops=select is None) if host else {}
         if host:
             # The group's host rows in rank order (``_link``'s ``api``) -> their row in
             # the host table, -1 for rows left out.
@@ -481,7 +482,7 @@ class _Table:
         parts["end"].append(end)
         parts["job"].append(np.full(m, job, dtype=np.int32))
         parts["process"].append(np.full(m, process, dtype=np.int32))
-        device = prep.column("device")[idx]
+        device = prep.column("device")[idx].astype(np.int32)  # CUDA ordinals
         parts["gpu"].append(self._gpus.ids(prep.stream, device))
         parts["name"].append(name[idx])
         for c in _COLUMNS:
@@ -569,7 +570,12 @@ class _Table:
             self.memory_base[key] = self.memory_base.get(key, 0) + int(delta[gpus == g].sum())
 
     def columns(self) -> dict[str, np.ndarray]:
-        return _take(self._parts)
+        out = _take(self._parts)
+        n = out["kind"].shape[0]
+        for c, value in _UNLINKED.items():
+            if out[c].shape[0] != n:  # left unlinked: one read-only value, no memory
+                out[c] = np.broadcast_to(np.int64(value), (n,))
+        return out
 
     def host_columns(self) -> dict[str, np.ndarray]:
         return _take(self._host)
@@ -591,11 +597,8 @@ _LAUNCH_COLUMNS = (
 )  # fmt: skip
 
 
-def _unlinked(kinds: Sequence[np.ndarray]) -> dict[str, np.ndarray]:
-    """``_link``'s columns for GPU records left unlinked: no call, no op, no queue."""
-    n = sum(int(np.count_nonzero((k >= RecordKind.KERNEL) & (k <= RecordKind.SYNC))) for k in kinds)
-    none = np.full(n, -1, dtype=np.int64)
-    return {"api": none, "op": none, "latency": np.zeros(n, dtype=np.int64), "queue": none}
+# The link columns of GPU records left unlinked: no call, no op, no latency, no queue.
+_UNLINKED = {"api": -1, "op": -1, "latency": 0, "queue": -1}
 
 
 def _concat(parts: list[np.ndarray], dtype: type) -> np.ndarray:
