@@ -66,6 +66,7 @@ HOST_TABLES = tuple(
     RECORD_TABLES[k].name for k in (RecordKind.API, RecordKind.MARKER, RecordKind.MEMORY)
 )
 _KIND_OF = {t.name: int(k) for k, t in RECORD_TABLES.items()}
+_RECORD_COLUMNS_OF = {t.name: {c.record_column for c in t.columns} for t in RECORD_TABLES.values()}
 # The record columns the analyses and the timeline read; the others (launch geometry,
 # registers, addresses, callback ids) stay on disk and read as zeros.
 READ_COLUMNS = (
@@ -210,7 +211,12 @@ def read_records(
         del rows
     n = sum(p.shape[0] for p in columns["kind"])
     zeros = np.broadcast_to(np.int64(0), (n,))
-    records = {c: (np.concatenate(columns[c]) if columns.get(c) else zeros) for c in RECORD_COLUMNS}
+    # A column none of the tables read has (host columns of GPU-only reads) stays zeros.
+    present = {c for name in tables for c in _RECORD_COLUMNS_OF[name]} | {"kind"}
+    records = {
+        c: (np.concatenate(columns[c]) if columns.get(c) and c in present else zeros)
+        for c in RECORD_COLUMNS
+    }
     return records, strings.strings
 
 
