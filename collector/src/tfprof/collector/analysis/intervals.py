@@ -53,6 +53,8 @@ def merge_intervals(
     if start.shape[0] == 0:
         empty = np.zeros(0, dtype=np.int64)
         return Merged(empty, empty, empty, np.zeros(num_groups, dtype=np.int64), num_groups)
+    if num_groups == 1:
+        return _merge_one(start, end)
     origin, span = _span(num_groups, start, end)
     # Groups occupy disjoint key ranges, so one running maximum serves all of them.
     ks, ke = _keys(group, start, origin, span), _keys(group, end, origin, span)
@@ -69,6 +71,22 @@ def merge_intervals(
     busy = np.bincount(m_group, weights=m_end - m_start, minlength=num_groups)
     back = m_group * span - origin
     return Merged(m_group, m_start - back, m_end - back, np.rint(busy).astype(np.int64), num_groups)
+
+
+def _merge_one(start: np.ndarray, end: np.ndarray) -> Merged:
+    """``merge_intervals`` of a single group: the times are the keys."""
+    order = np.argsort(start, kind="stable")
+    ks, ke = start[order].astype(np.int64, copy=False), end[order]
+    reach = np.maximum.accumulate(ke).astype(np.int64, copy=False)
+    first = np.empty(ks.shape[0], dtype=bool)
+    first[0] = True
+    np.greater(ks[1:], reach[:-1], out=first[1:])
+    heads = np.flatnonzero(first)
+    m_start = ks[heads]
+    m_end = reach[np.append(heads[1:] - 1, ks.shape[0] - 1)]
+    m_group = np.zeros(heads.shape[0], dtype=np.int64)
+    busy = np.bincount(m_group, weights=m_end - m_start, minlength=1)
+    return Merged(m_group, m_start, m_end, np.rint(busy).astype(np.int64), 1)
 
 
 def covered(merged: Merged, group: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
