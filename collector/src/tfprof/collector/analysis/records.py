@@ -489,7 +489,7 @@ class _Table:
             values = device if c == "device" else prep.column(c)[idx]
             if c == "bytes" and fraction is not None:
                 values = np.rint(values * fraction).astype(np.int64)
-            parts[c].append(values)
+            parts[c].append(_narrow(values, _NARROW.get(c)))
         for c, v in links.items():
             parts[c].append(v)
 
@@ -579,6 +579,25 @@ class _Table:
 
     def host_columns(self) -> dict[str, np.ndarray]:
         return _take(self._host)
+
+
+# Columns held narrower when every value fits (CUPTI's uint32 ids, its small enums): the
+# GPU table is what summaries hold whole (16.6M records at 100M stored).
+_NARROW: dict[str, type] = {
+    "stream": np.uint32, "correlation": np.uint32, "copy_kind": np.int8,
+    "src_kind": np.int8, "dst_kind": np.int8, "sync_type": np.int8,
+}  # fmt: skip
+
+
+def _narrow(values: np.ndarray, dtype: type | None) -> np.ndarray:
+    """``values`` as ``dtype`` when each fits in it, else as they are (parts that do not
+    fit make ``np.concatenate`` widen the whole column)."""
+    if dtype is None or not values.shape[0] or values.dtype == dtype:
+        return values
+    info = np.iinfo(dtype)
+    if int(values.min()) < info.min or int(values.max()) > info.max:
+        return values
+    return values.astype(dtype)
 
 
 def _take(parts: dict[str, list[np.ndarray]]) -> dict[str, np.ndarray]:
