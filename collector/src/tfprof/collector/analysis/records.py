@@ -222,7 +222,7 @@ def prepare(
             by_task.setdefault(task, []).append((stream, task, len(processes) - 1))
         host_stats: dict[int, _SampleStats | None] = {}
         for group in by_task.values():
-            with _loaded([s for s, _, _ in group], host):
+            with _loaded([s for s, _, _ in group], host, select):
                 prepared = [
                     (prepare_stream(s, window, label, task), process) for s, task, process in group
                 ]
@@ -268,17 +268,33 @@ def prepare(
 
 @runtime_checkable
 class Deferred(Protocol):
-    """A stream whose records are read only while ``loaded`` (lake/reader.py)."""
+    """A stream whose records are read only while ``loaded`` (lake/reader.py): with
+    ``host`` its host records too, of its record columns only ``columns``."""
 
-    def loaded(self, host: bool = True) -> contextlib.AbstractContextManager[None]: ...
+    def loaded(
+        self, host: bool = True, columns: Sequence[str] = ...
+    ) -> contextlib.AbstractContextManager[None]: ...
+
+
+# The record columns each kind of read uses: GPU records only; with the host rows the
+# advice rules read (``select``); everything (op attribution, the host views).
+_GPU_READ = (
+    "start_ns", "duration_ns", "device", "stream", "correlation", "name", "bytes",
+    "copy_kind", "src_kind", "dst_kind", "sync_type",
+)  # fmt: skip
+_SELECT_READ = (*_GPU_READ, "thread", "memory_op")
+_ALL_READ = (*_SELECT_READ, "return_value", "external_id", "category")
 
 
 @contextlib.contextmanager
-def _loaded(streams: Sequence[StreamData], host: bool) -> Iterator[None]:
+def _loaded(
+    streams: Sequence[StreamData], host: bool, select: HostSelector | None
+) -> Iterator[None]:
+    columns = (_SELECT_READ if select is not None else _ALL_READ) if host else _GPU_READ
     with contextlib.ExitStack() as stack:
         for stream in streams:
             if isinstance(stream, Deferred):
-                stack.enter_context(stream.loaded(host))
+                stack.enter_context(stream.loaded(host, columns))
         yield
 
 
