@@ -476,7 +476,10 @@ class _Table:
         found = launches(records, self.names.names, ops)
         host_rank = np.cumsum(np.isin(records["kind"], _HOST_KINDS)) - 1
         api = np.where(found.api >= 0, host_rank[np.maximum(found.api, 0)], -1)
-        return {"api": api, "op": found.op, "latency": found.latency, "queue": found.queue}
+        links = {"api": api, "latency": found.latency}
+        if ops:  # else none was looked for: constants made in ``columns``
+            links |= {"op": found.op, "queue": found.queue}
+        return links
 
     def _add_gpu(
         self,
@@ -589,7 +592,7 @@ class _Table:
         out = _take(self._parts)
         n = out["kind"].shape[0]
         for c, value in _UNLINKED.items():
-            if out[c].shape[0] != n:  # left unlinked: one read-only value, no memory
+            if out[c].shape[0] != n:  # not looked for: one read-only value, no memory
                 out[c] = np.broadcast_to(np.int64(value), (n,))
         return out
 
