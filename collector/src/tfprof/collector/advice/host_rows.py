@@ -20,7 +20,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from tfprof.collector.advice.host_calls import ApiCover, is_sync_call
-from tfprof.collector.advice.sync_per_step import calls_in_steps, is_step, outermost
+from tfprof.collector.advice.sync_per_step import is_step, outermost
 from tfprof.collector.analysis.intervals import merge_intervals
 from tfprof.collector.analysis.records import ProcessHost
 from tfprof.core.records import RecordKind
@@ -65,10 +65,15 @@ class HostRows:
         keep: np.ndarray = sync | steps | (kind == RecordKind.MEMORY)
         if steps.any():
             return keep
+        # A range around one holding a call holds it too: the outermost ranges holding
+        # a call are the outermost of those holding one (far fewer than all ranges).
         r = np.flatnonzero(ranges)
-        top = r[outermost(c["thread"][r] & 0xFFFFFFFF, start[r], end[r])]
-        per_step, _ = calls_in_steps(start[top], end[top], start[sync])
-        keep[top[per_step > 0]] = True
+        calls = np.sort(start[sync])
+        held = r[
+            np.searchsorted(calls, end[r], side="right")
+            > np.searchsorted(calls, start[r], side="left")
+        ]
+        keep[held[outermost(c["thread"][held] & 0xFFFFFFFF, start[held], end[held])]] = True
         return keep
 
     def api_cover(self, num_jobs: int) -> ApiCover:
