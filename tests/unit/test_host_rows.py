@@ -87,3 +87,14 @@ def test_without_step_ranges_outermost_ranges_with_sync_calls_are_kept(dirs: lis
 
 def _no_step(name: str) -> str:
     return name.replace("Step", "Stop").replace("step", "stop")
+
+
+def test_trace_files_give_the_whole_host_sides_findings() -> None:
+    """Trace files (read whole, not from the lake) go through the same choice."""
+    from tfprof.collector.analysis.tracefile import job_from_trace
+
+    jobs = [job_from_trace(shared_traces() / f) for f in KINETO]
+    expected = advise(prepare(jobs))
+    assert {f.rule for f in expected} & HOST_RULES
+    rows = HostRows()
+    assert advise(prepare(jobs, select=rows), host_rows=rows) == expected
