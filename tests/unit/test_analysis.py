@@ -235,3 +235,18 @@ def test_one_group_merges_as_the_keyed_path() -> None:
         assert one.start.tolist() == two.start[mine].tolist()
         assert one.end.tolist() == two.end[mine].tolist()
         assert one.busy.tolist() == two.busy[:1].tolist() and one.num_groups == 1
+
+
+def test_merging_some_rows_equals_merging_their_copies() -> None:
+    rng = np.random.default_rng(5)
+    n = 2_000
+    group = rng.integers(0, 3, n).astype(np.int32)
+    start = rng.integers(0, 10**6, n)
+    end = start + rng.integers(0, 5_000, n)
+    rows = np.flatnonzero(rng.random(n) < 0.6)
+    for groups in (1, 3):
+        g = group if groups == 3 else np.zeros(n, dtype=np.int32)
+        some = merge_intervals(g, start, end, groups, rows=rows)
+        copies = merge_intervals(g[rows], start[rows], end[rows], groups)
+        for f in ("group", "start", "end", "busy"):
+            assert getattr(some, f).tolist() == getattr(copies, f).tolist(), (groups, f)

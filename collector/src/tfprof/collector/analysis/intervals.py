@@ -47,23 +47,31 @@ def _span(num_groups: int, start: np.ndarray, end: np.ndarray) -> tuple[int, int
 
 
 def merge_intervals(
-    group: np.ndarray, start: np.ndarray, end: np.ndarray, num_groups: int
+    group: np.ndarray,
+    start: np.ndarray,
+    end: np.ndarray,
+    num_groups: int,
+    rows: np.ndarray | None = None,
 ) -> Merged:
-    """The union of ``[start, end)`` per group. Touching intervals merge."""
-    if start.shape[0] == 0:
+    """The union of ``[start, end)`` per group (of ``rows`` only: ascending indices,
+    without copying the columns first). Touching intervals merge."""
+    if (start.shape[0] if rows is None else rows.shape[0]) == 0:
         empty = np.zeros(0, dtype=np.int64)
         return Merged(empty, empty, empty, np.zeros(num_groups, dtype=np.int64), num_groups)
     if num_groups == 1:
-        return _merge_one(start, end)
-    origin, span = _span(num_groups, start, end)
+        return _merge_one(start, end) if rows is None else _merge_one(start[rows], end[rows])
     # Sorted by (group, start), ties in row order, then keyed in place: groups occupy
     # disjoint key ranges, so one running maximum serves all of them. Built in place, as
     # few arrays as possible are alive at once (12M GPU records at 100M stored).
-    order = np.lexsort((start, group))
+    if rows is None:
+        order = np.lexsort((start, group))
+    else:
+        order = rows[np.lexsort((start[rows], group[rows]))]
     offset = group[order].astype(np.int64)
     ks = start[order].astype(np.int64, copy=False)
     ke = end[order].astype(np.int64, copy=False)
     del order
+    origin, span = _span(num_groups, ks, ke)
     offset *= span
     offset -= origin
     ks += offset

@@ -647,5 +647,5 @@ def _concat(parts: list[np.ndarray], dtype: type) -> np.ndarray:
 
 def gpu_busy(rs: RecordSet) -> Merged:
     """Busy intervals of each physical GPU: the union of its kernels, copies, memsets."""
-    on_gpu = rs.mask(*GPU_KINDS)
-    return merge_intervals(rs.gpu[on_gpu], rs.start[on_gpu], rs.end[on_gpu], len(rs.gpus))
+    on_gpu = np.flatnonzero(rs.mask(*GPU_KINDS))
+    return merge_intervals(rs.gpu, rs.start, rs.end, len(rs.gpus), rows=on_gpu)
