@@ -127,13 +127,12 @@ def _return_freed_memory() -> None:
 
 
 def _libc() -> ctypes.CDLL | None:
+    """glibc, for its allocator's knobs; None elsewhere: that allocator is left as it is."""
     try:
         libc = ctypes.CDLL("libc.so.6")
-        libc.mallopt  # noqa: B018 - glibc only
-        libc.malloc_trim  # noqa: B018
-    except (OSError, AttributeError):  # not glibc: its allocator is left as it is
+    except OSError:
         return None
-    return libc
+    return libc if hasattr(libc, "mallopt") and hasattr(libc, "malloc_trim") else None
 
 
 _LIBC = _libc()
