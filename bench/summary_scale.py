@@ -59,6 +59,9 @@ def store_records(data_dir: Path, trace_path: Path, records: int, processes: int
     base = {c: np.frombuffer(trace.columns[c], dtype=np.int64) for c in RECORD_COLUMNS}
     n = len(trace)
     period = trace.span_ns + LOOP_GAP_NS
+    # Each loop's correlation ids follow the previous loop's: unique per process, and
+    # inside CUPTI's uint32 even at 25M records per process.
+    correlations = int(base["correlation"].max()) + 1
     per_process = records // processes
     store = Store(data_dir, fsync=False)
     for p in range(processes):
@@ -78,7 +81,7 @@ def store_records(data_dir: Path, trace_path: Path, records: int, processes: int
                 if c == "start_ns":
                     values = values + loop * period
                 elif c == "correlation":
-                    values = np.where(values > 0, values + loop * 1_000_000, 0)
+                    values = np.where(values > 0, values + loop * correlations, 0)
                 if values.any():  # an empty column stands for all zeros
                     getattr(batch.records, c).extend(values.tolist())
             writer.append(batch)

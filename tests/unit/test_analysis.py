@@ -218,3 +218,35 @@ def test_a_copy_clipped_by_the_window_keeps_its_own_rate() -> None:
     (row,) = [r for r in memcpy_rows(rs) if r.count]
     assert row.bytes == 1_000_000
     assert row.gbps == 100.0
+
+
+def test_one_group_merges_as_the_keyed_path() -> None:
+    """``merge_intervals`` of one group (its own path: the times are the keys) equals
+    that group merged beside another one through the keyed path."""
+    rng = np.random.default_rng(11)
+    for n in (1, 2, 7, 5_000):
+        start = rng.integers(10**18, 10**18 + 10**7, n)
+        end = start + rng.integers(0, 10**4, n)
+        one = merge_intervals(np.zeros(n, dtype=np.int64), start, end, 1)
+        two = merge_intervals(
+            np.append(np.zeros(n, dtype=np.int64), 1), np.append(start, 0), np.append(end, 1), 2
+        )
+        mine = two.group == 0
+        assert one.start.tolist() == two.start[mine].tolist()
+        assert one.end.tolist() == two.end[mine].tolist()
+        assert one.busy.tolist() == two.busy[:1].tolist() and one.num_groups == 1
+
+
+def test_merging_some_rows_equals_merging_their_copies() -> None:
+    rng = np.random.default_rng(5)
+    n = 2_000
+    group = rng.integers(0, 3, n).astype(np.int32)
+    start = rng.integers(0, 10**6, n)
+    end = start + rng.integers(0, 5_000, n)
+    rows = np.flatnonzero(rng.random(n) < 0.6)
+    for groups in (1, 3):
+        g = group if groups == 3 else np.zeros(n, dtype=np.int32)
+        some = merge_intervals(g, start, end, groups, rows=rows)
+        copies = merge_intervals(g[rows], start[rows], end[rows], groups)
+        for f in ("group", "start", "end", "busy"):
+            assert getattr(some, f).tolist() == getattr(copies, f).tolist(), (groups, f)

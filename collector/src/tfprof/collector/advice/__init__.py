@@ -24,6 +24,7 @@ from tfprof.collector.advice import (
     tiny_kernels,
 )
 from tfprof.collector.advice.base import Context, Finding
+from tfprof.collector.advice.host_rows import HostRows
 from tfprof.collector.analysis.errors import AnalysisError
 from tfprof.collector.analysis.records import RecordSet
 
@@ -54,14 +55,19 @@ def needs_host(rules: Sequence[str] | None) -> bool:
     return not rules or bool(HOST_RULES & set(rules))
 
 
-def advise(rs: RecordSet, rules: Sequence[str] | None = None) -> list[Finding]:
-    """Findings of the named rules (all when none is named), largest impact first."""
+def advise(
+    rs: RecordSet, rules: Sequence[str] | None = None, host_rows: HostRows | None = None
+) -> list[Finding]:
+    """Findings of the named rules (all when none is named), largest impact first.
+
+    ``host_rows``: the selector ``rs`` was prepared with (``prepare(select=...)``), when
+    ``rs.host`` holds only the rows it kept."""
     unknown = sorted(set(rules or ()) - set(RULE_NAMES))
     if unknown:
         raise AnalysisError(
             f"unknown rule(s) {', '.join(unknown)}; rules are {', '.join(RULE_NAMES)}"
         )
-    ctx = Context(rs)
+    ctx = Context(rs, host_rows.api_cover(len(rs.jobs)) if host_rows is not None else None)
     findings: list[Finding] = []
     for rule in RULES:
         if not rules or rule.NAME in rules:
@@ -70,4 +76,4 @@ def advise(rs: RecordSet, rules: Sequence[str] | None = None) -> list[Finding]:
     return findings
 
 
-__all__ = ["HOST_RULES", "RULES", "RULE_NAMES", "Finding", "advise", "needs_host"]
+__all__ = ["HOST_RULES", "RULES", "RULE_NAMES", "Finding", "HostRows", "advise", "needs_host"]

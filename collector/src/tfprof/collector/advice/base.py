@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from tfprof.collector.advice.host_calls import ApiCover, api_cover
 from tfprof.collector.analysis.intervals import Merged, merge_intervals
 from tfprof.collector.analysis.records import GPU_KINDS, RecordSet, gpu_busy
 from tfprof.collector.analysis.units import us
@@ -35,8 +36,18 @@ class Finding:
 
 
 class Context:
-    def __init__(self, rs: RecordSet) -> None:
+    """``api_cover``: each job's time in API calls when ``rs.host`` does not hold every
+    call (``advice.host_rows``); computed from ``rs.host`` otherwise."""
+
+    def __init__(self, rs: RecordSet, api_cover: ApiCover | None = None) -> None:
         self.rs = rs
+        self._api_cover = api_cover
+
+    @property
+    def api_cover(self) -> ApiCover:
+        if self._api_cover is None:
+            self._api_cover = api_cover(self.rs)
+        return self._api_cover
 
     @cached_property
     def on_gpu(self) -> np.ndarray:
@@ -95,7 +106,11 @@ class Context:
         rs = self.rs
         if rows.shape[0] == 0:
             return ()
-        key = (rs.process[rows].astype(np.int64) << 40) | (rs.device[rows] << 32) | rs.stream[rows]
+        key = (
+            (rs.process[rows].astype(np.int64) << 40)
+            | (rs.device[rows].astype(np.int64) << 32)
+            | rs.stream[rows]
+        )
         keys, counts = np.unique(key, return_counts=True)
         order = np.argsort(-counts, kind="stable")[:limit]
         return tuple(

@@ -4,6 +4,8 @@ and the union of a job's calls as intervals."""
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -17,9 +19,14 @@ from tfprof.core.records import RecordKind
 SYNC_CALL = re.compile(r"Synchronize|^cu(da)?Memcpy(?!.*Async)")
 
 
+def is_sync_call(names: Sequence[str]) -> np.ndarray:
+    """Per name: whether it names a synchronising call."""
+    return np.array([bool(SYNC_CALL.search(n)) for n in names], dtype=bool)
+
+
 def sync_names(rs: RecordSet) -> np.ndarray:
     """Per names id: whether it names a synchronising call."""
-    return np.array([bool(SYNC_CALL.search(n)) for n in rs.names], dtype=bool)
+    return is_sync_call(rs.names)
 
 
 def api_calls(rs: RecordSet, sync_only: bool = False) -> np.ndarray:
@@ -35,3 +42,18 @@ def calls_by_job(rs: RecordSet, rows: np.ndarray) -> Merged:
     """The union of the given API calls' intervals per job (all its threads)."""
     h = rs.host
     return merge_intervals(h.job[rows], h.start[rows], h.end[rows], len(rs.jobs))
+
+
+@dataclass(frozen=True)
+class ApiCover:
+    """Each job's time in CUDA API calls (the union of all its calls' intervals, a group
+    per job) and the jobs that made any call."""
+
+    merged: Merged
+    jobs: frozenset[int]
+
+
+def api_cover(rs: RecordSet) -> ApiCover:
+    """``ApiCover`` of every API call in ``rs.host``."""
+    calls = api_calls(rs)
+    return ApiCover(calls_by_job(rs, calls), frozenset(rs.host.job[calls].tolist()))

@@ -20,10 +20,10 @@ MIN_TOTAL_NS = 1_000_000
 
 def check(ctx: Context) -> list[Finding]:
     rs = ctx.rs
-    calls = api_calls(rs)
-    if calls.shape[0] == 0:
+    cover = ctx.api_cover
+    if not cover.jobs:
         return []
-    in_api = calls_by_job(rs, calls)
+    in_api = cover.merged
     in_sync = calls_by_job(rs, api_calls(rs, sync_only=True))
     on = np.flatnonzero(rs.mask(*GPU_KINDS))
     n_gpus = max(len(rs.gpus), 1)
@@ -33,7 +33,7 @@ def check(ctx: Context) -> list[Finding]:
     idle = gaps(busy, lo.reshape(-1), hi.reshape(-1))
     long = idle.length >= MIN_GAP_NS
     g_key, g_start, g_end = idle.group[long], idle.start[long], idle.end[long]
-    jobs_with_calls = set(rs.host.job[calls].tolist())
+    jobs_with_calls = cover.jobs
     findings = []
     for k in np.unique(g_key).tolist():
         j, g = divmod(int(k), n_gpus)

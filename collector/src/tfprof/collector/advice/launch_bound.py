@@ -38,12 +38,18 @@ def check(ctx: Context) -> list[Finding]:
     findings = []
     for j in np.unique(rs.job[kernels]).tolist():
         rows = kernels[rs.job[kernels] == j]
-        calls = np.unique(rs.api[rows])  # a graph launch runs several kernels
+        # Each call once (a graph launch runs several kernels), in row order: a mask
+        # over the host rows, not a sort of every kernel's call.
+        called = np.zeros(len(h), dtype=bool)
+        called[rs.api[rows]] = True
+        calls = np.flatnonzero(called)
         launch = int(h.duration[calls].sum())
         kernel = int(rs.duration[rows].sum())
         if rows.shape[0] < MIN_LAUNCHES or launch < MIN_LAUNCH_NS or launch < RATIO * kernel:
             continue
-        names, counts = np.unique(h.name[calls], return_counts=True)
+        per_name = np.bincount(h.name[calls])  # names ids are small
+        names = np.flatnonzero(per_name)
+        counts = per_name[names]
         job = rs.jobs[j].label
         findings.append(
             Finding(

@@ -10,6 +10,7 @@ synchronising call is taken for a step.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -24,19 +25,30 @@ MIN_SYNCS = 10  # in all the job's steps together
 STEP_NAME = re.compile(r"^ProfilerStep#\d+$|(^|[^a-z])step([^a-z]|$)", re.IGNORECASE)
 
 
+def outermost(key: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Which ranges lie inside no other range of the same ``key`` (process and thread)."""
+    top = np.zeros(key.shape[0], dtype=bool)
+    for k in np.unique(key).tolist():
+        mine = np.flatnonzero(key == k)
+        mine = mine[np.lexsort((-end[mine], start[mine]))]
+        reach = np.maximum.accumulate(end[mine])
+        first = np.ones(mine.shape[0], dtype=bool)
+        first[1:] = end[mine][1:] > reach[:-1]
+        top[mine[first]] = True
+    return top
+
+
 def _outermost(rs: RecordSet, ranges: np.ndarray) -> np.ndarray:
     """The ranges inside no other range of their process and thread."""
     h = rs.host
-    keep = []
     key = h.process[ranges].astype(np.int64) << 32 | (h.thread[ranges] & 0xFFFFFFFF)
-    for k in np.unique(key).tolist():
-        mine = ranges[key == k]
-        mine = mine[np.lexsort((-h.end[mine], h.start[mine]))]
-        reach = np.maximum.accumulate(h.end[mine])
-        top = np.ones(mine.shape[0], dtype=bool)
-        top[1:] = h.end[mine][1:] > reach[:-1]
-        keep.append(mine[top])
-    return np.concatenate(keep) if keep else ranges[:0]
+    top: np.ndarray = ranges[outermost(key, h.start[ranges], h.end[ranges])]
+    return top
+
+
+def is_step(names: Sequence[str]) -> np.ndarray:
+    """Per names id: whether it names a step range."""
+    return np.array([bool(STEP_NAME.search(n)) for n in names], dtype=bool)
 
 
 def _steps(rs: RecordSet, job: int) -> tuple[np.ndarray, bool]:
@@ -46,35 +58,47 @@ def _steps(rs: RecordSet, job: int) -> tuple[np.ndarray, bool]:
     ranges = ranges[h.job[ranges] == job]
     # The pattern once per distinct name, not once per range.
     ids, inverse = np.unique(h.name[ranges], return_inverse=True)
-    is_step = np.array([bool(STEP_NAME.search(rs.names[int(n)])) for n in ids.tolist()], bool)
-    named = is_step[inverse.reshape(-1)] if ids.shape[0] else np.zeros(0, dtype=bool)
+    step = is_step([rs.names[int(n)] for n in ids.tolist()])
+    named = step[inverse.reshape(-1)] if ids.shape[0] else np.zeros(0, dtype=bool)
     if named.any():
         return ranges[named], True
     return _outermost(rs, ranges), False
+
+
+def calls_in_steps(
+    step_start: np.ndarray, step_end: np.ndarray, call_start: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """One process's steps and calls: per step, the calls that started inside it (both
+    ends included); per call, whether it started inside any step. Sorted starts and
+    ``searchsorted``, not a pass over every call per step."""
+    order = np.argsort(call_start, kind="stable")
+    starts = call_start[order]
+    lo = np.searchsorted(starts, step_start, side="left")
+    hi = np.searchsorted(starts, step_end, side="right")
+    per_step = np.maximum(hi - lo, 0)
+    # A call is inside a step when some step's [lo, hi) holds its sorted position.
+    depth = np.zeros(starts.shape[0] + 1, dtype=np.int64)
+    np.add.at(depth, lo, 1)
+    np.add.at(depth, np.maximum(hi, lo), -1)
+    inside = np.zeros(call_start.shape[0], dtype=bool)
+    inside[order] = np.cumsum(depth)[:-1] > 0
+    return per_step.astype(np.int64), inside
 
 
 def _calls_in_steps(
     rs: RecordSet, steps: np.ndarray, calls: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     """Per step, the calls of its process (any thread) that started inside it (both ends
-    included); per call, whether it started inside any step. Sorted starts and
-    ``searchsorted`` per process, not a pass over every call per step."""
+    included); per call, whether it started inside any step."""
     h = rs.host
     per_step = np.zeros(steps.shape[0], dtype=np.int64)
     inside = np.zeros(calls.shape[0], dtype=bool)
     for process in np.unique(h.process[steps]).tolist():
         mine = np.flatnonzero(h.process[steps] == process)
         theirs = np.flatnonzero(h.process[calls] == process)
-        order = np.argsort(h.start[calls[theirs]], kind="stable")
-        starts = h.start[calls[theirs]][order]
-        lo = np.searchsorted(starts, h.start[steps[mine]], side="left")
-        hi = np.searchsorted(starts, h.end[steps[mine]], side="right")
-        per_step[mine] = np.maximum(hi - lo, 0)
-        # A call is inside a step when some step's [lo, hi) holds its sorted position.
-        depth = np.zeros(starts.shape[0] + 1, dtype=np.int64)
-        np.add.at(depth, lo, 1)
-        np.add.at(depth, np.maximum(hi, lo), -1)
-        inside[theirs[order]] = np.cumsum(depth)[:-1] > 0
+        per_step[mine], inside[theirs] = calls_in_steps(
+            h.start[steps[mine]], h.end[steps[mine]], h.start[calls[theirs]]
+        )
     return per_step, inside
 
 

@@ -37,9 +37,11 @@ class KernelRow:
 
 
 def kernel_rows(rs: RecordSet, per_job: bool = False) -> list[KernelRow]:
+    # The GPUs' busy time first: its temporaries are gone before the kernels' are made.
+    busy = int(gpu_busy(rs).busy.sum())
     k = rs.mask(RecordKind.KERNEL)
     names = rs.name[k]
-    dur = rs.duration[k]
+    dur = rs.end[k] - rs.start[k]
     if per_job:
         inverse, keys = group_keys(rs.job[k], names)
     else:
@@ -52,7 +54,6 @@ def kernel_rows(rs: RecordSet, per_job: bool = False) -> list[KernelRow]:
     np.minimum.at(low, inverse, dur)
     np.maximum.at(high, inverse, dur)
     median, stddev = _spread(inverse, dur, count, total)
-    busy = int(gpu_busy(rs).busy.sum())
     kernel_total = float(total.sum())
     rows = []
     for i in range(groups):

@@ -15,7 +15,7 @@ API call that launched it, the op it ran for, its launch latency and queue depth
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -155,6 +155,26 @@ class RecordSet:
         return TrackKey.for_stream(self.jobs[ref.job].label, ref.task, device, stream)
 
 
+@dataclass(frozen=True)
+class ProcessHost:
+    """One process's host rows in the window, as ``RecordSet.host`` would hold them:
+    ``columns`` are ``kind``, ``start``, ``end``, ``job``, ``process``, ``thread`` and
+    ``name`` of ``HOST_COLUMNS`` (global job, process and names ids); ``launched``
+    marks the API calls that launched one of its GPU records; ``names`` is the name
+    table so far (every id in ``columns`` indexes it)."""
+
+    columns: Mapping[str, np.ndarray]
+    launched: np.ndarray
+    names: Sequence[str]
+
+
+class HostSelector(Protocol):
+    """Which of a process's host rows to keep (a boolean mask); it sees every process
+    once, in order, and may keep what it needs of the rest (``advice.host_rows``)."""
+
+    def __call__(self, rows: ProcessHost, /) -> np.ndarray: ...
+
+
 # Record columns passed through as they are (bytes is scaled when a copy is clipped).
 _COLUMNS = (
     "device", "stream", "bytes", "copy_kind", "src_kind", "dst_kind", "sync_type", "correlation",
@@ -174,6 +194,7 @@ def prepare(
     until_ns: int | None = None,
     *,
     host: bool = True,
+    select: HostSelector | None = None,
 ) -> RecordSet:
     """All records of ``jobs`` overlapping ``[since_ns, until_ns)``, clipped to it.
 
@@ -182,6 +203,10 @@ def prepare(
     released once its rows are in the table, so only the table stays whole. Without
     ``host``, API calls, ranges and memory records are left out (``RecordSet.host`` is
     empty, no GPU record is linked): the GPU-only views and rules need none of them.
+    With ``select``, ``RecordSet.host`` holds only the rows it keeps (and every API call
+    that launched a GPU record, which ``api`` points to), and GPU records are linked to
+    their calls but not attributed to ops (``op`` and ``queue`` are -1): what the advice
+    rules read, without holding every process's host side at once.
     """
     if since_ns is not None and until_ns is not None and since_ns >= until_ns:
         raise AnalysisError(f"the window is empty: since {since_ns} >= until {until_ns} (ns)")
@@ -197,11 +222,11 @@ def prepare(
             by_task.setdefault(task, []).append((stream, task, len(processes) - 1))
         host_stats: dict[int, _SampleStats | None] = {}
         for group in by_task.values():
-            with _loaded([s for s, _, _ in group], host):
+            with _loaded([s for s, _, _ in group], host, select):
                 prepared = [
                     (prepare_stream(s, window, label, task), process) for s, task, process in group
                 ]
-                table.add(prepared, window, j, host)
+                table.add(prepared, window, j, host, select)
                 for s, _, process in group:
                     host_stats[process] = _sample_stats(s, window)
         job_refs.append(
@@ -243,17 +268,33 @@ def prepare(
 
 @runtime_checkable
 class Deferred(Protocol):
-    """A stream whose records are read only while ``loaded`` (lake/reader.py)."""
+    """A stream whose records are read only while ``loaded`` (lake/reader.py): with
+    ``host`` its host records too, of its record columns only ``columns``."""
 
-    def loaded(self, host: bool = True) -> contextlib.AbstractContextManager[None]: ...
+    def loaded(
+        self, host: bool = True, columns: Sequence[str] = ...
+    ) -> contextlib.AbstractContextManager[None]: ...
+
+
+# The record columns each kind of read uses: GPU records only; with the host rows the
+# advice rules read (``select``); everything (op attribution, the host views).
+_GPU_READ = (
+    "start_ns", "duration_ns", "device", "stream", "correlation", "name", "bytes",
+    "copy_kind", "src_kind", "dst_kind", "sync_type",
+)  # fmt: skip
+_SELECT_READ = (*_GPU_READ, "thread", "memory_op")
+_ALL_READ = (*_SELECT_READ, "return_value", "external_id", "category")
 
 
 @contextlib.contextmanager
-def _loaded(streams: Sequence[StreamData], host: bool) -> Iterator[None]:
+def _loaded(
+    streams: Sequence[StreamData], host: bool, select: HostSelector | None
+) -> Iterator[None]:
+    columns = (_SELECT_READ if select is not None else _ALL_READ) if host else _GPU_READ
     with contextlib.ExitStack() as stack:
         for stream in streams:
             if isinstance(stream, Deferred):
-                stack.enter_context(stream.loaded(host))
+                stack.enter_context(stream.loaded(host, columns))
         yield
 
 
@@ -367,16 +408,35 @@ class _Table:
         window: TimeWindow,
         job: int,
         host: bool = True,
+        select: HostSelector | None = None,
     ) -> None:
         """One process's streams (``(prepared stream, process index)``); without ``host``
-        its GPU records only, unlinked."""
+        its GPU records only, unlinked; with ``select`` the host rows it keeps."""
         kinds = [prep.column("kind") for prep, _ in group]
         names = [
             self.names.intern_column(prep.stream.strings, prep.column("name"), unnamed=0)
             for prep, _ in group
         ]
-        linked = self._link(group, kinds, names) if host else _unlinked(kinds)
-        host_base = self._host_rows
+        # Unlinked (without ``host``), the link columns are constants made in ``columns``.
+        linked = self._link(group, kinds, names, ops=select is None) if host else {}
+        if host:
+            # The group's host rows in rank order (``_link``'s ``api``) -> their row in
+            # the host table, -1 for rows left out.
+            ranks: list[np.ndarray] = []
+            for (prep, process), kind, name in zip(group, kinds, names, strict=True):
+                host_rows = np.flatnonzero(np.isin(kind, _HOST_KINDS))
+                first = sum(r.shape[0] for r in ranks)
+                launched = np.zeros(host_rows.shape[0], dtype=bool)
+                api = linked["api"]
+                mine = api[(api >= first) & (api < first + host_rows.shape[0])] - first
+                launched[mine] = True
+                ranks.append(
+                    self._add_host(prep, host_rows, window, job, process, name, launched, select)
+                )
+                self._add_memory_base(prep, window, job)
+            rank = _concat(ranks, np.int64)
+            if rank.shape[0]:  # else no call to point to: every ``api`` is -1 already
+                linked["api"] = np.where(linked["api"] >= 0, rank[np.maximum(linked["api"], 0)], -1)
         gpu_offset = 0
         for (prep, process), kind, name in zip(group, kinds, names, strict=True):
             gpu = (kind >= RecordKind.KERNEL) & (kind <= RecordKind.SYNC)
@@ -384,39 +444,42 @@ class _Table:
             mine = slice(gpu_offset, gpu_offset + gpu_rows.shape[0])
             gpu_offset += gpu_rows.shape[0]
             links = {c: v[mine] for c, v in linked.items()}
-            links["api"] = np.where(links["api"] >= 0, links["api"] + host_base, -1)
             self._add_gpu(prep, gpu_rows, window, job, process, name, links)
-            if not host:
-                continue
-            host_rows = np.flatnonzero(np.isin(kind, _HOST_KINDS))
-            self._add_host(prep, host_rows, window, job, process, name)
-            self._add_memory_base(prep, window, job)
 
     def _link(
         self,
         group: Sequence[tuple[PreparedStream, int]],
         kinds: Sequence[np.ndarray],
         names: Sequence[np.ndarray],
+        ops: bool = True,
     ) -> dict[str, np.ndarray]:
-        """``launches`` over the process's rows; ``api`` as its host-row rank."""
-        cols: dict[str, list[np.ndarray]] = {c: [] for c in _LAUNCH_COLUMNS}
+        """``launches`` over the process's rows; ``api`` as its host-row rank. Without
+        ``ops``, only the columns linking reads are gathered."""
+        wanted = _LAUNCH_COLUMNS if ops else ("kind", "start_ns", "duration_ns", "correlation")
+        cols: dict[str, list[np.ndarray]] = {c: [] for c in wanted}
         for (prep, _), kind, name in zip(group, kinds, names, strict=True):
+            cols["kind"].append(kind)
+            cols["start_ns"].append(prep.start)
+            cols["duration_ns"].append(prep.end - prep.start)
+            cols["correlation"].append(prep.column("correlation"))
+            if not ops:
+                continue
             marker = kind == RecordKind.MARKER
             category = self.names.intern_column(
                 prep.stream.strings, np.where(marker, prep.column("category"), 0), unnamed=0
             )
-            cols["kind"].append(kind)
-            cols["start_ns"].append(prep.start)
-            cols["duration_ns"].append(prep.end - prep.start)
             cols["name"].append(name.astype(np.int64))
             cols["category"].append(np.where(marker, category, 0).astype(np.int64))
-            for c in ("thread", "correlation", "external_id", "device", "stream"):
+            for c in ("thread", "external_id", "device", "stream"):
                 cols[c].append(prep.column(c))
-        records = {c: _concat(v, np.int64) for c, v in cols.items()}
-        found = launches(records, self.names.names)
+        records = {c: _concat(v, np.int8 if c == "kind" else np.int64) for c, v in cols.items()}
+        found = launches(records, self.names.names, ops)
         host_rank = np.cumsum(np.isin(records["kind"], _HOST_KINDS)) - 1
         api = np.where(found.api >= 0, host_rank[np.maximum(found.api, 0)], -1)
-        return {"api": api, "op": found.op, "latency": found.latency, "queue": found.queue}
+        links = {"api": api, "latency": found.latency}
+        if ops:  # else none was looked for: constants made in ``columns``
+            links |= {"op": found.op, "queue": found.queue}
+        return links
 
     def _add_gpu(
         self,
@@ -438,14 +501,14 @@ class _Table:
         parts["end"].append(end)
         parts["job"].append(np.full(m, job, dtype=np.int32))
         parts["process"].append(np.full(m, process, dtype=np.int32))
-        device = prep.column("device")[idx]
+        device = prep.column("device")[idx].astype(np.int32)  # CUDA ordinals
         parts["gpu"].append(self._gpus.ids(prep.stream, device))
         parts["name"].append(name[idx])
         for c in _COLUMNS:
             values = device if c == "device" else prep.column(c)[idx]
             if c == "bytes" and fraction is not None:
                 values = np.rint(values * fraction).astype(np.int64)
-            parts[c].append(values)
+            parts[c].append(_narrow(values, _NARROW.get(c)))
         for c, v in links.items():
             parts[c].append(v)
 
@@ -457,12 +520,28 @@ class _Table:
         job: int,
         process: int,
         name: np.ndarray,
-    ) -> None:
+        launched: np.ndarray,
+        select: HostSelector | None,
+    ) -> np.ndarray:
+        """Add the rows ``idx`` (those ``select`` keeps, and the ``launched`` calls);
+        per row, its row in the host table or -1."""
         m = int(idx.shape[0])
         if m == 0:
-            return
+            return np.zeros(0, dtype=np.int64)
         kind = prep.column("kind")[idx]
         start, end, _ = _clip(prep.start[idx], prep.end[idx], window)
+        keep = np.ones(m, dtype=bool)
+        if select is not None:
+            # The selector sees what it reads; the other columns are made for kept rows.
+            seen = {"kind": kind, "start": start, "end": end, "name": name[idx],
+                    "thread": prep.column("thread")[idx],
+                    "job": np.full(m, job, dtype=np.int32),
+                    "process": np.full(m, process, dtype=np.int32)}  # fmt: skip
+            keep = select(ProcessHost(seen, launched, self.names.names)) | launched
+            del seen
+            if not keep.all():
+                idx, kind, start, end = idx[keep], kind[keep], start[keep], end[keep]
+                m = int(idx.shape[0])
         marker = kind == RecordKind.MARKER
         category = prep.column("category")[idx]
         domain = self.names.intern_column(
@@ -489,7 +568,9 @@ class _Table:
         }
         for c in HOST_COLUMNS:
             self._host[c].append(values[c] if c in values else prep.column(c)[idx])
+        rank = np.where(keep, self._host_rows + np.cumsum(keep) - 1, -1)
         self._host_rows += m
+        return rank
 
     def _add_memory_base(self, prep: PreparedStream, window: TimeWindow, job: int) -> None:
         """Bytes the process allocated (less freed) on each GPU before the window began."""
@@ -508,10 +589,34 @@ class _Table:
             self.memory_base[key] = self.memory_base.get(key, 0) + int(delta[gpus == g].sum())
 
     def columns(self) -> dict[str, np.ndarray]:
-        return _take(self._parts)
+        out = _take(self._parts)
+        n = out["kind"].shape[0]
+        for c, value in _UNLINKED.items():
+            if out[c].shape[0] != n:  # not looked for: one read-only value, no memory
+                out[c] = np.broadcast_to(np.int64(value), (n,))
+        return out
 
     def host_columns(self) -> dict[str, np.ndarray]:
         return _take(self._host)
+
+
+# Columns held narrower when every value fits (CUPTI's uint32 ids, its small enums): the
+# GPU table is what summaries hold whole (16.6M records at 100M stored).
+_NARROW: dict[str, type] = {
+    "stream": np.uint32, "correlation": np.uint32, "copy_kind": np.int8,
+    "src_kind": np.int8, "dst_kind": np.int8, "sync_type": np.int8,
+}  # fmt: skip
+
+
+def _narrow(values: np.ndarray, dtype: type | None) -> np.ndarray:
+    """``values`` as ``dtype`` when each fits in it, else as they are (parts that do not
+    fit make ``np.concatenate`` widen the whole column)."""
+    if dtype is None or not values.shape[0] or values.dtype == dtype:
+        return values
+    info = np.iinfo(dtype)
+    if int(values.min()) < info.min or int(values.max()) > info.max:
+        return values
+    return values.astype(dtype)
 
 
 def _take(parts: dict[str, list[np.ndarray]]) -> dict[str, np.ndarray]:
@@ -530,11 +635,8 @@ _LAUNCH_COLUMNS = (
 )  # fmt: skip
 
 
-def _unlinked(kinds: Sequence[np.ndarray]) -> dict[str, np.ndarray]:
-    """``_link``'s columns for GPU records left unlinked: no call, no op, no queue."""
-    n = sum(int(np.count_nonzero((k >= RecordKind.KERNEL) & (k <= RecordKind.SYNC))) for k in kinds)
-    none = np.full(n, -1, dtype=np.int64)
-    return {"api": none, "op": none, "latency": np.zeros(n, dtype=np.int64), "queue": none}
+# The link columns of GPU records left unlinked: no call, no op, no latency, no queue.
+_UNLINKED = {"api": -1, "op": -1, "latency": 0, "queue": -1}
 
 
 def _concat(parts: list[np.ndarray], dtype: type) -> np.ndarray:
@@ -545,5 +647,5 @@ def _concat(parts: list[np.ndarray], dtype: type) -> np.ndarray:
 
 def gpu_busy(rs: RecordSet) -> Merged:
     """Busy intervals of each physical GPU: the union of its kernels, copies, memsets."""
-    on_gpu = rs.mask(*GPU_KINDS)
-    return merge_intervals(rs.gpu[on_gpu], rs.start[on_gpu], rs.end[on_gpu], len(rs.gpus))
+    on_gpu = np.flatnonzero(rs.mask(*GPU_KINDS))
+    return merge_intervals(rs.gpu, rs.start, rs.end, len(rs.gpus), rows=on_gpu)

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Iterator
 from typing import TextIO
 
-from tfprof.collector.analysis.records import RecordSet, prepare
+from tfprof.collector.analysis.records import HostSelector, RecordSet, prepare
 from tfprof.collector.errors import InvalidArgument, NotFound, PathError
 from tfprof.collector.timespec import TIME_HELP
 
@@ -44,16 +44,19 @@ def add_input_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
 
 
-def load_record_set(args: argparse.Namespace, host: bool = True) -> RecordSet:
+def load_record_set(
+    args: argparse.Namespace, host: bool = True, select: HostSelector | None = None
+) -> RecordSet:
     """The record set to analyse; without ``host`` (views and rules that read GPU
-    records only) stored API calls, ranges and memory records are not even read."""
+    records only) stored API calls, ranges and memory records are not even read; with
+    ``select``, only the host rows it keeps are (``prepare``)."""
     from tfprof.collector.terminal import progress
 
     with progress("loading"):
-        return _load(args, host)
+        return _load(args, host, select)
 
 
-def _load(args: argparse.Namespace, host: bool) -> RecordSet:
+def _load(args: argparse.Namespace, host: bool, select: HostSelector | None) -> RecordSet:
     from tfprof.collector.timespec import first_event_ns, parse_time
 
     if args.files and args.data_dir:
@@ -78,7 +81,7 @@ def _load(args: argparse.Namespace, host: bool) -> RecordSet:
         raise InvalidArgument("nothing to analyse: give trace FILE(s) or --data-dir DIR")
     since = parse_time(args.since, first, "--since") if args.since else None
     until = parse_time(args.until, first, "--until") if args.until else None
-    return prepare(jobs, since, until, host=host)
+    return prepare(jobs, since, until, host=host, select=select)
 
 
 @contextlib.contextmanager

@@ -55,15 +55,17 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tfprof.collector.advice import advise, needs_host
+    from tfprof.collector.advice import HostRows, advise, needs_host
     from tfprof.collector.advice.render import reporter
     from tfprof.collector.analysis.notes import notes
     from tfprof.collector.errors import InvalidArgument
 
     if args.top is not None and args.top < 0:
         raise InvalidArgument("--top must be >= 0")
-    rs = load_record_set(args, host=needs_host(args.rule))
-    findings = advise(rs, args.rule)
+    # The host rules' rows are chosen process by process: the host side is never whole.
+    host_rows = HostRows() if needs_host(args.rule) else None
+    rs = load_record_set(args, host=host_rows is not None, select=host_rows)
+    findings = advise(rs, args.rule, host_rows)
     if args.top is not None:
         findings = findings[: args.top]
     with output(args.output) as out:
