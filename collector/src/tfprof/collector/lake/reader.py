@@ -252,6 +252,7 @@ class _Found:
     def __init__(self) -> None:
         self.parts: dict[StreamKey, StreamParts] = {}
         self.order: list[tuple[str, str]] = []  # runs in data-dir order
+        self.notes: dict[StreamKey, list[LogNotes]] = {}  # log_state rows
 
     def stream(self, key: StreamKey) -> StreamParts:
         found = self.parts.get(key)
@@ -347,10 +348,9 @@ def _jobs(
         key = (str(row["job"]), str(row["run"]), str(row["stream_id"]))
         devices.setdefault(key, {})[int(row["ordinal"])] = _device(row)  # type: ignore[call-overload]
     goodbyes = {(str(r["job"]), str(r["run"]), str(r["stream_id"])): r for r in meta[GOODBYES.name]}
-    notes: dict[StreamKey, list[LogNotes]] = {}
     for row in meta[LOG_STATE.name]:
         key = (str(row["job"]), str(row["run"]), str(row["stream_id"]))
-        notes.setdefault(key, []).append(LogNotes.from_row(row))
+        found.notes.setdefault(key, []).append(LogNotes.from_row(row))
     order = list(found.order)
     order += sorted({(j, r) for j, r, _ in hellos} - set(order))
     jobs: list[JobData] = []
@@ -362,10 +362,9 @@ def _jobs(
             continue
         job = JobData(name=job_name, run_id=run)
         for key in keys:
-            stream = _stream(key, hellos[key], devices.get(key, {}), goodbyes.get(key), found)
-            for note in notes.get(key, ()):
-                note.apply(stream)
-            job.streams.append(stream)
+            job.streams.append(
+                _stream(key, hellos[key], devices.get(key, {}), goodbyes.get(key), found)
+            )
         jobs.append(job)
     return jobs
 
@@ -418,6 +417,8 @@ def _stream(
     stream.dropped.queue = _int(goodbye, "dropped_queue")
     stream.dropped.tracer = _int(goodbye, "dropped_tracer")
     stream.dropped.relay = _int(goodbye, "dropped_relay")
+    for notes in found.notes.get(key, ()):  # what its log says beyond its records
+        notes.apply(stream)
     return stream
 
 
