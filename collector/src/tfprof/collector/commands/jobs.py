@@ -100,11 +100,17 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run_on_lakes(sources: list[str]) -> int:
-    from tfprof.collector.lake.query import Engine, run_query
+    from tfprof.collector.lake.logstate import run_notes
+    from tfprof.collector.lake.query import Engine
     from tfprof.collector.terminal import TextWriter
 
     engine = Engine(sources)
-    runs = run_query(engine, "SELECT * FROM runs").to_pylist()
+    con = engine.connect()
+    try:
+        runs = con.sql("SELECT * FROM runs").to_arrow_table().to_pylist()
+        notes = run_notes(con.sql("SELECT * FROM log_state").to_arrow_table().to_pylist())
+    finally:
+        con.close()
     if not runs:
         print(f"no jobs in {', '.join(sources)}")
         return 0
@@ -127,6 +133,12 @@ def _run_on_lakes(sources: list[str]) -> int:
         for r in runs
     ]
     TextWriter(sys.stdout).table(header, rows)
+    lines = [
+        f"{r['job']} {r['run']}: {n}" for r in runs for n in notes.get((r["job"], r["run"]), ())
+    ]
+    if lines:
+        print()  # under the table, after a blank line, as for one data dir
+        print("\n".join(lines))
     for what in engine.skipped:
         print(f"tfprof-collector: warning: left out {what}", file=sys.stderr)
     return 0

@@ -17,7 +17,8 @@ from google.protobuf.message import DecodeError
 
 from tfprof.collector.lake.convert import OutOfRange, StreamCursor
 from tfprof.collector.lake.fs import Lake, write_parquet
-from tfprof.collector.lake.schema import DEVICES, GOODBYES, STREAMS
+from tfprof.collector.lake.logstate import LogNotes
+from tfprof.collector.lake.schema import DEVICES, GOODBYES, LOG_STATE, STREAMS
 from tfprof.collector.lake.segments import (
     SegmentName,
     Watermark,
@@ -57,9 +58,15 @@ def up_to_date(stream_dir: Path, mark: Watermark) -> bool:
     return (
         mark.pending is None
         and mark.streams
+        and mark.log_state is not None
         and size == mark.log_offset
         and (mark.goodbye or not said_goodbye)
     )
+
+
+def published_notes(mark: Watermark) -> LogNotes | None:
+    """The ``log_state`` row the watermark says is published (None: not worked out)."""
+    return None if mark.log_state is None else LogNotes.from_json(mark.log_state)
 
 
 def compact_stream(
@@ -114,15 +121,22 @@ def compact_stream(
     goodbye = None if mark.goodbye else cursor.goodbye_row()
     if goodbye is not None:
         publish(GOODBYES.name, per_stream, goodbye)
+    published = published_notes(mark)
+    notes = cursor.notes(published)
+    if notes != (published or LogNotes()):
+        publish(LOG_STATE.name, per_stream, notes.table(stream_id))
     changed = (
         taken.batches
         or not mark.streams
         or devices != mark.devices
         or goodbye is not None
         or cursor.offset != mark.log_offset
+        or mark.log_state is None
+        or notes != published
     )
     if not changed:
         return done
+    mark.log_state = notes.to_json()
     mark.streams, mark.devices = True, devices
     mark.goodbye = mark.goodbye or goodbye is not None
     if taken.batches:

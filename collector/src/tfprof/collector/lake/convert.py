@@ -16,6 +16,7 @@ import numpy as np
 import pyarrow as pa
 from google.protobuf.message import DecodeError
 
+from tfprof.collector.lake.logstate import LogNotes, notes_of
 from tfprof.collector.lake.schema import (
     DEVICES,
     GOODBYES,
@@ -64,7 +65,11 @@ class StreamCursor:
         self.last_seq = 0
         self.dropped = 0  # the latest cumulative ``Batch.dropped``
         self.offset = 0  # where the next unread entry starts
-        self.damaged = 0  # bytes skipped as damaged so far
+        # Damaged ranges skipped before ``offset`` (each followed by a good entry), and
+        # the unreadable bytes after the last good entry at the end of the latest read
+        # (an entry being written, or a crash's torn tail).
+        self.damage: list[batchlog.Damage] = []
+        self.trailing: batchlog.Damage | None = None
 
     def _entries(self) -> Iterator[tuple[int, bytes]]:
         """(end offset, payload) of each good entry from ``self.offset`` on; stops at a
@@ -82,9 +87,19 @@ class StreamCursor:
             return
         base = start - len(prefix)  # file offset of data[0]
         scan = batchlog.Scan(version, 0)
-        for offset, payload in batchlog.entries(data, len(prefix), scan):
-            yield base + offset + batchlog.entry_size(len(payload), version), payload
-        self.damaged += sum(d.nbytes for d in scan.damage if d.reason != "torn tail")
+        read_to_end = False
+        try:
+            for offset, payload in batchlog.entries(data, len(prefix), scan):
+                yield base + offset + batchlog.entry_size(len(payload), version), payload
+            read_to_end = True
+        finally:  # also when the reader stops early: what it passed stays noted
+            self.trailing = None
+            for d in scan.damage:
+                found = batchlog.Damage(base + d.offset, d.nbytes, d.reason)
+                if found.offset + found.nbytes <= self.offset:
+                    self.damage.append(found)
+                elif read_to_end:
+                    self.trailing = found
 
     def take(self, after: int, upto: int | None = None) -> Range:
         """Read on; batches up to ``after`` only update the cursor's state, the rest up to
@@ -215,6 +230,20 @@ class StreamCursor:
             "compute_capability_minor": d.compute_capability_minor,
             "sm_count": d.sm_count, "memory_bytes": d.memory_bytes,
         }  # fmt: skip
+
+    def goodbye_unreadable(self) -> bool:
+        try:
+            pb.Goodbye.FromString((self.directory / "goodbye.pb").read_bytes())
+        except FileNotFoundError:
+            return False
+        except DecodeError:
+            return True
+        return False
+
+    def notes(self, published: LogNotes | None) -> LogNotes:
+        """The stream's ``log_state`` row as of what the cursor has read."""
+        return notes_of(self.directory, self.dropped, self.goodbye_unreadable(),
+                        self.damage, self.trailing, published)  # fmt: skip
 
     def goodbye_row(self) -> pa.Table | None:
         """The goodbyes row once the stream said goodbye; None before (or when the file

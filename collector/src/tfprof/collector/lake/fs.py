@@ -3,8 +3,14 @@
 
 Publishing is atomic on every filesystem: locally a file is written under a hidden
 temporary name (``.NAME.tmp``, which Spark, Trino and DuckDB's ``*.parquet`` globs all
-skip), fsync'ed and renamed into place, the directory fsync'ed after; an object store
-makes an object visible only when its upload completes, so it is written in place.
+skip), fsync'ed and renamed into place, the directory fsync'ed after. An object store
+has no rename, but makes an object visible only when its upload completes (S3 and GCS
+alike: one PUT, or a multipart / resumable upload that is completed last). The file is
+therefore encoded whole in memory first and uploaded in one write: a failure while
+encoding uploads nothing, and a failed upload is never completed. (Writing the Parquet
+file straight into the upload stream would not do: a writer that fails half way still
+closes the stream, which writes a footer and completes the upload of a valid, shorter
+file.)
 """
 
 from __future__ import annotations
@@ -63,13 +69,11 @@ def write_parquet(lake: Lake, relative: str, table: pa.Table) -> int:
     a crash writes the same rows under the same name)."""
     path = lake.path(relative)
     if not lake.local:
-        lake.fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
-        _write(table, path, lake.fs)
-        return int(lake.fs.get_file_info(path).size or 0)
+        return _upload(lake, path, table)
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".{target.name}.tmp")
-    _write(table, str(tmp), None)
+    _write(table, str(tmp))
     with open(tmp, "rb") as f:
         os.fsync(f.fileno())
     os.replace(tmp, target)
@@ -77,11 +81,26 @@ def write_parquet(lake: Lake, relative: str, table: pa.Table) -> int:
     return target.stat().st_size
 
 
-def _write(table: pa.Table, where: str, filesystem: pafs.FileSystem | None) -> None:
+# Object stores without directories: nothing to create before an upload.
+_FLAT = frozenset({"s3", "gcs"})
+
+
+def _upload(lake: Lake, path: str, table: pa.Table) -> int:
+    """Publish on a filesystem without rename (see the module docstring)."""
+    encoded = pa.BufferOutputStream()
+    _write(table, encoded)
+    data = encoded.getvalue()
+    if lake.fs.type_name not in _FLAT:
+        lake.fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
+    with lake.fs.open_output_stream(path) as out:
+        out.write(data)
+    return int(data.size)
+
+
+def _write(table: pa.Table, where: str | pa.NativeFile) -> None:
     pq.write_table(
         table,
         where,
-        filesystem=filesystem,
         compression=COMPRESSION,
         row_group_size=ROW_GROUP_ROWS,
         # Dictionary pages for every column: names, ids and small enums shrink most.

@@ -20,11 +20,19 @@ import pyarrow.dataset as ds
 from google.protobuf.message import DecodeError
 
 from tfprof.collector.errors import InvalidArgument
-from tfprof.collector.lake.compact import up_to_date
+from tfprof.collector.lake.compact import published_notes, up_to_date
 from tfprof.collector.lake.convert import OutOfRange, StreamCursor
 from tfprof.collector.lake.fs import Lake, list_parquet
 from tfprof.collector.lake.location import Source, resolve
-from tfprof.collector.lake.schema import DEVICES, GOODBYES, PARTITION, STREAMS, TABLES, Table
+from tfprof.collector.lake.schema import (
+    DEVICES,
+    GOODBYES,
+    LOG_STATE,
+    PARTITION,
+    STREAMS,
+    TABLES,
+    Table,
+)
 from tfprof.collector.lake.segments import (
     SegmentName,
     Watermark,
@@ -48,6 +56,7 @@ class LocalStream:
 
     mark: Watermark
     lake_devices: bool = True  # the lake's devices file is current (else from the log)
+    lake_log_state: bool = True  # the same for the log_state file
 
 
 @dataclass
@@ -98,6 +107,12 @@ def _read_tail(stream_dir: Path, job: str, run: str, collector: str, tails: Tail
     if sorted(cursor.devices) != mark.devices:
         local.lake_devices = False
         tails.add(DEVICES.name, job, run, cursor.devices_rows())
+    published = published_notes(mark)
+    notes = cursor.notes(published)
+    if notes != published:
+        local.lake_log_state = False
+        if not notes.empty:
+            tails.add(LOG_STATE.name, job, run, notes.table(cursor.hello.stream_id))
 
 
 def published(lake: Lake, table: Table, local: dict[StreamKey, LocalStream]) -> list[str]:
@@ -122,6 +137,8 @@ def _covered(table: str, name: SegmentName, stream: LocalStream) -> bool:
         return stream.mark.streams
     if table == GOODBYES.name:
         return stream.mark.goodbye
+    if table == LOG_STATE.name:
+        return stream.lake_log_state
     return stream.lake_devices
 
 

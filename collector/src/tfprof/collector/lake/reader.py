@@ -29,18 +29,19 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from tfprof.collector.errors import NotFound
-from tfprof.collector.lake.compact import up_to_date
 from tfprof.collector.lake.fs import Lake, is_url
+from tfprof.collector.lake.logstate import LogNotes
 from tfprof.collector.lake.query import Engine, Tails, published, read_tails
 from tfprof.collector.lake.schema import (
     DEVICES,
     GOODBYES,
     HOST_SAMPLES,
+    LOG_STATE,
     RECORD_TABLES,
     STREAMS,
     TABLES,
 )
-from tfprof.collector.lake.segments import SegmentName, parse_partition, read_watermark
+from tfprof.collector.lake.segments import SegmentName, parse_partition
 from tfprof.collector.model import (
     HOST_COLUMNS,
     RECORD_COLUMNS,
@@ -51,8 +52,6 @@ from tfprof.collector.model import (
     empty_records,
 )
 from tfprof.collector.store.catalog import runs
-from tfprof.collector.store.loader import stream_dirs
-from tfprof.collector.store.summary import read_log_state
 from tfprof.core.records import RecordKind
 
 log = logging.getLogger("tfprof.collector.lake")
@@ -290,8 +289,8 @@ class _Found:
 
     def __init__(self) -> None:
         self.parts: dict[StreamKey, StreamParts] = {}
-        self.dirs: dict[StreamKey, Path] = {}  # streams read from a data dir's log
         self.order: list[tuple[str, str]] = []  # runs in data-dir order
+        self.notes: dict[StreamKey, list[LogNotes]] = {}  # log_state rows
 
     def stream(self, key: StreamKey) -> StreamParts:
         found = self.parts.get(key)
@@ -318,11 +317,9 @@ def open_jobs(arguments: Sequence[str], names: Sequence[str] | None = None) -> L
         tails.skipped += got.skipped
         for name, pieces in got.rows.items():
             tails.rows.setdefault(name, []).extend(pieces)
-        for job, run, run_dir in runs(source.data_dir / "jobs"):
+        for job, run, _run_dir in runs(source.data_dir / "jobs"):
             if (job, run) not in found.order:
                 found.order.append((job, run))
-            for stream_dir in stream_dirs(run_dir):
-                found.dirs[(job, run, stream_dir.name)] = stream_dir
     lakes = list(
         {(lake.fs.type_name, lake.root): lake for lake in (s.lake for s in engine.sources)}.values()
     )
@@ -341,15 +338,14 @@ def open_jobs(arguments: Sequence[str], names: Sequence[str] | None = None) -> L
         for rows in pieces:
             for key, part in _split_by_stream(rows):
                 found.stream(key).tails.setdefault(table, []).append(part)
-    meta = {t: _metadata(engine, lakes, tails, t) for t in (STREAMS.name, DEVICES.name,
-                                                             GOODBYES.name)}  # fmt: skip
+    meta = {t: _metadata(engine, lakes, tails, t) for t in PER_STREAM_TABLES}
     jobs = _jobs(found, meta, names)
     skipped = list(tails.skipped)
     _note_left_out(jobs, skipped)
     return LakeJobs(jobs, skipped)
 
 
-PER_STREAM_TABLES = frozenset({STREAMS.name, DEVICES.name, GOODBYES.name})
+PER_STREAM_TABLES = frozenset({STREAMS.name, DEVICES.name, GOODBYES.name, LOG_STATE.name})
 
 
 def _split_by_stream(rows: pa.Table) -> Iterator[tuple[StreamKey, pa.Table]]:
@@ -390,6 +386,9 @@ def _jobs(
         key = (str(row["job"]), str(row["run"]), str(row["stream_id"]))
         devices.setdefault(key, {})[int(row["ordinal"])] = _device(row)  # type: ignore[call-overload]
     goodbyes = {(str(r["job"]), str(r["run"]), str(r["stream_id"])): r for r in meta[GOODBYES.name]}
+    for row in meta[LOG_STATE.name]:
+        key = (str(row["job"]), str(row["run"]), str(row["stream_id"]))
+        found.notes.setdefault(key, []).append(LogNotes.from_row(row))
     order = list(found.order)
     order += sorted({(j, r) for j, r, _ in hellos} - set(order))
     jobs: list[JobData] = []
@@ -456,26 +455,9 @@ def _stream(
     stream.dropped.queue = _int(goodbye, "dropped_queue")
     stream.dropped.tracer = _int(goodbye, "dropped_tracer")
     stream.dropped.relay = _int(goodbye, "dropped_relay")
-    directory = found.dirs.get(key)
-    if directory is not None:
-        _note_log(directory, stream)
+    for notes in found.notes.get(key, ()):  # what its log says beyond its records
+        notes.apply(stream)
     return stream
-
-
-def _note_log(directory: Path, stream: LakeStream) -> None:
-    """What a data dir's log says beyond the lake: drops counted so far by a stream that
-    has not said goodbye, damaged entries in the part read from the log."""
-    mark = read_watermark(directory)
-    if mark is not None and up_to_date(directory, mark) and stream.finished:
-        return  # all of it is in the lake: the log has nothing to add
-    state = read_log_state(directory)
-    stream.dropped.queue = max(stream.dropped.queue, state.summary.dropped_queue)
-    if (directory / "goodbye.pb").exists() and not stream.finished:
-        stream.skipped.append("goodbye.pb unreadable")
-    if not state.damage:
-        return
-    stream.lost_records = state.lost_records
-    stream.skipped += [f"batches.log: {damage}" for damage in state.damage]
 
 
 def _note_left_out(jobs: list[JobData], skipped: list[str]) -> None:

@@ -2,9 +2,10 @@
 
 One place maps every record kind to its table and the columns meaningful for it
 (``RECORD_TABLES``); the dimension tables (``streams``, ``goodbyes``, ``devices``,
-``host_samples``) are declared beside them. Types are the narrowest that every value the
-collector accepts fits (validate.py bounds the 64-bit ones to int64) or that CUDA itself
-bounds (block dimensions, registers, CUPTI enums); times and byte counts are int64.
+``host_samples``, ``log_state``) are declared beside them. Types are the narrowest that
+every value the collector accepts fits (validate.py bounds the 64-bit ones to int64) or
+that CUDA itself bounds (block dimensions, registers, CUPTI enums); times and byte counts
+are int64.
 Names are dictionary-encoded strings resolved from the stream's string table. Copies,
 memsets and syncs carry ``name`` and every GPU table ``external_id`` (imported traces
 name copies by their TF node, and Kineto gives GPU work the op's External id): files
@@ -180,9 +181,25 @@ DEVICES = Table("devices", "one row per stream and device it reported", (
     _c("memory_bytes", pa.int64(), "bytes", "device memory"),
 ))  # fmt: skip
 
+# A damaged byte range of a stream's batches.log (tfprof.core.batchlog.Damage).
+DAMAGE = pa.struct([("offset", pa.int64()), ("bytes", pa.int64()), ("reason", pa.string())])
+LOG_STATE = Table("log_state", "one row per stream whose log says more than its records "
+                  "(only such streams have one)", (
+    _c("stream_id", pa.string(), "", "stream id"),
+    _c("dropped_queue", pa.int64(), "records", "lost in the hook's queue so far (the count "
+       "the latest batch carried; a goodbye's own count is in goodbyes)"),
+    _c("lost_records", pa.int64(), "records",
+       "records in the damaged entries; null: unknown"),
+    _c("damage", pa.list_(DAMAGE), "bytes", "byte ranges of batches.log that compaction "
+       "skipped: offset, bytes, reason (checksum mismatch, torn tail)"),
+    _c("goodbye_unreadable", pa.bool_(), "", "goodbye.pb could not be parsed: the stream "
+       "counts as unfinished"),
+))  # fmt: skip
+
 TABLES: dict[str, Table] = {
-    t.name: t for t in (*RECORD_TABLES.values(), HOST_SAMPLES, STREAMS, GOODBYES, DEVICES)
+    t.name: t
+    for t in (*RECORD_TABLES.values(), HOST_SAMPLES, STREAMS, GOODBYES, DEVICES, LOG_STATE)
 }
 # Tables with one file per stream, replaced whole when it changes (a device discovered
 # late): the rest get one file per compacted range of batches.
-PER_STREAM = frozenset({STREAMS.name, GOODBYES.name, DEVICES.name})
+PER_STREAM = frozenset({STREAMS.name, GOODBYES.name, DEVICES.name, LOG_STATE.name})

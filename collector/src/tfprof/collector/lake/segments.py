@@ -9,7 +9,8 @@ one lake without coordinating and no index is shared: listing the lake is the in
   ``goodbyes``, ``devices``), replaced whole when they change.
 
 The watermark (``lake.json`` in the stream's directory of the data dir) says what of
-the stream's log is published: batches up to ``last_seq``, and which per-stream tables.
+the stream's log is published: batches up to ``last_seq``, and which per-stream tables
+(with the ``log_state`` row as published).
 Before publishing batches ``last_seq+1..B`` it records ``pending = B``, so a compaction
 cut short by a crash is redone for exactly that range, under the same names, and every
 record lands in exactly one segment.
@@ -23,6 +24,7 @@ import re
 import secrets
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from tfprof.collector.lake.fs import SUFFIX
 from tfprof.collector.store.files import WATERMARK, write_atomic
@@ -86,6 +88,9 @@ class Watermark:
     streams: bool = False  # the streams row is published
     goodbye: bool = False  # the goodbyes row is published
     devices: list[int] = field(default_factory=list)  # ordinals in the devices file
+    # The log_state row published (LogNotes as JSON; {} none needed); None: not worked
+    # out yet (a stream compacted by an older release).
+    log_state: dict[str, Any] | None = None
 
 
 def read_watermark(stream_dir: Path) -> Watermark | None:

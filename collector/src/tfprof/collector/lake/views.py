@@ -66,8 +66,17 @@ WITH s AS (
   FROM streams GROUP BY job, run
 ), g AS (
   SELECT job, run, count(*) AS finished_streams,
-         sum(dropped_queue + dropped_tracer + dropped_relay) AS dropped
+         sum(dropped_tracer + dropped_relay) AS dropped
   FROM goodbyes GROUP BY job, run
+), q AS (
+  -- Queue drops: a stream's goodbye has the final count, its log_state row the count
+  -- so far of a stream that has not said goodbye (the larger, as reading the log).
+  SELECT job, run, sum(dropped_queue) AS dropped FROM (
+    SELECT job, run, stream_id, max(dropped_queue) AS dropped_queue FROM (
+      SELECT job, run, stream_id, dropped_queue FROM goodbyes
+      UNION ALL SELECT job, run, stream_id, dropped_queue FROM log_state
+    ) GROUP BY job, run, stream_id
+  ) GROUP BY job, run
 ), r AS (
   SELECT job, run, count(*) AS records, min(start_ns) AS first_ns,
          max(start_ns + duration_ns) AS last_ns
@@ -76,9 +85,10 @@ WITH s AS (
 SELECT s.job, s.run, s.streams, coalesce(g.finished_streams, 0) AS finished_streams,
        CASE WHEN coalesce(g.finished_streams, 0) = s.streams THEN 'finished'
             ELSE 'incomplete' END AS state,
-       s.tasks, coalesce(r.records, 0) AS records, coalesce(g.dropped, 0) AS dropped,
+       s.tasks, coalesce(r.records, 0) AS records,
+       coalesce(g.dropped, 0) + coalesce(q.dropped, 0) AS dropped,
        r.first_ns, r.last_ns, s.hosts, s.collectors
-FROM s LEFT JOIN g USING (job, run) LEFT JOIN r USING (job, run)
+FROM s LEFT JOIN g USING (job, run) LEFT JOIN q USING (job, run) LEFT JOIN r USING (job, run)
 ORDER BY s.job, r.first_ns
 """
 JOBS = """

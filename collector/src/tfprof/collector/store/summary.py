@@ -81,12 +81,15 @@ def _cached(directory: Path, log_size: int) -> StreamSummary | None:
     return candidate if 0 <= candidate.log_bytes <= log_size else None
 
 
-def read_log_state(directory: Path) -> LogState:
+def read_log_state(directory: Path, holding_lock: bool = False) -> LogState:
     """The stream's summary, brought up to date with the log's tail.
 
     Every entry's checksum is verified (cheap next to parsing); only the entries past
     the cached summary are parsed. Damage inside the cached prefix makes it a full
     rescan, and the records the cache counted there but no longer reads are ``lost``.
+    A torn tail is left out while a live collector holds the stream (an entry being
+    written), unless ``holding_lock``: the caller is that collector, reopening the
+    stream, so the torn tail is a crash's.
     """
     data = batchlog.read_bytes(directory / "batches.log")
     cached = _cached(directory, len(data))
@@ -105,7 +108,8 @@ def read_log_state(directory: Path) -> LogState:
         if batch.seq > summary.last_seq:  # else an old duplicate entry
             summary.add(batch, 0)
     summary.log_bytes = scan.end
-    if scan.damage and scan.damage[-1].reason == "torn tail" and is_streaming(directory):
+    torn = scan.damage and scan.damage[-1].reason == "torn tail"
+    if torn and not holding_lock and is_streaming(directory):
         scan.damage.pop()  # an entry being written right now, not damage
     if rescan and cached is not None:
         written = cached.records + cached.lost_records

@@ -67,7 +67,7 @@ class StreamWriter:
         hello_path = directory / "hello.pb"
         if not hello_path.exists():
             write_atomic(hello_path, hello.SerializeToString(), durable=fsync)
-        state = read_log_state(directory)
+        state = read_log_state(directory, holding_lock=True)
         self.summary: StreamSummary = state.summary
         if state.damage and state.damage[-1].reason == "torn tail":
             # A torn tail must not prefix the next entry; damage before it is kept for

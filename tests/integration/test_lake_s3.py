@@ -1,0 +1,150 @@
+"""One ``s3://`` lake written by two real collectors at once (a real S3 server on
+127.0.0.1, tests/s3_server.py): ``jobs``, ``sql`` and ``summary`` over the URL see both
+collectors' runs, record for record what their logs hold, in uniquely named segments."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.integration.collector_proc import start_serve
+from tests.integration.conftest import agent_cmd, clean_env, collector_cmd
+from tests.s3_server import S3Server, s3_server
+from tests.traces import shared_traces
+from tfprof.collector.lake.fs import list_parquet, open_lake
+from tfprof.collector.lake.schema import RECORD_TABLES, TABLES
+from tfprof.collector.lake.segments import SegmentName
+from tfprof.collector.model import StreamData
+from tfprof.collector.store import Store
+from tfprof.core.records import RecordKind
+
+BUCKET = "tfprof-lake"
+LAKE = f"s3://{BUCKET}/cluster"
+# (job, trace) per collector: job "train" has a run on each collector.
+RUNS = {
+    "a": [("train", "kineto-hta/simple_add.json.gz")],
+    "b": [("train", "kineto-hta/event_sync_multi_stream.json.gz"),
+          ("eval", "tf-timeline-ikhlestov/GPU_timeline_02_step_0.json")],
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Cluster:
+    server: S3Server
+    data_dirs: dict[str, Path]
+
+    def streams(self) -> list[StreamData]:
+        """Every stream as the collectors' logs hold it (the logs alone)."""
+        return [s for d in self.data_dirs.values() for j in Store(d).load_jobs() for s in j.streams]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    traces = shared_traces()
+    root = tmp_path_factory.mktemp("s3-cluster")
+    with s3_server() as server:
+        server.create_bucket(BUCKET)
+        data_dirs = {name: root / f"data-{name}" for name in RUNS}
+        serves = {
+            name: start_serve(d, "--lake", LAKE, "--compact-interval", "1", env=server.env)
+            for name, d in data_dirs.items()
+        }
+        try:
+            for name, jobs in RUNS.items():
+                for job, trace in jobs:
+                    cmd = agent_cmd(
+                        "run", "--collector", serves[name].address, "--job", job,
+                        "--source", f"replay:{traces / trace}", "--replay-speed", "max",
+                        "--host-metrics-interval", "0", "--", sys.executable, "-c", "pass",
+                    )  # fmt: skip
+                    run = subprocess.run(cmd, env=clean_env(), capture_output=True, text=True,
+                                         timeout=300, cwd=root)  # fmt: skip
+                    assert run.returncode == 0, run.stderr
+        finally:
+            for serve in serves.values():
+                assert serve.terminate() == 0, serve.output()
+        with pytest.MonkeyPatch.context() as env:
+            for name, value in server.env.items():
+                env.setenv(name, value)
+            yield Cluster(server, data_dirs)
+
+
+def collector(cluster: Cluster, *args: str) -> str:
+    run = subprocess.run(collector_cmd(*args), env=clean_env(**cluster.server.env),
+                         capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    return run.stdout
+
+
+def sql(cluster: Cluster, query: str, *sources: str) -> list[dict[str, Any]]:
+    args = [a for s in sources or (LAKE,) for a in ("--data-dir", s)]
+    rows: list[dict[str, Any]] = json.loads(
+        collector(cluster, "sql", query, *args, "--format", "json")
+    )
+    return rows
+
+
+def test_both_collectors_publish_uniquely_named_segments(cluster: Cluster) -> None:
+    lake = open_lake(LAKE)
+    files = [i for t in TABLES for i in list_parquet(lake, t)]
+    segments = [SegmentName.parse(i.base_name) for i in files]
+    assert all(segments) and len({i.path for i in files}) == len(files)
+    assert len({s.collector for s in segments if s}) == 2
+    for d in cluster.data_dirs.values():
+        assert (d / "lake.url").read_text().strip() == LAKE
+        assert not (d / "lake").exists()  # nothing went to the default local lake
+
+
+def test_sql_and_jobs_over_s3_hold_every_logged_record_once(cluster: Cluster) -> None:
+    streams = cluster.streams()
+    for kind, table in RECORD_TABLES.items():
+        logged = sum(int((s.records["kind"] == kind).sum()) for s in streams)
+        assert sql(cluster, f"SELECT count(*) AS n FROM {table.name}")[0]["n"] == logged
+    assert sql(cluster, "SELECT count(*) AS n FROM goodbyes")[0]["n"] == len(streams)
+    # Kernel by kernel: (job, name, start, duration) as the logs hold them.
+    logged_kernels = Counter(
+        (s.job, s.strings[int(n)], int(t) + s.record_shift_ns, int(d))
+        for s in streams
+        for n, t, d in zip(*(s.records[c][s.records["kind"] == RecordKind.KERNEL]
+                             for c in ("name", "start_ns", "duration_ns")), strict=True)
+    )  # fmt: skip
+    query = "SELECT job, name, start_ns, duration_ns FROM kernels"
+    lake_kernels = Counter(tuple(r.values()) for r in sql(cluster, query))
+    assert lake_kernels == logged_kernels and sum(lake_kernels.values()) > 0
+    # The data dirs name the S3 lake: read through them, the same rows.
+    dirs = [str(d) for d in cluster.data_dirs.values()]
+    assert Counter(tuple(r.values()) for r in sql(cluster, query, *dirs)) == logged_kernels
+    listing = collector(cluster, "jobs", "--data-dir", LAKE)
+    assert listing.count("finished") == 3
+    runs = sql(cluster, "SELECT job, collectors FROM runs ORDER BY job")
+    assert [r["job"] for r in runs] == ["eval", "train", "train"]
+
+
+def test_summary_over_s3_is_the_logs_summary(cluster: Cluster) -> None:
+    streams = cluster.streams()
+    expected: dict[tuple[str, str], list[int]] = {}
+    for s in streams:
+        kernels = s.records["kind"] == RecordKind.KERNEL
+        for name, duration in zip(s.records["name"][kernels], s.records["duration_ns"][kernels],
+                                  strict=True):  # fmt: skip
+            counts = expected.setdefault((s.job, s.strings[int(name)]), [0, 0])
+            counts[0] += 1
+            counts[1] += int(duration)
+    summed: dict[tuple[str, str], list[int]] = {}
+    for job in ("train", "eval"):
+        out = collector(cluster, "summary", "--data-dir", LAKE, "--job", job,
+                        "--view", "kernels", "--format", "json")  # fmt: skip
+        for row in json.loads(out)["rows"]:
+            counts = summed.setdefault((job, row["name"]), [0, 0])
+            counts[0] += row["count"]
+            counts[1] += round(row["total_us"] * 1000)
+    assert summed == expected
+    assert sum(c for c, _ in expected.values()) > 0
