@@ -148,3 +148,27 @@ def test_summary_over_s3_is_the_logs_summary(cluster: Cluster) -> None:
             counts[1] += round(row["total_us"] * 1000)
     assert summed == expected
     assert sum(c for c, _ in expected.values()) > 0
+
+
+def test_export_over_s3_holds_every_logged_kernel(cluster: Cluster, tmp_path: Path) -> None:
+    import numpy as np
+
+    from tfprof.core.formats import load_trace
+
+    out = tmp_path / "lake.json"
+    collector(cluster, "export", "--data-dir", LAKE, "-o", str(out))
+    trace = load_trace(out)
+    cols = {
+        c: np.frombuffer(trace.columns[c], dtype=np.int64) for c in ("kind", "name", "duration_ns")
+    }
+    kernels = cols["kind"] == RecordKind.KERNEL
+    exported = Counter(
+        (trace.names[int(n)], int(d))
+        for n, d in zip(cols["name"][kernels], cols["duration_ns"][kernels], strict=True)
+    )
+    logged: Counter[tuple[str, int]] = Counter()
+    for s in cluster.streams():
+        k = s.records["kind"] == RecordKind.KERNEL
+        for n, d in zip(s.records["name"][k], s.records["duration_ns"][k], strict=True):
+            logged[(s.strings[int(n)], int(d))] += 1
+    assert exported == logged and sum(logged.values()) > 0
