@@ -109,6 +109,16 @@ def test_document_shape() -> None:
     assert len(slices(trace)) == 8
 
 
+def test_the_head_names_the_tool_before_any_event(tmp_path: Path) -> None:
+    from tfprof.collector.analysis.tracefile import _starts_like_our_export
+    from tfprof.core.formats.load import json_trace_head
+
+    out = write_timeline(sample_timeline(), tmp_path / "t.json")
+    head = json_trace_head(out)  # read from the start of the file, up to traceEvents
+    assert head is not None and head["metadata"]["tool"]["name"] == "tfprof-agent"
+    assert _starts_like_our_export(str(out))
+
+
 def test_times_are_relative_fractional_microseconds() -> None:
     trace = render(sample_timeline())
     (k1,) = by_corr(trace, 11)

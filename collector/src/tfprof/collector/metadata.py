@@ -14,12 +14,18 @@ import numpy as np
 from tfprof.collector.model import DropCounts, JobData, StreamData
 from tfprof.collector.prepare import PreparedStream, TimeWindow
 from tfprof.collector.timeline import GroupBy
+from tfprof.core.formats.tfprof_chrome import TOOL_NAME
 from tfprof.core.records import RecordKind
 from tfprof.core.version import __version__
 
 # "other": everything but kernels, copies and memsets (syncs and the host side), as
 # before there was a host side; "api", "marker", "memory" count the host side alone.
 _KIND_COUNTS = ("kernel", "memcpy", "memset", "api", "marker", "memory", "other", "total")
+
+
+def tool_tag() -> dict[str, str]:
+    """What every export of ours names as its writer (``otherData.tool``)."""
+    return {"name": TOOL_NAME, "version": __version__}
 
 
 def _drop_dict(d: DropCounts) -> dict[str, int]:
@@ -171,7 +177,7 @@ class MetadataBuilder:
             )
         window = self._window
         return {
-            "tool": {"name": "tfprof-agent", "version": __version__},
+            "tool": tool_tag(),
             "group_by": self._group_by,
             "origin_ns": self._origin,
             "window_ns": None if window is None else [window.lo, window.hi],

@@ -63,9 +63,12 @@ def _starts_like_our_export(where: str) -> bool:
         head = json_trace_head(where)
     except OSError:
         return False  # reported by the readers below, in their words
-    other = (head or {}).get("otherData")
-    tool = other.get("tool") if isinstance(other, dict) else None
-    return isinstance(tool, dict) and tool.get("name") == TOOL_NAME
+    for key in ("metadata", "otherData"):  # ours name the tool in "metadata" up front
+        extra = (head or {}).get(key)
+        tool = extra.get("tool") if isinstance(extra, dict) else None
+        if isinstance(tool, dict) and tool.get("name") == TOOL_NAME:
+            return True
+    return False
 
 
 def _plain_job(where: str, loaded: Loaded | None = None) -> JobData:

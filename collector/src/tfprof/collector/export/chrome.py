@@ -1,11 +1,14 @@
 """Chrome trace event JSON: opens in Perfetto UI and chrome://tracing.
 
-Object form, ``{"displayTimeUnit": "ns", "traceEvents": [...], "otherData": {...}}``:
+Object form, ``{"displayTimeUnit": "ns", "metadata": {"tool": ...}, "traceEvents": [...],
+"otherData": {...}}``:
 ``ts`` and ``dur`` are microseconds (fractional, nanosecond precision) relative to the
 earliest event, as the format requires; ``displayTimeUnit`` only asks viewers to show
 nanoseconds. The timeline's metadata goes under ``otherData``, the format's place for it
 (chrome://tracing lists it under "Metadata", Perfetto ignores it), after the events:
-it is complete only once every part of the timeline was written.
+it is complete only once every part of the timeline was written. The tool's name and
+version also go in a small ``metadata`` member before the events, so a reader can tell
+our export from the file's first bytes (``json_trace_head``) without reading it whole.
 
 The timeline is written one part (task) at a time (``PartedTimeline``): the part's
 process and thread names, its slices, its launch flows, its counters.
@@ -34,6 +37,7 @@ from tfprof.collector.export.args import pick
 from tfprof.collector.export.chrome_rows import DimText, NameText, flow_rows, slice_rows
 from tfprof.collector.export.flow_ends import flow_ends, flow_ids
 from tfprof.collector.export.output import CHUNK_EVENTS, BinaryOutput
+from tfprof.collector.metadata import tool_tag
 from tfprof.collector.timeline import (
     CounterTrack,
     PartedTimeline,
@@ -62,7 +66,9 @@ class ChromeReporter:
     def render(self, outfile: BinaryOutput) -> None:
         """Write the whole trace to a binary file object."""
         timeline = parted(self.timeline)
-        outfile.write(b'{"displayTimeUnit":"ns","traceEvents":[')
+        outfile.write(b'{"displayTimeUnit":"ns","metadata":')
+        outfile.write(orjson.dumps({"tool": tool_tag()}))
+        outfile.write(b',"traceEvents":[')
         first = True
         for part in timeline.parts():
             for block in self._blocks(part):
