@@ -190,7 +190,8 @@ def _loaded(streams: Sequence[StreamData]) -> Iterator[None]:
     with contextlib.ExitStack() as stack:
         for stream in streams:
             if isinstance(stream, StoredStream):
-                stack.enter_context(stream.loaded(host=True))
+                # Every record column: the formats write launch geometry, registers, ...
+                stack.enter_context(stream.loaded(host=True, columns=RECORD_COLUMNS))
         yield
 
 

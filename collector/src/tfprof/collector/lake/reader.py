@@ -106,7 +106,7 @@ class LakeStream(StreamData):
     def loaded(self, host: bool = True, columns: Sequence[str] = READ_COLUMNS) -> Iterator[None]:
         """The stream's records (GPU activity; with ``host`` also API calls, ranges and
         memory records) and host samples, for the duration of the block; of
-        ``READ_COLUMNS`` only ``columns`` are read (the others are zeros)."""
+        the record columns only ``columns`` are read (the others are zeros)."""
         tables = GPU_TABLES + (HOST_TABLES if host else ())
         self.records, self.strings = read_records(self.parts, tables, columns)
         self.host_samples = read_host_samples(self.parts)
@@ -216,22 +216,24 @@ class _Strings:
 def read_records(
     parts: StreamParts, tables: Sequence[str], read: Sequence[str] = READ_COLUMNS
 ) -> tuple[dict[str, np.ndarray], list[str]]:
-    """The stream's records of ``tables`` as ``RECORD_COLUMNS`` (int64; columns no
-    analysis reads, and those of ``READ_COLUMNS`` not in ``read``, are zeros that take
-    no memory) and its string table."""
+    """The stream's records of ``tables`` as ``RECORD_COLUMNS`` (int64 unless narrower in
+    ``_DTYPES``; the columns not in ``read`` are zeros that take no memory) and its
+    string table. ``read`` may name any record column: the analyses read
+    ``READ_COLUMNS``, the timeline exports every column (launch geometry included)."""
     strings = _Strings()
-    columns: dict[str, list[np.ndarray]] = {c: [] for c in ("kind", *READ_COLUMNS)}
+    read = [c for c in dict.fromkeys(read) if c != "kind"]
+    columns: dict[str, list[np.ndarray]] = {c: [] for c in ("kind", *read)}
     for name in tables:
         table = TABLES[name]
         lake_names = {c.record_column: c.name for c in table.columns}
         lake_names = {c: n for c, n in lake_names.items() if c in read}
-        wanted = [lake_names[c] for c in READ_COLUMNS if c in lake_names]
+        wanted = [lake_names[c] for c in read if c in lake_names]
         rows = _read(parts, name, wanted)
         if rows is None or not rows.num_rows:
             continue
         n = rows.num_rows
         columns["kind"].append(np.full(n, _KIND_OF[name], np.int8))
-        for c in READ_COLUMNS:
+        for c in read:
             if c not in lake_names:
                 columns[c].append(np.zeros(n, _DTYPES.get(c, np.int64)))
             elif pa.types.is_dictionary(rows.schema.field(lake_names[c]).type):
