@@ -33,3 +33,9 @@ def test_defaults_are_shown() -> None:
     merge = subcommands()["merge"].format_help()
     assert "(default: " in merge
     assert "(default: None)" not in merge + summary
+
+
+def test_the_top_level_help_lists_every_subcommand() -> None:
+    # Subcommand help lines are %-formatted here: a bare "%" in one broke ``--help``.
+    text = build_parser().format_help()
+    assert all(name in text for name in subcommands())

@@ -22,7 +22,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
     p = sub.add_parser(
         "top",
-        help="live view: GPU busy % per physical GPU and the jobs sharing it",
+        help="live view: GPU busy %% per physical GPU and the jobs sharing it",
         description=(
             "A terminal view refreshed every --interval: per physical GPU (host, UUID) its\n"
             "busy % and the jobs sharing it with their shares; per job its processes, busy %,\n"
