@@ -359,3 +359,38 @@ def test_empty_input() -> None:
     tl = build_timeline([])
     assert tl.slices == () and tl.processes == () and tl.metadata["jobs"] == []
     assert tl.num_slices == 0
+
+
+def test_gpu_only_task_counts_its_records_unlinked_as_with_api_calls() -> None:
+    """A task without API calls or ranges skips linking; its counts are those a linked
+    task would show for the same GPU records with nothing to link them to."""
+    gpu = [kernel(0, 5, correlation=1), memcpy(10, 5, correlation=2), memset(20, 5),
+           kernel(30, 5, correlation=0), {"kind": RecordKind.MEMORY, "start_ns": 40}]  # fmt: skip
+    api = {"kind": RecordKind.API, "start_ns": 0, "duration_ns": 1, "thread": 9, "name": 2}
+    for rows, linked in (
+        (gpu, 0),
+        ([*gpu, {**api, "correlation": 2}], 1),  # the copy's call: linked
+        ([*gpu, {**api, "correlation": 99}], 0),  # a call that launched none of them
+    ):
+        tl = build_timeline([JobData("train", "r1", [stream(rows)])])
+        flows = tl.metadata["host_side"]["flows"]
+        assert flows == {"linked": linked, "unknown_correlation": 2, "missing_api": 2 - linked,
+                         "ambiguous_api": 0, "by_launch": 0, "by_external_id": 0,
+                         "by_node_name": 0, "unattributed": 4}  # fmt: skip
+        assert tl.metadata["host_side"]["tasks"] == [{"job": "train", "task": "0", **flows}]
+        assert len(tl.flows) == linked
+
+
+def test_streams_and_devices_of_any_size_split_into_ordered_tracks() -> None:
+    """Small ordinals take the 16-bit key path, large ones the 64-bit one: same tracks."""
+    for devices, streams in (((0, 1, 3), (7, 13, 2)), ((0, 70_000), (7, 1 << 31, 13))):
+        rows = [kernel(10 * i, 5, stream=s, device=d)
+                for i, (d, s) in enumerate((d, s) for s in streams for d in devices)]  # fmt: skip
+        tl = build_timeline([JobData("train", "r1", [stream(rows)])])
+        names = [t.name for t in tl.slices]
+        expected = [f"/job:train/task:0/gpu:{d}/stream:{s}"
+                    for d in sorted(devices) for s in sorted(streams)]  # fmt: skip
+        assert names == expected
+        for t in tl.slices:
+            assert len(t) == 1 and t.column("device")[0] == t.key.gpu
+            assert t.column("stream")[0] == t.key.stream
