@@ -7,6 +7,7 @@ import random
 import numpy as np
 import pytest
 
+from tfprof.collector import lanes
 from tfprof.collector.lanes import assign_lanes
 
 
@@ -49,5 +50,18 @@ def test_assign_lanes_matches_plain_greedy(seed: int) -> None:
     end = [s + rng.choice([0, 1, 3, 10, 40]) for s in start]
     lane, n = assign_lanes(np.array(start), np.array(end))
     expected = _reference_lanes(start, end)
+    assert lane.tolist() == expected
+    assert n == max(expected) + 1
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_assign_lanes_many_lanes_matches_plain_greedy(seed: int) -> None:
+    """Dozens of slices at once: lanes past the chained ones come from the heap walk."""
+    rng = random.Random(seed)
+    start = sorted(rng.randrange(0, 200) for _ in range(600))
+    end = [s + rng.choice([0, 5, 20, 60]) for s in start]
+    lane, n = assign_lanes(np.array(start), np.array(end))
+    expected = _reference_lanes(start, end)
+    assert n > 2 * lanes.CHAINED_LANES
     assert lane.tolist() == expected
     assert n == max(expected) + 1

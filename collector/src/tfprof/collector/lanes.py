@@ -3,7 +3,13 @@
 Same rule as tf.timeline's ``_assign_lanes``: walk the slices in start order and put each
 one on the first lane whose last slice has ended (end <= start), opening a new lane when
 none has. Slices on one CUDA stream rarely overlap, so the common case is answered with
-numpy alone; only clusters of mutually overlapping slices go through the Python loop.
+numpy alone; only clusters of mutually overlapping slices go through Python.
+
+Those are given lanes one lane at a time: lane 0 takes the first slice, then the first
+slice that starts once it has ended, and so on (a ``searchsorted`` finds each slice's
+successor, a walk follows them); the slices it leaves get lanes 1, 2, ... the same way
+among themselves, exactly what the greedy walk over all lanes gives. A track with many
+lanes (many copies at once) finishes with a heap walk over the slices left.
 """
 
 from __future__ import annotations
@@ -34,10 +40,43 @@ def assign_lanes(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, int]:
     cluster = np.cumsum(fresh) - 1
     sizes = np.bincount(cluster)
     crowded = np.flatnonzero(sizes[cluster] > 1)
-    lane[crowded] = _first_fit(
-        start[crowded].tolist(), end[crowded].tolist(), fresh[crowded].tolist()
-    )
+    lane[crowded] = _lanes_of_crowded(start[crowded], end[crowded], fresh[crowded])
     return lane, int(lane.max()) + 1
+
+
+CHAINED_LANES = 8  # lanes given a chain at a time; the rest share one heap walk
+
+
+def _lanes_of_crowded(start: np.ndarray, end: np.ndarray, fresh: np.ndarray) -> np.ndarray:
+    """First-fit lanes of slices in start order, lane by lane (see the module's doc).
+
+    The slices a lane leaves are first-fit among themselves on the later lanes: each
+    reaches lane k+1 exactly when lane k was busy, whatever the others hold."""
+    lane = np.empty(start.shape[0], dtype=np.int32)
+    todo = np.arange(start.shape[0])
+    for k in range(CHAINED_LANES):
+        if todo.shape[0] == 0:
+            return lane
+        s = start[todo]
+        # A slice's successor on this lane: the first later one starting once it ended.
+        after = np.maximum(np.searchsorted(s, end[todo]), np.arange(1, s.shape[0] + 1))
+        taken = _walk(after.tolist())
+        lane[todo[taken]] = k
+        todo = np.delete(todo, taken)
+    if todo.shape[0]:
+        rest = _first_fit(start[todo].tolist(), end[todo].tolist(), fresh[todo].tolist())
+        lane[todo] = np.asarray(rest, dtype=np.int32) + CHAINED_LANES
+    return lane
+
+
+def _walk(after: list[int]) -> list[int]:
+    """The chain from the first slice: 0, after[0], after[after[0]], ... (below len)."""
+    chain: list[int] = []
+    n, i = len(after), 0
+    while i < n:
+        chain.append(i)
+        i = after[i]
+    return chain
 
 
 def _first_fit(starts: list[int], ends: list[int], fresh: list[bool]) -> list[int]:
