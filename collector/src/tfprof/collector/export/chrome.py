@@ -31,9 +31,9 @@ import numpy as np
 import orjson
 
 from tfprof.collector.export.args import pick
-from tfprof.collector.export.chrome_rows import DimText, NameText, flow_rows, slice_rows
+from tfprof.collector.export.chrome_rows import DimText, NameText, Rows, flow_rows, slice_rows
 from tfprof.collector.export.flow_ends import flow_ends, flow_ids
-from tfprof.collector.export.output import CHUNK_EVENTS, BinaryOutput
+from tfprof.collector.export.output import CHUNK_EVENTS, BinaryOutput, BlockPipeline
 from tfprof.collector.timeline import (
     CounterTrack,
     PartedTimeline,
@@ -64,20 +64,20 @@ class ChromeReporter:
         timeline = parted(self.timeline)
         outfile.write(b'{"displayTimeUnit":"ns","traceEvents":[')
         first = True
-        for part in timeline.parts():
-            for block in self._blocks(part):
-                if block.nbytes == 0:
-                    continue
-                data = block.reshape(-1).data  # the rows as they lie in memory, no copy
-                outfile.write(data[1:] if first else data)  # every event starts with a comma
-                first = False
+        # Blocks are laid out here, filled and written on two threads (BlockPipeline).
+        with BlockPipeline(outfile) as pipeline:
+            for part in timeline.parts():
+                for block in self._blocks(part):
+                    if block.nbytes == 0:
+                        continue
+                    pipeline.put(block.finish, skip=int(first))  # every event starts with a comma
+                    first = False
         outfile.write(b'],"otherData":')
         outfile.write(orjson.dumps(timeline.metadata))
         outfile.write(b"}\n")
 
-    def _blocks(self, part: TimelinePart) -> Iterator[np.ndarray]:
-        """The part's events as blocks of bytes (1-D, or a matrix of equal rows), each
-        event led by a comma."""
+    def _blocks(self, part: TimelinePart) -> Iterator[Rows]:
+        """The part's events as blocks, each event led by a comma."""
         if len(part.names) != len(self._names.encoded):  # names are only ever appended
             self._names = NameText(part.names)
         yield _dict_events(self._metadata_events(part))
@@ -124,7 +124,7 @@ class ChromeReporter:
                 )
         return events
 
-    def _slice_blocks(self, track: SliceTrack) -> Iterator[np.ndarray]:
+    def _slice_blocks(self, track: SliceTrack) -> Iterator[Rows]:
         """The slices of one track: by kind, then by the width class of their names,
         each in start order, a chunk at a time (the order does not depend on the chunk
         size)."""
@@ -146,7 +146,7 @@ class ChromeReporter:
         width_class: np.ndarray,
         mask: np.ndarray,
         kind: int | None,
-    ) -> Iterator[np.ndarray]:
+    ) -> Iterator[Rows]:
         if not mask.any():
             return
         classes = np.unique(width_class[mask]).tolist()
@@ -160,7 +160,7 @@ class ChromeReporter:
                 sel: slice | np.ndarray = slice(a, b) if rows is None else rows[a:b]
                 yield slice_rows(track, kind, sel, self._names, cls, pick(tids, sel), self._dims)
 
-    def _flow_blocks(self, part: TimelinePart) -> Iterator[np.ndarray]:
+    def _flow_blocks(self, part: TimelinePart) -> Iterator[Rows]:
         """Each launch flow as a start event on its API call and an end on its GPU slice."""
         flows = part.flows
         if not len(flows):
@@ -189,12 +189,12 @@ class ChromeReporter:
             ]
 
 
-def _dict_events(events: list[dict[str, Any]]) -> np.ndarray:
+def _dict_events(events: list[dict[str, Any]]) -> Rows:
     """Events as bytes, each led by a comma (none for no events)."""
     if not events:
-        return np.zeros(0, dtype=np.uint8)
+        return Rows((), 0, np.zeros(0, dtype=np.uint8))
     data = orjson.dumps(events)
-    return np.frombuffer(b"," + data[1:-1], dtype=np.uint8)
+    return Rows((), 0, np.frombuffer(b"," + data[1:-1], dtype=np.uint8))
 
 
 __all__ = ["CHUNK_EVENTS", "BinaryOutput", "ChromeReporter"]
