@@ -94,3 +94,18 @@ def test_an_error_in_the_caller_drops_the_waiting_blocks() -> None:
         release.set()
         raise KeyboardInterrupt
     assert b"later" not in out.getvalue()
+
+
+def test_then_runs_on_the_writing_thread_after_the_skip() -> None:
+    out = io.BytesIO()
+    threads: set[int] = set()
+
+    def upper(data: bytes | memoryview) -> bytes:
+        threads.add(threading.get_ident())
+        return bytes(data).upper()
+
+    with BlockPipeline(out) as pipeline:
+        pipeline.put(functools.partial(bytes, b",abc"), skip=1, then=upper)
+        pipeline.put(functools.partial(bytes, b",de"), then=upper)
+    assert out.getvalue() == b"ABC,DE"
+    assert threading.get_ident() not in threads and len(threads) == 1

@@ -21,6 +21,8 @@ class BinaryOutput(Protocol):
 
 # Finishes a block: returns its bytes.
 Finish = Callable[[], bytes | memoryview]
+# Turns a finished block into what is written (a compressor), on the writing thread.
+Then = Callable[[bytes | memoryview], bytes | memoryview]
 
 
 class BlockPipeline:
@@ -42,20 +44,23 @@ class BlockPipeline:
         self._waiting: deque[Future[None]] = deque()
         self._failed = False  # set on the writing thread only
 
-    def put(self, finish: Finish, skip: int = 0) -> None:
-        """Write what ``finish()`` returns, less its first ``skip`` bytes, after every
-        block put before it."""
+    def put(self, finish: Finish, skip: int = 0, then: Then | None = None) -> None:
+        """Write what ``finish()`` returns, less its first ``skip`` bytes (and passed
+        through ``then`` on the writing thread), after every block put before it."""
         finished = self._finish.submit(finish)
-        self._waiting.append(self._write.submit(self._write_when_done, finished, skip))
+        self._waiting.append(self._write.submit(self._write_when_done, finished, skip, then))
         while len(self._waiting) > self._depth:
             self._waiting.popleft().result()
 
-    def _write_when_done(self, finished: Future[bytes | memoryview], skip: int) -> None:
+    def _write_when_done(
+        self, finished: Future[bytes | memoryview], skip: int, then: Then | None
+    ) -> None:
         if self._failed:  # a block is missing: nothing after it may be written
             raise RuntimeError("an earlier block failed")
         try:
             data = finished.result()
-            self._outfile.write(memoryview(data)[skip:] if skip else data)
+            data = memoryview(data)[skip:] if skip else data
+            self._outfile.write(data if then is None else then(data))
         except BaseException:
             self._failed = True
             raise

@@ -350,6 +350,19 @@ def _flow_pieces(flows: ChunkFlows) -> list[Piece]:
     return pieces
 
 
+@dataclass(frozen=True)
+class Packets:
+    """Rows of packets laid out (their fields encoded), made into bytes by ``finish``:
+    on the reporter's pipeline, another thread. ``prefix``: bytes before them."""
+
+    pieces: Sequence[Piece]
+    rows: int
+    prefix: bytes = b""
+
+    def finish(self) -> bytes:
+        return self.prefix + encode_rows(self.pieces, self.rows)
+
+
 def slice_packets(
     track: SliceTrack,
     sel: np.ndarray,
@@ -360,6 +373,17 @@ def slice_packets(
     """The begin and end packets of the slices ``sel`` of ``track``, in time order, as
     ``Trace.packet`` entries. ``uuids``: each lane's track uuid; ``flows``: the launch
     flows these slices start and end (``sel`` is then one run of the track)."""
+    return slice_layout(track, sel, uuids, interned, flows).finish()
+
+
+def slice_layout(
+    track: SliceTrack,
+    sel: np.ndarray,
+    uuids: np.ndarray,
+    interned: Interned,
+    flows: ChunkFlows | None = None,
+) -> Packets:
+    """``slice_packets`` laid out, not yet made into bytes (``Packets.finish``)."""
     rows = sel.shape[0]
     sel_run = as_run(sel)
     start = pick(track.start_ns, sel_run)
@@ -379,7 +403,7 @@ def slice_packets(
     end_event: list[Piece] = [_TYPE + varint(_SLICE_END), *uuid]
     end_time = start + pick(track.duration_ns, sel_run)
     end = [_TIMESTAMP, varints(end_time), _SEQUENCE, *message(_TRACK_EVENT, end_event)]
-    return encode_rows([*message(_PACKET, begin), *message(_PACKET, end)], rows)
+    return Packets([*message(_PACKET, begin), *message(_PACKET, end)], rows)
 
 
-__all__ = ["SEQUENCE_ID", "Interned", "slice_packets", "split_args"]
+__all__ = ["SEQUENCE_ID", "Interned", "Packets", "slice_layout", "slice_packets", "split_args"]
