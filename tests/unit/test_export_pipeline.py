@@ -109,22 +109,3 @@ def test_then_runs_on_the_writing_thread_after_the_skip() -> None:
         pipeline.put(functools.partial(bytes, b",de"), then=upper)
     assert out.getvalue() == b"ABC,DE"
     assert threading.get_ident() not in threads and len(threads) == 1
-
-
-def test_blocks_finished_out_of_order_are_written_in_order() -> None:
-    """Two finishers: a slow block finishes after the quick one put behind it."""
-    out = io.BytesIO()
-    quick_done = threading.Event()
-
-    def slow() -> bytes:
-        assert quick_done.wait(10)
-        return b"slow,"
-
-    def quick() -> bytes:
-        quick_done.set()
-        return b"quick"
-
-    with BlockPipeline(out, finishers=2) as pipeline:
-        pipeline.put(slow)
-        pipeline.put(quick)
-    assert out.getvalue() == b"slow,quick"

@@ -64,12 +64,11 @@ class ChromeReporter:
         timeline = parted(self.timeline)
         outfile.write(b'{"displayTimeUnit":"ns","traceEvents":[')
         first = True
-        # Blocks are chosen here, laid out and filled on two threads and written on a
-        # third (BlockPipeline): the record columns are read and the bytes made there.
-        with BlockPipeline(outfile, finishers=2) as pipeline:
+        # Blocks are laid out here, filled and written on two threads (BlockPipeline).
+        with BlockPipeline(outfile) as pipeline:
             for part in timeline.parts():
                 for block in self._blocks(part):
-                    if block.empty:
+                    if block.nbytes == 0:
                         continue
                     pipeline.put(block.finish, skip=int(first))  # every event starts with a comma
                     first = False

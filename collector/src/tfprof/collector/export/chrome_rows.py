@@ -15,10 +15,9 @@ blocks after the document's first event.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import cache, partial
+from functools import cache
 
 import numpy as np
 import orjson
@@ -85,32 +84,21 @@ class NameText:
 
 
 class Rows:
-    """A block of ``count`` events, made into bytes when ``finish`` is called (by the
-    reporter's pipeline, on another thread): laid out by ``pieces``, or by what
-    ``lay_out()`` returns then, or bytes ``made`` already (1-D)."""
+    """A block of ``count`` events laid out by ``pieces``, made when ``finish`` is called
+    (by the reporter's pipeline, on another thread), or bytes ``made`` already (1-D).
+    Its size is known before it is made."""
 
-    def __init__(
-        self,
-        pieces: Sequence[Piece],
-        count: int,
-        made: np.ndarray | None = None,
-        lay_out: Callable[[], Sequence[Piece]] | None = None,
-    ) -> None:
+    def __init__(self, pieces: Sequence[Piece], count: int, made: np.ndarray | None = None) -> None:
         self.pieces = pieces
         self.count = count
         self.made = made
-        self.lay_out = lay_out
-
-    @property
-    def empty(self) -> bool:
-        return self.count == 0 if self.made is None else self.made.nbytes == 0
+        width = sum(p.width if isinstance(p, Slot) else len(p) for p in pieces)
+        self.nbytes = count * width if made is None else int(made.nbytes)
 
     def finish(self) -> memoryview:
         """The block's bytes, every event led by a comma, as they lie in memory."""
-        if self.made is not None:
-            return self.made.reshape(-1).data
-        pieces = self.pieces if self.lay_out is None else self.lay_out()
-        return render_rows(pieces, self.count).reshape(-1).data
+        rows = self.made if self.made is not None else render_rows(self.pieces, self.count)
+        return rows.reshape(-1).data
 
 
 def render_rows(pieces: Sequence[Piece], count: int) -> np.ndarray:
@@ -171,16 +159,13 @@ class DimText:
     def __init__(self) -> None:
         self._codes = Dim3Codes()
         self._table = text_table([])
-        self._lock = threading.Lock()  # blocks are laid out on several threads at once
 
     def piece(self, x: np.ndarray, y: np.ndarray, z: np.ndarray) -> Piece:
-        with self._lock:
-            codes = self._codes.codes(x, y, z)
-            texts = self._codes.texts
-            if self._table.shape[0] != len(texts):
-                self._table = text_table([_json(t) for t in texts])
-            table = self._table
-        return table_piece(table, codes)
+        codes = self._codes.codes(x, y, z)
+        texts = self._codes.texts
+        if self._table.shape[0] != len(texts):
+            self._table = text_table([_json(t) for t in texts])
+        return table_piece(self._table, codes)
 
 
 # Each enum's labels as JSON texts: values CUPTI may add later land on the fallback row.
@@ -345,11 +330,9 @@ def slice_rows(
     tids: np.ndarray,
     dims: DimText,
 ) -> Rows:
-    """The events of the slices ``sel`` of ``track``, one ``,{...}`` per matrix row,
-    laid out when the block is finished (the record columns are read then)."""
+    """The events of the slices ``sel`` of ``track``, one ``,{...}`` per matrix row."""
     count = int(pick(track.start_ns, sel).shape[0])
-    lay_out = partial(event_pieces, track, kind, sel, names, name_class, tids, dims)
-    return Rows((), count, lay_out=lay_out)
+    return Rows(event_pieces(track, kind, sel, names, name_class, tids, dims), count)
 
 
 FLOW_NAME = b',"cat":"launch","name":"launch"}'  # both ends: Perfetto pairs them by id, cat, name

@@ -26,8 +26,8 @@ Then = Callable[[bytes | memoryview], bytes | memoryview]
 
 
 class BlockPipeline:
-    """Blocks finished on ``finishers`` threads and written on another, in the order they
-    were put, while the caller prepares the next ones.
+    """Blocks finished on one thread and written on another, in the order they were put,
+    while the caller prepares the next ones.
 
     numpy's bulk copies and arithmetic, a file's ``write`` and gzip's deflate let go of
     the GIL, so on two cores the three stages overlap: the wall time is about that of
@@ -36,12 +36,10 @@ class BlockPipeline:
     ``with`` block; an error in the caller drops the blocks still waiting.
     """
 
-    def __init__(
-        self, outfile: BinaryOutput, depth: int = PIPELINE_DEPTH, finishers: int = 1
-    ) -> None:
+    def __init__(self, outfile: BinaryOutput, depth: int = PIPELINE_DEPTH) -> None:
         self._outfile = outfile
         self._depth = max(1, depth)
-        self._finish = ThreadPoolExecutor(finishers, thread_name_prefix="tfprof-finish")
+        self._finish = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tfprof-finish")
         self._write = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tfprof-write")
         self._waiting: deque[Future[None]] = deque()
         self._failed = False  # set on the writing thread only
