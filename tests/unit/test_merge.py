@@ -394,3 +394,26 @@ def test_streams_and_devices_of_any_size_split_into_ordered_tracks() -> None:
         for t in tl.slices:
             assert len(t) == 1 and t.column("device")[0] == t.key.gpu
             assert t.column("stream")[0] == t.key.stream
+
+
+def test_tracks_ordered_on_two_threads_are_those_of_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tfprof.collector import merge
+
+    rng = np.random.default_rng(3)
+    rows = [
+        kernel(int(t), int(d), stream=int(s), device=int(g)) if k else memcpy(int(t), int(d))
+        for t, d, s, g, k in zip(rng.integers(0, 10**6, 4000), rng.integers(1, 900, 4000),
+                                 rng.choice([7, 13], 4000), rng.integers(0, 2, 4000),
+                                 rng.random(4000) < 0.8, strict=True)
+    ]  # fmt: skip
+    job = JobData("train", "r1", [stream(rows)])
+    monkeypatch.setattr(merge, "PARALLEL_SLICES", 1 << 40)
+    one = build_timeline([job])
+    monkeypatch.setattr(merge, "PARALLEL_SLICES", 1)
+    two = build_timeline([job])
+    assert [t.name for t in two.slices] == [t.name for t in one.slices]
+    assert max(t.num_lanes for t in one.slices) > 1
+    for a, b in zip(one.slices, two.slices, strict=True):
+        assert a.thread_ids == b.thread_ids
+        for column in ("start_ns", "duration_ns", "kind", "name_id", "lane", "rows"):
+            assert np.array_equal(getattr(a, column), getattr(b, column))

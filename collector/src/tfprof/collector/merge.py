@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -236,14 +237,13 @@ class _Merger:
         counters: list[CounterTrack] = []
         linkable = task.has_host_records()  # else no flow, no attribution: nothing to place
 
-        def add_slices(key: TrackKey, parts: _Parts) -> None:
-            data = _track_data(parts, origin)
-            if linkable:
-                task.place(len(slices), key, data)
-            slices.append(_slice_track(key, parts, data, layout, task.cpu.format()))
+        def add_slices(tracks: list[tuple[TrackKey, _Parts]]) -> None:
+            for (key, parts), data in zip(tracks, _tracks_data(tracks, origin), strict=True):
+                if linkable:
+                    task.place(len(slices), key, data)
+                slices.append(_slice_track(key, parts, data, layout, task.cpu.format()))
 
-        for key, parts in _task_tracks(task, host_side=False):
-            add_slices(key, parts)
+        add_slices(_task_tracks(task, host_side=False))
         host_name = task.cpu.format()
         samples = host_samples((s.prep.stream for s in task.sources), self.window)
         if samples["time_ns"].shape[0]:
@@ -259,8 +259,7 @@ class _Merger:
             rel = used.time_ns - np.int64(origin)
             name = f"gpu:{used.device} allocated_bytes"
             counters.append(CounterTrack(pid, tid, name, rel, used.allocated))
-        for key, parts in _task_tracks(task, host_side=True):
-            add_slices(key, parts)
+        add_slices(_task_tracks(task, host_side=True))
         flows = self._link(task, slices) if linkable else self._unlinked(task, slices)
         part = TimelinePart(
             names=self.names.names,
@@ -488,6 +487,19 @@ class _TrackData:
     part: np.ndarray  # per slice: the task index of the source it came from
     kept: np.ndarray  # per slice: its kept-row index in that source
     category: np.ndarray | None  # per slice: a MARKER's category name id, else -1; or None
+
+
+PARALLEL_SLICES = 1 << 16  # tracks holding more are ordered and laned on two threads
+
+
+def _tracks_data(tracks: Sequence[tuple[TrackKey, _Parts]], origin: int) -> list[_TrackData]:
+    """``_track_data`` of each track, in order; on two threads when there is much to do
+    (numpy's gathers and sorts let go of the GIL)."""
+    sizes = [sum(idx.shape[0] for _, _, idx in parts) for _, parts in tracks]
+    if len(tracks) < 2 or sum(sizes) < PARALLEL_SLICES:
+        return [_track_data(parts, origin) for _, parts in tracks]
+    with ThreadPoolExecutor(2, thread_name_prefix="tfprof-merge") as pool:
+        return list(pool.map(lambda track: _track_data(track[1], origin), tracks))
 
 
 def _track_data(parts: _Parts, origin: int) -> _TrackData:
