@@ -463,10 +463,17 @@ def _split_by(
         yield decode(int(keys[0])), np.arange(keys.shape[0])
         return
     low = int(keys.min())
-    if int(keys.max()) - low < 1 << 16:  # a stable sort of 16-bit keys is a radix sort
-        order = np.argsort((keys - low).astype(np.uint16), kind="stable")
-    else:
-        order = np.argsort(keys, kind="stable")
+    if int(keys.max()) - low < 1 << 16:
+        # A stable sort of 16-bit codes is a radix sort; a count per code gives the runs.
+        codes = (keys - low).astype(np.uint16)
+        order = np.argsort(codes, kind="stable")
+        counts = np.bincount(codes)
+        present = np.flatnonzero(counts)
+        ends = np.cumsum(counts[present]).tolist()
+        for code, a, b in zip(present.tolist(), [0, *ends[:-1]], ends, strict=True):
+            yield decode(low + code), order[a:b]
+        return
+    order = np.argsort(keys, kind="stable")
     sorted_keys = keys[order]
     cuts = np.flatnonzero(sorted_keys[1:] != sorted_keys[:-1]) + 1
     bounds = [0, *cuts.tolist(), int(keys.shape[0])]
