@@ -44,6 +44,12 @@ from tfprof.collector.timeline import (
 )
 from tfprof.core.slice_args import SLICE_CATEGORIES
 
+# Slices are written by kind in SLICE_CATEGORIES' order, unknown kinds last (None).
+_PLACED_KINDS: tuple[int | None, ...] = (*SLICE_CATEGORIES, None)
+_UNKNOWN_PLACE = len(SLICE_CATEGORIES)
+_KIND_PLACE = np.full(max(SLICE_CATEGORIES) + 1, _UNKNOWN_PLACE, dtype=np.int64)
+_KIND_PLACE[list(SLICE_CATEGORIES)] = np.arange(len(SLICE_CATEGORIES))
+
 
 class ChromeReporter:
     """Renders a ``Timeline`` (or a ``PartedTimeline``, a part at a time) as Chrome trace
@@ -127,38 +133,41 @@ class ChromeReporter:
     def _slice_blocks(self, track: SliceTrack) -> Iterator[Rows]:
         """The slices of one track: by kind, then by the width class of their names,
         each in start order, a chunk at a time (the order does not depend on the chunk
-        size)."""
-        kind = track.kind
+        size). Records of a kind this version does not know come last, shown plainly,
+        never dropped."""
+        n = len(track)
+        if n == 0:
+            return
         tids = np.asarray(track.thread_ids, dtype=np.int64)[track.lane]
         width_class = self._names.width_class[track.name_id]
-        known = np.zeros(kind.shape[0], dtype=bool)
-        for value in SLICE_CATEGORIES:
-            mask = kind == value
-            known |= mask
-            yield from self._by_name_width(track, tids, width_class, mask, value)
-        # Records of a kind this version does not know: shown plainly, never dropped.
-        yield from self._by_name_width(track, tids, width_class, ~known, None)
+        # One small number per slice, (kind's place, width class), counted once: which
+        # groups exist and whether one holds the whole track, without a pass per kind.
+        kind = track.kind
+        known = (kind >= 0) & (kind < _KIND_PLACE.shape[0])
+        place = np.where(known, _KIND_PLACE[np.where(known, kind, 0)], _UNKNOWN_PLACE)
+        classes = int(width_class.max()) + 1
+        group = place * classes + width_class
+        counts = np.bincount(group)
+        for g in np.flatnonzero(counts).tolist():
+            at, cls = divmod(g, classes)
+            rows = None if counts[g] == n else np.flatnonzero(group == g)
+            yield from self._chunks(track, _PLACED_KINDS[at], cls, tids, rows, n)
 
-    def _by_name_width(
+    def _chunks(
         self,
         track: SliceTrack,
-        tids: np.ndarray,
-        width_class: np.ndarray,
-        mask: np.ndarray,
         kind: int | None,
+        cls: int,
+        tids: np.ndarray,
+        rows: np.ndarray | None,
+        n: int,
     ) -> Iterator[Rows]:
-        if not mask.any():
-            return
-        classes = np.unique(width_class[mask]).tolist()
-        for cls in classes:
-            picked = mask if len(classes) == 1 else mask & (width_class == cls)
-            every = bool(picked.all())  # e.g. a stream of kernels only: slices, not gathers
-            rows = None if every else np.flatnonzero(picked)
-            count = picked.shape[0] if rows is None else rows.shape[0]
-            for a in range(0, count, self.chunk_events):
-                b = min(a + self.chunk_events, count)
-                sel: slice | np.ndarray = slice(a, b) if rows is None else rows[a:b]
-                yield slice_rows(track, kind, sel, self._names, cls, pick(tids, sel), self._dims)
+        """Blocks of the slices ``rows`` of the track (None: all ``n``, read as views)."""
+        count = n if rows is None else rows.shape[0]
+        for a in range(0, count, self.chunk_events):
+            b = min(a + self.chunk_events, count)
+            sel: slice | np.ndarray = slice(a, b) if rows is None else rows[a:b]
+            yield slice_rows(track, kind, sel, self._names, cls, pick(tids, sel), self._dims)
 
     def _flow_blocks(self, part: TimelinePart) -> Iterator[Rows]:
         """Each launch flow as a start event on its API call and an end on its GPU slice."""
