@@ -34,7 +34,7 @@ from tfprof.collector.export.protowire import (
     Field,
     Piece,
     choice,
-    encode_rows,
+    encoded_rows,
     fixed64,
     message,
     optional,
@@ -359,8 +359,9 @@ class Packets:
     rows: int
     prefix: bytes = b""
 
-    def finish(self) -> bytes:
-        return self.prefix + encode_rows(self.pieces, self.rows)
+    def finish(self) -> bytes | memoryview:
+        packets = encoded_rows(self.pieces, self.rows)
+        return self.prefix + packets if self.prefix else packets
 
 
 def slice_packets(
@@ -373,7 +374,7 @@ def slice_packets(
     """The begin and end packets of the slices ``sel`` of ``track``, in time order, as
     ``Trace.packet`` entries. ``uuids``: each lane's track uuid; ``flows``: the launch
     flows these slices start and end (``sel`` is then one run of the track)."""
-    return slice_layout(track, sel, uuids, interned, flows).finish()
+    return bytes(slice_layout(track, sel, uuids, interned, flows).finish())
 
 
 def slice_layout(

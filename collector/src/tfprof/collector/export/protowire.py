@@ -252,15 +252,20 @@ class _Layout:
 
 def encode_rows(pieces: Sequence[Piece], rows: int) -> bytes:
     """The rows' bytes, one row after the other, each piece as much as the row keeps."""
+    return bytes(encoded_rows(pieces, rows))
+
+
+def encoded_rows(pieces: Sequence[Piece], rows: int) -> memoryview:
+    """``encode_rows``' bytes where they were made (no copy into a ``bytes``)."""
     layout = _Layout()
     layout.add(pieces)
     matrix, keep = layout.fill(rows)
     if keep is None:
-        return matrix.tobytes()
+        return matrix.reshape(-1).data
     # A flat mask whose dropped bytes come in runs (varint tails, an absent kind's
     # stretch): numpy copies the kept runs whole, faster than np.compress (measured).
     kept_bytes: np.ndarray = matrix.reshape(-1)[keep.reshape(-1)]
-    return kept_bytes.tobytes()
+    return kept_bytes.data
 
 
 __all__ = [
@@ -273,6 +278,7 @@ __all__ = [
     "Piece",
     "choice",
     "encode_rows",
+    "encoded_rows",
     "fixed64",
     "kept",
     "message",
