@@ -7,6 +7,7 @@ import random
 import numpy as np
 import pytest
 
+from tfprof.collector import lanes
 from tfprof.collector.lanes import assign_lanes
 
 
@@ -57,13 +58,24 @@ def test_assign_lanes_matches_plain_greedy(seed: int) -> None:
 def test_assign_lanes_in_small_batches_of_clusters_is_the_same(
     batch: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import tfprof.collector.lanes as lanes
-
     rng = random.Random(batch)
     start = sorted(rng.randrange(0, 2000) for _ in range(400))
     end = [s + rng.choice([0, 1, 3, 10, 40]) for s in start]
     monkeypatch.setattr(lanes, "FIRST_FIT_BATCH", batch)
     lane, n = assign_lanes(np.array(start), np.array(end))
     expected = _reference_lanes(start, end)
+    assert lane.tolist() == expected
+    assert n == max(expected) + 1
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_assign_lanes_many_lanes_matches_plain_greedy(seed: int) -> None:
+    """Dozens of slices at once: lanes past the chained ones come from the heap walk."""
+    rng = random.Random(seed)
+    start = sorted(rng.randrange(0, 200) for _ in range(600))
+    end = [s + rng.choice([0, 5, 20, 60]) for s in start]
+    lane, n = assign_lanes(np.array(start), np.array(end))
+    expected = _reference_lanes(start, end)
+    assert n > 2 * lanes.CHAINED_LANES
     assert lane.tolist() == expected
     assert n == max(expected) + 1

@@ -359,3 +359,61 @@ def test_empty_input() -> None:
     tl = build_timeline([])
     assert tl.slices == () and tl.processes == () and tl.metadata["jobs"] == []
     assert tl.num_slices == 0
+
+
+def test_gpu_only_task_counts_its_records_unlinked_as_with_api_calls() -> None:
+    """A task without API calls or ranges skips linking; its counts are those a linked
+    task would show for the same GPU records with nothing to link them to."""
+    gpu = [kernel(0, 5, correlation=1), memcpy(10, 5, correlation=2), memset(20, 5),
+           kernel(30, 5, correlation=0), {"kind": RecordKind.MEMORY, "start_ns": 40}]  # fmt: skip
+    api = {"kind": RecordKind.API, "start_ns": 0, "duration_ns": 1, "thread": 9, "name": 2}
+    for rows, linked in (
+        (gpu, 0),
+        ([*gpu, {**api, "correlation": 2}], 1),  # the copy's call: linked
+        ([*gpu, {**api, "correlation": 99}], 0),  # a call that launched none of them
+    ):
+        tl = build_timeline([JobData("train", "r1", [stream(rows)])])
+        flows = tl.metadata["host_side"]["flows"]
+        assert flows == {"linked": linked, "unknown_correlation": 2, "missing_api": 2 - linked,
+                         "ambiguous_api": 0, "by_launch": 0, "by_external_id": 0,
+                         "by_node_name": 0, "unattributed": 4}  # fmt: skip
+        assert tl.metadata["host_side"]["tasks"] == [{"job": "train", "task": "0", **flows}]
+        assert len(tl.flows) == linked
+
+
+def test_streams_and_devices_of_any_size_split_into_ordered_tracks() -> None:
+    """Small ordinals take the 16-bit key path, large ones the 64-bit one: same tracks."""
+    for devices, streams in (((0, 1, 3), (7, 13, 2)), ((0, 70_000), (7, 1 << 31, 13))):
+        rows = [kernel(10 * i, 5, stream=s, device=d)
+                for i, (d, s) in enumerate((d, s) for s in streams for d in devices)]  # fmt: skip
+        tl = build_timeline([JobData("train", "r1", [stream(rows)])])
+        names = [t.name for t in tl.slices]
+        expected = [f"/job:train/task:0/gpu:{d}/stream:{s}"
+                    for d in sorted(devices) for s in sorted(streams)]  # fmt: skip
+        assert names == expected
+        for t in tl.slices:
+            assert len(t) == 1 and t.column("device")[0] == t.key.gpu
+            assert t.column("stream")[0] == t.key.stream
+
+
+def test_tracks_ordered_on_two_threads_are_those_of_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tfprof.collector import merge
+
+    rng = np.random.default_rng(3)
+    rows = [
+        kernel(int(t), int(d), stream=int(s), device=int(g)) if k else memcpy(int(t), int(d))
+        for t, d, s, g, k in zip(rng.integers(0, 10**6, 4000), rng.integers(1, 900, 4000),
+                                 rng.choice([7, 13], 4000), rng.integers(0, 2, 4000),
+                                 rng.random(4000) < 0.8, strict=True)
+    ]  # fmt: skip
+    job = JobData("train", "r1", [stream(rows)])
+    monkeypatch.setattr(merge, "PARALLEL_SLICES", 1 << 40)
+    one = build_timeline([job])
+    monkeypatch.setattr(merge, "PARALLEL_SLICES", 1)
+    two = build_timeline([job])
+    assert [t.name for t in two.slices] == [t.name for t in one.slices]
+    assert max(t.num_lanes for t in one.slices) > 1
+    for a, b in zip(one.slices, two.slices, strict=True):
+        assert a.thread_ids == b.thread_ids
+        for column in ("start_ns", "duration_ns", "kind", "name_id", "lane", "rows"):
+            assert np.array_equal(getattr(a, column), getattr(b, column))

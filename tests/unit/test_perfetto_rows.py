@@ -161,3 +161,32 @@ def test_slices_go_in_deflated_packets_after_plain_descriptors() -> None:
     inner = pftrace.Trace.FromString(zlib.decompress(compressed[0].compressed_packets)).packet
     assert any(p.HasField("track_event") for p in inner)
     assert len(inflated(top)) > len(top)
+
+
+def _fresh_interned(timeline: Timeline) -> Any:
+    from tfprof.collector.export.perfetto import PerfettoReporter
+
+    return PerfettoReporter(timeline)._interned
+
+
+def test_a_gathered_selection_encodes_each_slice_as_alone() -> None:
+    from tests.unit.test_export_formats import big_timeline
+    from tfprof.collector.export.perfetto_rows import as_run, slice_packets
+
+    timeline = big_timeline(300)
+    track = timeline.slices[0]
+    uuids = np.arange(1, track.num_lanes + 1, dtype=np.int64)
+    sel = np.array([5, 3, 40, 41, 42, 90, 7])  # neither sorted nor one run
+    assert as_run(sel) is sel
+    assert as_run(np.arange(4, 9)) == slice(4, 9)
+    assert not isinstance(as_run(np.array([4, 6, 5, 7])), slice)  # the span of a run, not one
+    assert len(timeline.slices[0]) > 90
+    together = slice_packets(track, sel, uuids, _fresh_interned(timeline))
+    interned = _fresh_interned(timeline)
+    alone = b"".join(slice_packets(track, np.array([i]), uuids, interned) for i in sel.tolist())
+    assert together == alone
+    run = slice_packets(track, np.arange(10, 60), uuids, _fresh_interned(timeline))
+    interned = _fresh_interned(timeline)
+    assert run == b"".join(
+        slice_packets(track, np.array([i]), uuids, interned) for i in range(10, 60)
+    )

@@ -3,9 +3,15 @@
 Same rule as tf.timeline's ``_assign_lanes``: walk the slices in start order and put each
 one on the first lane whose last slice has ended (end <= start), opening a new lane when
 none has. Slices on one CUDA stream rarely overlap, so the common case is answered with
-numpy alone; only clusters of mutually overlapping slices go through the Python loop,
-a batch of whole clusters at a time (a host thread's nested ranges are nearly all
-crowded: millions of them as Python lists at once took hundreds of MB).
+numpy alone; only clusters of mutually overlapping slices go through Python.
+
+Those are given lanes one lane at a time: lane 0 takes the first slice, then the first
+slice that starts once it has ended, and so on (a ``searchsorted`` finds each slice's
+successor, a walk follows them); the slices it leaves get lanes 1, 2, ... the same way
+among themselves, exactly what the greedy walk over all lanes gives. A track with many
+lanes (many copies at once) finishes with a heap walk over the slices left.
+Crowded slices go a batch of whole clusters at a time (a host thread's nested ranges are
+nearly all crowded: millions of them at once as Python lists took hundreds of MB).
 """
 
 from __future__ import annotations
@@ -14,7 +20,7 @@ import heapq
 
 import numpy as np
 
-FIRST_FIT_BATCH = 1 << 16  # crowded slices handed to the Python loop at once, about
+FIRST_FIT_BATCH = 1 << 16  # crowded slices given lanes at once (whole clusters), about
 
 
 def assign_lanes(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, int]:
@@ -44,8 +50,43 @@ def assign_lanes(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, int]:
     cuts = np.unique(firsts[at[at < firsts.shape[0]]]).tolist()
     for a, b in zip([0, *cuts], [*cuts, crowded.shape[0]], strict=True):
         rows = crowded[a:b]
-        lane[rows] = _first_fit(start[rows].tolist(), end[rows].tolist(), fresh[rows].tolist())
+        lane[rows] = _lanes_of_crowded(start[rows], end[rows], fresh[rows])
     return lane, int(lane.max()) + 1
+
+
+CHAINED_LANES = 8  # lanes given a chain at a time; the rest share one heap walk
+
+
+def _lanes_of_crowded(start: np.ndarray, end: np.ndarray, fresh: np.ndarray) -> np.ndarray:
+    """First-fit lanes of slices in start order, lane by lane (see the module's doc).
+
+    The slices a lane leaves are first-fit among themselves on the later lanes: each
+    reaches lane k+1 exactly when lane k was busy, whatever the others hold."""
+    lane = np.empty(start.shape[0], dtype=np.int32)
+    todo = np.arange(start.shape[0])
+    for k in range(CHAINED_LANES):
+        if todo.shape[0] == 0:
+            return lane
+        s = start[todo]
+        # A slice's successor on this lane: the first later one starting once it ended.
+        after = np.maximum(np.searchsorted(s, end[todo]), np.arange(1, s.shape[0] + 1))
+        taken = _walk(after.tolist())
+        lane[todo[taken]] = k
+        todo = np.delete(todo, taken)
+    if todo.shape[0]:
+        rest = _first_fit(start[todo].tolist(), end[todo].tolist(), fresh[todo].tolist())
+        lane[todo] = np.asarray(rest, dtype=np.int32) + CHAINED_LANES
+    return lane
+
+
+def _walk(after: list[int]) -> list[int]:
+    """The chain from the first slice: 0, after[0], after[after[0]], ... (below len)."""
+    chain: list[int] = []
+    n, i = len(after), 0
+    while i < n:
+        chain.append(i)
+        i = after[i]
+    return chain
 
 
 def _first_fit(starts: list[int], ends: list[int], fresh: list[bool]) -> list[int]:

@@ -24,12 +24,14 @@ from __future__ import annotations
 import contextlib
 import itertools
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from tfprof.collector.attribution import OpAttribution, attribute_ops
+from tfprof.collector.attribution import HOW_NONE, OpAttribution, attribute_ops
+from tfprof.collector.flows import LaunchLinks, is_launched
 from tfprof.collector.lanes import assign_lanes
 from tfprof.collector.layout import Layout
 from tfprof.collector.memory import MemorySeries, memory_series, peak_of
@@ -134,6 +136,13 @@ class _Task:
     def release(self) -> None:
         self.sources, self.track_of, self.slice_of = [], [], []
 
+    def has_host_records(self) -> bool:
+        """Whether the task has a record to link or attribute GPU records to: an API call
+        or a MARKER (``_Source.category`` is None exactly when a source holds no MARKER)."""
+        return any(
+            s.category is not None or bool((s.kind == RecordKind.API).any()) for s in self.sources
+        )
+
 
 def build_timeline(
     jobs: Sequence[JobData],
@@ -232,14 +241,15 @@ class _Merger:
         known = len(layout.processes())
         slices: list[SliceTrack] = []
         counters: list[CounterTrack] = []
+        linkable = task.has_host_records()  # else no flow, no attribution: nothing to place
 
-        def add_slices(key: TrackKey, parts: _Parts) -> None:
-            data = _track_data(parts, origin)
-            task.place(len(slices), key, data)
-            slices.append(_slice_track(key, parts, data, layout, task.cpu.format()))
+        def add_slices(tracks: list[tuple[TrackKey, _Parts]]) -> None:
+            for (key, parts), data in zip(tracks, _tracks_data(tracks, origin), strict=True):
+                if linkable:
+                    task.place(len(slices), key, data)
+                slices.append(_slice_track(key, parts, data, layout, task.cpu.format()))
 
-        for key, parts in _task_tracks(task, host_side=False):
-            add_slices(key, parts)
+        add_slices(_task_tracks(task, host_side=False))
         host_name = task.cpu.format()
         samples = host_samples((s.prep.stream for s in task.sources), self.window)
         if samples["time_ns"].shape[0]:
@@ -255,9 +265,8 @@ class _Merger:
             rel = used.time_ns - np.int64(origin)
             name = f"gpu:{used.device} allocated_bytes"
             counters.append(CounterTrack(pid, tid, name, rel, used.allocated))
-        for key, parts in _task_tracks(task, host_side=True):
-            add_slices(key, parts)
-        flows = self._link(task, slices)
+        add_slices(_task_tracks(task, host_side=True))
+        flows = self._link(task, slices) if linkable else self._unlinked(task, slices)
         part = TimelinePart(
             names=self.names.names,
             processes=tuple(layout.processes()[known:]),
@@ -286,18 +295,43 @@ class _Merger:
             track[api], index[api], track[gpu], index[gpu], records["correlation"][gpu]
         )
         _place_ops(attribution, records, track, index, slices)
-        stats = {**links.stats(), **attribution.counts()}
+        self._count_links(task, attribution)
+        return flows
+
+    def _unlinked(self, task: _Task, slices: Sequence[SliceTrack]) -> LaunchFlows:
+        """``_link`` for a task without API calls or MARKERs (a GPU-only trace): the same
+        counts, every GPU record unlinked and unattributed, without building the task's
+        table."""
+        if slices:  # as _link: a task with no slice on a stream or thread track counts none
+            self._count_links(task, _unlinked_attribution(task.sources))
+        return LaunchFlows.empty()
+
+    def _count_links(self, task: _Task, attribution: OpAttribution) -> None:
+        stats = {**attribution.links.stats(), **attribution.counts()}
         self.host_meta["tasks"].append({"job": task.job_label, "task": task.label, **stats})
         total = self.host_meta["flows"]
         for k, v in stats.items():
             total[k] = total.get(k, 0) + v
-        return flows
 
     def finish(self) -> dict[str, Any]:
         metadata = self.meta.finish()
         metadata["host_side"] = self.host_meta
         metadata["host_side"]["memory_peak_bytes"] = _memory_peaks(self.memory)
         return metadata
+
+
+def _unlinked_attribution(sources: Sequence[_Source]) -> OpAttribution:
+    """What ``attribute_ops`` finds for records without API calls or MARKERs: no link
+    (GPU records with correlation 0 are unknown, the others miss their API call) and no
+    op; only the counts are filled in."""
+    launched = unknown = 0
+    for source in sources:
+        gpu = is_launched(source.kind)
+        launched += int(np.count_nonzero(gpu))
+        unknown += int(np.count_nonzero(gpu & (source.prep.column("correlation") == 0)))
+    none = np.zeros(0, dtype=np.int64)
+    links = LaunchLinks(none, none, unknown, launched - unknown, 0)
+    return OpAttribution(none, none, np.full(launched, HOW_NONE, dtype=np.int64), links)
 
 
 def _check_window(window_ns: Window | None) -> TimeWindow | None:
@@ -389,14 +423,11 @@ def _group_rows(source: _Source) -> Iterator[tuple[TrackKey, np.ndarray]]:
     )
     on_gpu = ~on_thread & (source.kind != RecordKind.MEMORY)
 
-    def on_stream(k: int) -> TrackKey:
-        return TrackKey.for_stream(job, task, k >> 32, k & 0xFFFFFFFF)
-
     if on_gpu.all():
-        yield from _split_by((device << 32) | stream, on_stream)
+        yield from _split_by_stream(job, task, device, stream)
     else:
         gpu_rows = np.flatnonzero(on_gpu)
-        for key, idx in _split_by((device[gpu_rows] << 32) | stream[gpu_rows], on_stream):
+        for key, idx in _split_by_stream(job, task, device[gpu_rows], stream[gpu_rows]):
             yield key, gpu_rows[idx]
         host_rows = np.flatnonzero(on_thread)
         for key, idx in _split_by(thread[host_rows], lambda t: TrackKey.for_thread(job, task, t)):
@@ -407,13 +438,46 @@ def _group_rows(source: _Source) -> Iterator[tuple[TrackKey, np.ndarray]]:
             yield key, copies[idx]
 
 
+def _split_by_stream(
+    job: str, task: str, device: np.ndarray, stream: np.ndarray
+) -> Iterator[tuple[TrackKey, np.ndarray]]:
+    """The rows of each (device, stream), by device then stream. The usual small
+    ordinals make one key of at most 16 bits, which numpy sorts by radix (~5x faster
+    than a 64-bit key's merge sort)."""
+    if device.shape[0] == 0:
+        return
+    streams = int(stream.max()) + 1
+    if device.min() >= 0 and stream.min() >= 0 and (int(device.max()) + 1) * streams <= 1 << 16:
+        yield from _split_by(
+            device * streams + stream,
+            lambda k: TrackKey.for_stream(job, task, k // streams, k % streams),
+        )
+        return
+    yield from _split_by(
+        (device << 32) | stream,
+        lambda k: TrackKey.for_stream(job, task, k >> 32, k & 0xFFFFFFFF),
+    )
+
+
 def _split_by(
     keys: np.ndarray, decode: Callable[[int], TrackKey]
 ) -> Iterator[tuple[TrackKey, np.ndarray]]:
+    """The rows of each distinct key, in key order, each ascending."""
     if keys.shape[0] == 0:
         return
     if (keys == keys[0]).all():
         yield decode(int(keys[0])), np.arange(keys.shape[0])
+        return
+    low = int(keys.min())
+    if int(keys.max()) - low < 1 << 16:
+        # A stable sort of 16-bit codes is a radix sort; a count per code gives the runs.
+        codes = (keys - low).astype(np.uint16)
+        order = np.argsort(codes, kind="stable")
+        counts = np.bincount(codes)
+        present = np.flatnonzero(counts)
+        ends = np.cumsum(counts[present]).tolist()
+        for code, a, b in zip(present.tolist(), [0, *ends[:-1]], ends, strict=True):
+            yield decode(low + code), order[a:b]
         return
     order = np.argsort(keys, kind="stable")
     sorted_keys = keys[order]
@@ -436,6 +500,19 @@ class _TrackData:
     part: np.ndarray | int  # per slice (or for all): the index of its source in the task
     kept: np.ndarray  # per slice: its kept-row index in that source
     category: np.ndarray | None  # per slice: a MARKER's category name id, else -1; or None
+
+
+PARALLEL_SLICES = 1 << 16  # tracks holding more are ordered and laned on two threads
+
+
+def _tracks_data(tracks: Sequence[tuple[TrackKey, _Parts]], origin: int) -> list[_TrackData]:
+    """``_track_data`` of each track, in order; on two threads when there is much to do
+    (numpy's gathers and sorts let go of the GIL)."""
+    sizes = [sum(idx.shape[0] for _, _, idx in parts) for _, parts in tracks]
+    if len(tracks) < 2 or sum(sizes) < PARALLEL_SLICES:
+        return [_track_data(parts, origin) for _, parts in tracks]
+    with ThreadPoolExecutor(2, thread_name_prefix="tfprof-merge") as pool:
+        return list(pool.map(lambda track: _track_data(track[1], origin), tracks))
 
 
 def _track_data(parts: _Parts, origin: int) -> _TrackData:

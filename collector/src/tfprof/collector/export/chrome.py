@@ -34,9 +34,9 @@ import numpy as np
 import orjson
 
 from tfprof.collector.export.args import pick
-from tfprof.collector.export.chrome_rows import DimText, NameText, flow_rows, slice_rows
+from tfprof.collector.export.chrome_rows import DimText, NameText, Rows, flow_rows, slice_rows
 from tfprof.collector.export.flow_ends import flow_ends, flow_ids
-from tfprof.collector.export.output import CHUNK_EVENTS, BinaryOutput
+from tfprof.collector.export.output import CHUNK_EVENTS, BinaryOutput, BlockPipeline
 from tfprof.collector.metadata import tool_tag
 from tfprof.collector.timeline import (
     CounterTrack,
@@ -47,6 +47,12 @@ from tfprof.collector.timeline import (
     parted,
 )
 from tfprof.core.slice_args import SLICE_CATEGORIES
+
+# Slices are written by kind in SLICE_CATEGORIES' order, unknown kinds last (None).
+_PLACED_KINDS: tuple[int | None, ...] = (*SLICE_CATEGORIES, None)
+_UNKNOWN_PLACE = len(SLICE_CATEGORIES)
+_KIND_PLACE = np.full(max(SLICE_CATEGORIES) + 1, _UNKNOWN_PLACE, dtype=np.int64)
+_KIND_PLACE[list(SLICE_CATEGORIES)] = np.arange(len(SLICE_CATEGORIES))
 
 
 class ChromeReporter:
@@ -70,21 +76,21 @@ class ChromeReporter:
         outfile.write(orjson.dumps({"tool": tool_tag()}))
         outfile.write(b',"traceEvents":[')
         first = True
-        for part in timeline.parts():
-            for block in self._blocks(part):
-                if block.nbytes == 0:
-                    continue
-                data = block.reshape(-1).data  # the rows as they lie in memory, no copy
-                outfile.write(data[1:] if first else data)  # every event starts with a comma
-                first = False
-            del part  # its records are released before the next part is read
+        # Blocks are laid out here, filled and written on two threads (BlockPipeline).
+        with BlockPipeline(outfile) as pipeline:
+            for part in timeline.parts():
+                for block in self._blocks(part):
+                    if block.nbytes == 0:
+                        continue
+                    pipeline.put(block.finish, skip=int(first))  # every event starts with a comma
+                    first = False
+                del part  # its records are released before the next part is read
         outfile.write(b'],"otherData":')
         outfile.write(orjson.dumps(timeline.metadata))
         outfile.write(b"}\n")
 
-    def _blocks(self, part: TimelinePart) -> Iterator[np.ndarray]:
-        """The part's events as blocks of bytes (1-D, or a matrix of equal rows), each
-        event led by a comma."""
+    def _blocks(self, part: TimelinePart) -> Iterator[Rows]:
+        """The part's events as blocks, each event led by a comma."""
         if len(part.names) != len(self._names.encoded):  # names are only ever appended
             self._names = NameText(part.names)
         yield _dict_events(self._metadata_events(part))
@@ -131,43 +137,46 @@ class ChromeReporter:
                 )
         return events
 
-    def _slice_blocks(self, track: SliceTrack) -> Iterator[np.ndarray]:
+    def _slice_blocks(self, track: SliceTrack) -> Iterator[Rows]:
         """The slices of one track: by kind, then by the width class of their names,
         each in start order, a chunk at a time (the order does not depend on the chunk
-        size)."""
-        kind = track.kind
+        size). Records of a kind this version does not know come last, shown plainly,
+        never dropped."""
+        n = len(track)
+        if n == 0:
+            return
         tids = np.asarray(track.thread_ids, dtype=np.int64)[track.lane]
         width_class = self._names.width_class[track.name_id]
-        known = np.zeros(kind.shape[0], dtype=bool)
-        for value in SLICE_CATEGORIES:
-            mask = kind == value
-            known |= mask
-            yield from self._by_name_width(track, tids, width_class, mask, value)
-        # Records of a kind this version does not know: shown plainly, never dropped.
-        yield from self._by_name_width(track, tids, width_class, ~known, None)
+        # One small number per slice, (kind's place, width class), counted once: which
+        # groups exist and whether one holds the whole track, without a pass per kind.
+        kind = track.kind
+        known = (kind >= 0) & (kind < _KIND_PLACE.shape[0])
+        place = np.where(known, _KIND_PLACE[np.where(known, kind, 0)], _UNKNOWN_PLACE)
+        classes = int(width_class.max()) + 1
+        group = place * classes + width_class
+        counts = np.bincount(group)
+        for g in np.flatnonzero(counts).tolist():
+            at, cls = divmod(g, classes)
+            rows = None if counts[g] == n else np.flatnonzero(group == g)
+            yield from self._chunks(track, _PLACED_KINDS[at], cls, tids, rows, n)
 
-    def _by_name_width(
+    def _chunks(
         self,
         track: SliceTrack,
-        tids: np.ndarray,
-        width_class: np.ndarray,
-        mask: np.ndarray,
         kind: int | None,
-    ) -> Iterator[np.ndarray]:
-        if not mask.any():
-            return
-        classes = np.unique(width_class[mask]).tolist()
-        for cls in classes:
-            picked = mask if len(classes) == 1 else mask & (width_class == cls)
-            every = bool(picked.all())  # e.g. a stream of kernels only: slices, not gathers
-            rows = None if every else np.flatnonzero(picked)
-            count = picked.shape[0] if rows is None else rows.shape[0]
-            for a in range(0, count, self.chunk_events):
-                b = min(a + self.chunk_events, count)
-                sel: slice | np.ndarray = slice(a, b) if rows is None else rows[a:b]
-                yield slice_rows(track, kind, sel, self._names, cls, pick(tids, sel), self._dims)
+        cls: int,
+        tids: np.ndarray,
+        rows: np.ndarray | None,
+        n: int,
+    ) -> Iterator[Rows]:
+        """Blocks of the slices ``rows`` of the track (None: all ``n``, read as views)."""
+        count = n if rows is None else rows.shape[0]
+        for a in range(0, count, self.chunk_events):
+            b = min(a + self.chunk_events, count)
+            sel: slice | np.ndarray = slice(a, b) if rows is None else rows[a:b]
+            yield slice_rows(track, kind, sel, self._names, cls, pick(tids, sel), self._dims)
 
-    def _flow_blocks(self, part: TimelinePart) -> Iterator[np.ndarray]:
+    def _flow_blocks(self, part: TimelinePart) -> Iterator[Rows]:
         """Each launch flow as a start event on its API call and an end on its GPU slice."""
         flows = part.flows
         if not len(flows):
@@ -196,12 +205,12 @@ class ChromeReporter:
             ]
 
 
-def _dict_events(events: list[dict[str, Any]]) -> np.ndarray:
+def _dict_events(events: list[dict[str, Any]]) -> Rows:
     """Events as bytes, each led by a comma (none for no events)."""
     if not events:
-        return np.zeros(0, dtype=np.uint8)
+        return Rows((), 0, np.zeros(0, dtype=np.uint8))
     data = orjson.dumps(events)
-    return np.frombuffer(b"," + data[1:-1], dtype=np.uint8)
+    return Rows((), 0, np.frombuffer(b"," + data[1:-1], dtype=np.uint8))
 
 
 __all__ = ["CHUNK_EVENTS", "BinaryOutput", "ChromeReporter"]

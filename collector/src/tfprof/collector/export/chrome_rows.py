@@ -83,6 +83,24 @@ class NameText:
         return found
 
 
+class Rows:
+    """A block of ``count`` events laid out by ``pieces``, made when ``finish`` is called
+    (by the reporter's pipeline, on another thread), or bytes ``made`` already (1-D).
+    Its size is known before it is made."""
+
+    def __init__(self, pieces: Sequence[Piece], count: int, made: np.ndarray | None = None) -> None:
+        self.pieces = pieces
+        self.count = count
+        self.made = made
+        width = sum(p.width if isinstance(p, Slot) else len(p) for p in pieces)
+        self.nbytes = count * width if made is None else int(made.nbytes)
+
+    def finish(self) -> memoryview:
+        """The block's bytes, every event led by a comma, as they lie in memory."""
+        rows = self.made if self.made is not None else render_rows(self.pieces, self.count)
+        return rows.reshape(-1).data
+
+
 def render_rows(pieces: Sequence[Piece], count: int) -> np.ndarray:
     """A (count, width) matrix: the literal pieces on every row, each slot filled."""
     template = bytearray()
@@ -311,10 +329,10 @@ def slice_rows(
     name_class: int,
     tids: np.ndarray,
     dims: DimText,
-) -> np.ndarray:
+) -> Rows:
     """The events of the slices ``sel`` of ``track``, one ``,{...}`` per matrix row."""
     count = int(pick(track.start_ns, sel).shape[0])
-    return render_rows(event_pieces(track, kind, sel, names, name_class, tids, dims), count)
+    return Rows(event_pieces(track, kind, sel, names, name_class, tids, dims), count)
 
 
 FLOW_NAME = b',"cat":"launch","name":"launch"}'  # both ends: Perfetto pairs them by id, cat, name
@@ -322,7 +340,7 @@ FLOW_NAME = b',"cat":"launch","name":"launch"}'  # both ends: Perfetto pairs the
 
 def flow_rows(
     phase: bytes, ids: np.ndarray, pid: np.ndarray, tid: np.ndarray, start_ns: np.ndarray
-) -> np.ndarray:
+) -> Rows:
     """Flow events (``phase`` b"s" or b"f"), one ``,{...}`` per row: a start binds to the
     slice open on its thread at ``ts``, an end (``"bp":"e"``) to the slice enclosing it."""
     head = b',{"ph":"s"' if phase == b"s" else b',{"ph":"f","bp":"e"'
@@ -337,7 +355,7 @@ def flow_rows(
         millis_piece(start_ns),
         FLOW_NAME,
     ]
-    return render_rows(pieces, int(ids.shape[0]))
+    return Rows(pieces, int(ids.shape[0]))
 
 
 __all__ = [
@@ -345,6 +363,7 @@ __all__ = [
     "DimText",
     "NameText",
     "Piece",
+    "Rows",
     "Slot",
     "flow_rows",
     "render_rows",

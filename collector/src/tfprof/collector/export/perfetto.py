@@ -43,17 +43,15 @@ names before each part's packets stay uncompressed.
 from __future__ import annotations
 
 import zlib
-from collections import deque
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
 
 import numpy as np
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pftrace
 
 from tfprof.collector.export.flow_ends import TrackFlows
-from tfprof.collector.export.output import BinaryOutput
-from tfprof.collector.export.perfetto_rows import SEQUENCE_ID, Interned, slice_packets
+from tfprof.collector.export.output import BinaryOutput, BlockPipeline
+from tfprof.collector.export.perfetto_rows import SEQUENCE_ID, Interned, Packets, slice_layout
 from tfprof.collector.export.protowire import LEN, tag, varint
 from tfprof.collector.timeline import (
     CounterTrack,
@@ -83,7 +81,7 @@ ANNOTATION_NAMES: tuple[str, ...] = tuple(
 CATEGORY_NAMES: tuple[str, ...] = (*dict.fromkeys(SLICE_CATEGORIES.values()), OTHER_CATEGORY)
 
 
-def pick_deflate() -> Callable[[bytes], bytes]:
+def pick_deflate() -> Callable[[bytes | memoryview], bytes]:
     """Data to a zlib stream (what ``compressed_packets`` holds) at the fastest level:
     ISA-L's, measured four times zlib's speed for the same size, else zlib's."""
     try:
@@ -140,37 +138,29 @@ class PerfettoReporter:
     def render(self, outfile: BinaryOutput) -> None:
         timeline = parted(self.timeline)
         outfile.write(self._preamble(timeline.origin_ns).SerializeToString())
-        # Deflate lets go of the GIL: one chunk is compressed while the next is encoded.
-        # At most two wait, so memory stays bounded; the order of the chunks is kept.
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="tfprof-deflate") as pool:
-            waiting: deque[Future[bytes]] = deque()
-
-            def put(future: Future[bytes]) -> None:
-                waiting.append(future)
-                if len(waiting) > 2:
-                    outfile.write(waiting.popleft().result())
-
+        # Chunks are laid out here, made into bytes on a second thread, deflated and
+        # written on a third (BlockPipeline): numpy and deflate let go of the GIL.
+        with BlockPipeline(outfile) as pipeline:
             for part in timeline.parts():
                 for names in self._names(part):
-                    put(_done(names.SerializeToString()))
-                put(_done(self._descriptors(part).SerializeToString()))
+                    pipeline.put(partial(bytes, names.SerializeToString()))
+                pipeline.put(partial(bytes, self._descriptors(part).SerializeToString()))
                 for packets in self._event_packets(part):
-                    put(pool.submit(self._compressed, packets))
+                    pipeline.put(packets.finish, then=self._compressed)
                 del part  # its records are released before the next part is read
-            while waiting:
-                outfile.write(waiting.popleft().result())
 
-    def _event_packets(self, part: TimelinePart) -> Iterator[bytes]:
-        """Slice and counter packets, a chunk at a time (serialised ``Trace`` parts)."""
+    def _event_packets(self, part: TimelinePart) -> Iterator[Packets]:
+        """Slice and counter packets, a chunk at a time (serialised ``Trace`` parts,
+        made by ``Packets.finish``)."""
         self._interned.names = part.names
         self._flows = TrackFlows(part.flows, part.first_flow)
         for index, track in enumerate(part.slices):
             yield from self._slices(index, track)
         for index, counter in enumerate(part.counters, start=part.first_counter):
             for trace in self._counter_values(index, counter):
-                yield trace.SerializeToString()
+                yield Packets((), 0, trace.SerializeToString())
 
-    def _compressed(self, packets: bytes) -> bytes:
+    def _compressed(self, packets: bytes | memoryview) -> bytes | memoryview:
         if not self.compress or not packets:
             return packets
         data = deflate(packets)
@@ -244,13 +234,13 @@ class PerfettoReporter:
                 desc.counter.SetInParent()
         return trace
 
-    def _slices(self, index: int, track: SliceTrack) -> Iterator[bytes]:
+    def _slices(self, index: int, track: SliceTrack) -> Iterator[Packets]:
         """The track's slice packets in time order, a chunk at a time; strings and
         categories a chunk interns first go on a packet before it."""
         uuids = np.asarray([self._uuids.thread(t) for t in track.thread_ids], dtype=np.int64)
         for a, b in self._runs(index, len(track)):
             flows = self._flows.chunk(index, a, b) if self._flows else None
-            packets = slice_packets(track, np.arange(a, b), uuids, self._interned, flows)
+            packets = slice_layout(track, np.arange(a, b), uuids, self._interned, flows)
             interned = self._interned
             if interned.new_strings or interned.new_categories:
                 trace = pftrace.Trace()
@@ -261,7 +251,7 @@ class PerfettoReporter:
                     data.event_categories.add(iid=iid, name=value)
                 interned.new_strings.clear()
                 interned.new_categories.clear()
-                packets = trace.SerializeToString() + packets
+                packets = Packets(packets.pieces, packets.rows, trace.SerializeToString())
             yield packets
 
     def _runs(self, index: int, n: int) -> Iterator[tuple[int, int]]:
@@ -295,10 +285,3 @@ class PerfettoReporter:
                 else:
                     event.counter_value = value
             yield trace
-
-
-def _done(data: bytes) -> Future[bytes]:
-    """Bytes ready now, queued in order with the chunks being compressed."""
-    future: Future[bytes] = Future()
-    future.set_result(data)
-    return future

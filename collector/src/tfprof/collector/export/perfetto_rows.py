@@ -34,7 +34,7 @@ from tfprof.collector.export.protowire import (
     Field,
     Piece,
     choice,
-    encode_rows,
+    encoded_rows,
     fixed64,
     message,
     optional,
@@ -236,7 +236,7 @@ def _own_annotations(
 
 def _annotations(
     track: SliceTrack,
-    sel: np.ndarray,
+    sel: np.ndarray | slice,
     kinds: np.ndarray,
     interned: Interned,
 ) -> tuple[list[Piece], np.ndarray]:
@@ -245,21 +245,17 @@ def _annotations(
     The args all kinds share are one field over every row; the others are a ``choice``
     per kind, made over that kind's rows only, before and after the shared ones.
     """
-    rows = sel.shape[0]
-    known = np.isin(kinds, list(SLICE_CATEGORIES))
-    present_kinds: list[int | None] = [*np.unique(kinds[known]).tolist()]
-    if not known.all():
-        present_kinds.append(None)  # kinds this version does not know: generic args
+    rows = kinds.shape[0]
+    present_kinds, kind_rows = _kind_rows(kinds)
     shared, own = split_args(present_kinds)
     category = np.zeros(rows, dtype=np.int64)
     before: list[tuple[np.ndarray, list[Piece]]] = []
     after: list[tuple[np.ndarray, list[Piece]]] = []
-    for kind in present_kinds:
-        index = np.flatnonzero(~known if kind is None else kinds == kind)
-        rows_of_kind = np.take(sel, index)
+    for kind, index in zip(present_kinds, kind_rows, strict=True):
+        rows_of_kind = _subset(sel, index, rows)
         category[index] = _category_iids(track, kind, rows_of_kind, interned)
         picked = Selection(track, rows_of_kind)
-        duration = np.take(track.duration_ns, rows_of_kind)
+        duration = pick(track.duration_ns, rows_of_kind)
         first, last = own[kind]
         before.append((index, _own_annotations(first, picked, duration, interned)))
         after.append((index, _own_annotations(last, picked, duration, interned)))
@@ -271,14 +267,56 @@ def _annotations(
     return annotations, category
 
 
+_KNOWN_KINDS = np.zeros(max(SLICE_CATEGORIES) + 1, dtype=bool)
+_KNOWN_KINDS[list(SLICE_CATEGORIES)] = True
+
+
+def _kind_rows(kinds: np.ndarray) -> tuple[list[int | None], list[np.ndarray]]:
+    """The kinds present, in ascending order (None last: kinds this version does not
+    know, shown with the generic args), and the rows of each. A count per kind value
+    finds them: one pass, no sort of the chunk."""
+    top = _KNOWN_KINDS.shape[0]
+    low, high = (int(kinds.min()), int(kinds.max())) if kinds.shape[0] else (0, 0)
+    if low == high and low < top and _KNOWN_KINDS[low]:
+        return [low], [np.arange(kinds.shape[0])]  # a track of one kind: most chunks
+    inside = (kinds >= 0) & (kinds < top)
+    counts = np.bincount(np.where(inside, kinds, 0), minlength=top)
+    known = inside & _KNOWN_KINDS[np.where(inside, kinds, 0)]
+    present: list[int | None] = [k for k in np.flatnonzero(counts).tolist() if _KNOWN_KINDS[k]]
+    index = [np.flatnonzero(kinds == k) for k in present]
+    if not known.all():
+        present.append(None)
+        index.append(np.flatnonzero(~known))
+    return present, index
+
+
+def as_run(sel: np.ndarray) -> np.ndarray | slice:
+    """``sel`` as a slice when it is consecutive slices (a chunk of a track): the
+    track's columns are then read as views, not gathered."""
+    n = sel.shape[0]
+    if n and int(sel[-1]) - int(sel[0]) == n - 1 and (n < 3 or bool((np.diff(sel) == 1).all())):
+        return slice(int(sel[0]), int(sel[-1]) + 1)
+    return sel
+
+
+def _subset(sel: np.ndarray | slice, index: np.ndarray, rows: int) -> np.ndarray | slice:
+    """The rows ``index`` of the selection ``sel`` (of ``rows`` rows)."""
+    if index.shape[0] == rows:
+        return sel  # every row
+    if isinstance(sel, slice):
+        at: np.ndarray = index + sel.start
+        return at
+    return np.take(sel, index)
+
+
 def _category_iids(
-    track: SliceTrack, kind: int | None, sel: np.ndarray, interned: Interned
+    track: SliceTrack, kind: int | None, sel: np.ndarray | slice, interned: Interned
 ) -> np.ndarray | int:
     """The category iid of slices ``sel`` (of one kind): the kind's, or a MARKER's own."""
     fallback = interned.categories[category_of(kind)]
     if kind != RecordKind.MARKER or track.category_id is None:
         return fallback
-    found, index = np.unique(np.take(track.category_id, sel), return_inverse=True)
+    found, index = np.unique(pick(track.category_id, sel), return_inverse=True)
     names = interned.names
     iids = [interned.category_iid(names[i]) if i >= 0 else fallback for i in found.tolist()]
     result: np.ndarray = np.take(np.array(iids, dtype=np.int64), index.reshape(-1))
@@ -312,6 +350,20 @@ def _flow_pieces(flows: ChunkFlows) -> list[Piece]:
     return pieces
 
 
+@dataclass(frozen=True)
+class Packets:
+    """Rows of packets laid out (their fields encoded), made into bytes by ``finish``:
+    on the reporter's pipeline, another thread. ``prefix``: bytes before them."""
+
+    pieces: Sequence[Piece]
+    rows: int
+    prefix: bytes = b""
+
+    def finish(self) -> bytes | memoryview:
+        packets = encoded_rows(self.pieces, self.rows)
+        return self.prefix + packets if self.prefix else packets
+
+
 def slice_packets(
     track: SliceTrack,
     sel: np.ndarray,
@@ -322,14 +374,27 @@ def slice_packets(
     """The begin and end packets of the slices ``sel`` of ``track``, in time order, as
     ``Trace.packet`` entries. ``uuids``: each lane's track uuid; ``flows``: the launch
     flows these slices start and end (``sel`` is then one run of the track)."""
-    start = pick(track.start_ns, sel)
-    uuid = [_TRACK_UUID, varints(np.take(uuids, pick(track.lane, sel)))]
-    annotations, category = _annotations(track, sel, pick(track.kind, sel), interned)
+    return bytes(slice_layout(track, sel, uuids, interned, flows).finish())
+
+
+def slice_layout(
+    track: SliceTrack,
+    sel: np.ndarray,
+    uuids: np.ndarray,
+    interned: Interned,
+    flows: ChunkFlows | None = None,
+) -> Packets:
+    """``slice_packets`` laid out, not yet made into bytes (``Packets.finish``)."""
+    rows = sel.shape[0]
+    sel_run = as_run(sel)
+    start = pick(track.start_ns, sel_run)
+    uuid = [_TRACK_UUID, varints(np.take(uuids, pick(track.lane, sel_run)))]
+    annotations, category = _annotations(track, sel_run, pick(track.kind, sel_run), interned)
     begin_event: list[Piece] = [
         _TYPE + varint(_SLICE_BEGIN),
         *uuid,
         _NAME_IID,
-        varints(pick(track.name_id, sel) + 1),
+        varints(pick(track.name_id, sel_run) + 1),
         _CATEGORY_IID,
         varints(category),
         *annotations,
@@ -337,9 +402,9 @@ def slice_packets(
     ]
     begin = [_TIMESTAMP, varints(start), _SEQUENCE, *message(_TRACK_EVENT, begin_event)]
     end_event: list[Piece] = [_TYPE + varint(_SLICE_END), *uuid]
-    end_time = start + pick(track.duration_ns, sel)
+    end_time = start + pick(track.duration_ns, sel_run)
     end = [_TIMESTAMP, varints(end_time), _SEQUENCE, *message(_TRACK_EVENT, end_event)]
-    return encode_rows([*message(_PACKET, begin), *message(_PACKET, end)], sel.shape[0])
+    return Packets([*message(_PACKET, begin), *message(_PACKET, end)], rows)
 
 
-__all__ = ["SEQUENCE_ID", "Interned", "slice_packets", "split_args"]
+__all__ = ["SEQUENCE_ID", "Interned", "Packets", "slice_layout", "slice_packets", "split_args"]

@@ -215,28 +215,31 @@ class _Layout:
         width = len(self.template)
         matrix = np.empty((rows, width), dtype=np.uint8)
         matrix[:] = np.frombuffer(bytes(self.template), dtype=np.uint8)
-        keep: np.ndarray | None = None
+        # What every row keeps (a field's tail no row reaches, a choice's stretch until
+        # its rows fill it in), set once for all rows; then what differs per row.
+        same = np.ones(width, dtype=bool)
+        varying: list[tuple[int, int, np.ndarray]] = []  # (start, width, lengths)
         for start, field in self.fields:
-            slot = slice(start, start + field.width)
-            matrix[:, slot] = field.data
-            if isinstance(field.length, int) and field.length == field.width:
-                continue
-            if keep is None:
-                keep = np.ones((rows, width), dtype=bool)
+            matrix[:, start : start + field.width] = field.data
             if isinstance(field.length, int):
-                keep[:, start + field.length : slot.stop] = False
-            elif field.width < _PREFIX.shape[1]:
-                keep[:, slot] = np.take(_PREFIX[:, : field.width], field.length, axis=0)
+                same[start + field.length : start + field.width] = False
             else:
-                keep[:, slot] = np.arange(field.width)[None, :] < field.length[:, None]
+                varying.append((start, field.width, field.length))
+        for start, stretch, _ in self.choices:
+            same[start : start + stretch] = False  # rows of no alternative keep none
+        if same.all() and not varying and not self.groups:
+            return matrix, None
+        keep = np.empty((rows, width), dtype=bool)
+        keep[:] = same
+        for start, field_width, lengths in varying:
+            slot = slice(start, start + field_width)
+            if field_width < _PREFIX.shape[1]:
+                keep[:, slot] = np.take(_PREFIX[:, :field_width], lengths, axis=0)
+            else:
+                keep[:, slot] = np.arange(field_width)[None, :] < lengths[:, None]
         for start, end, present in self.groups:
-            if keep is None:
-                keep = np.ones((rows, width), dtype=bool)
             keep[:, start:end] &= present[:, None]
-        for start, stretch, layouts in self.choices:
-            if keep is None:
-                keep = np.ones((rows, width), dtype=bool)
-            keep[:, start : start + stretch] = False  # rows of no alternative keep none
+        for start, _, layouts in self.choices:
             for index, layout in layouts:
                 own = len(layout.template)
                 if own == 0:
@@ -249,15 +252,20 @@ class _Layout:
 
 def encode_rows(pieces: Sequence[Piece], rows: int) -> bytes:
     """The rows' bytes, one row after the other, each piece as much as the row keeps."""
+    return bytes(encoded_rows(pieces, rows))
+
+
+def encoded_rows(pieces: Sequence[Piece], rows: int) -> memoryview:
+    """``encode_rows``' bytes where they were made (no copy into a ``bytes``)."""
     layout = _Layout()
     layout.add(pieces)
     matrix, keep = layout.fill(rows)
     if keep is None:
-        return matrix.tobytes()
+        return matrix.reshape(-1).data
     # A flat mask whose dropped bytes come in runs (varint tails, an absent kind's
     # stretch): numpy copies the kept runs whole, faster than np.compress (measured).
     kept_bytes: np.ndarray = matrix.reshape(-1)[keep.reshape(-1)]
-    return kept_bytes.tobytes()
+    return kept_bytes.data
 
 
 __all__ = [
@@ -270,6 +278,7 @@ __all__ = [
     "Piece",
     "choice",
     "encode_rows",
+    "encoded_rows",
     "fixed64",
     "kept",
     "message",
