@@ -299,9 +299,15 @@ def _records(
     read_tables = tables if tables is not None else list(_KIND_OF)
     present = {c for name in read_tables for c in _RECORD_COLUMNS_OF[name] if c in read} | {"kind"}
     return {
-        c: (np.concatenate(columns[c]) if columns.get(c) and c in present else zeros)
+        c: (_joined(columns[c]) if columns.get(c) and c in present else zeros)
         for c in RECORD_COLUMNS
     }
+
+
+def _joined(parts: list[np.ndarray]) -> np.ndarray:
+    """One column of its parts; a single part as it is when it is numpy's own (a batch
+    is not copied), a copy of Arrow's read-only buffers as before."""
+    return parts[0] if len(parts) == 1 and parts[0].flags.writeable else np.concatenate(parts)
 
 
 def read_host_samples(parts: StreamParts) -> dict[str, np.ndarray]:
