@@ -1,7 +1,8 @@
-"""The host rules on host rows chosen process by process (``advice.host_rows``, what
-``advise`` runs) give exactly the findings of the whole host side, on real traces stored
-as a collector stores them: two processes of one job in a compacted lake, and another
-job's log, read one process at a time."""
+"""The host rules on a host side streamed in batches (``analysis.host_pass`` feeding
+``advice.host_rows``, what ``advise`` runs) give exactly the findings of the whole host
+side, on real traces stored as a collector stores them: two processes of one job in a
+compacted lake, and another job's log, read one process at a time; batches small enough
+that calls, ranges and steps fall on both sides of their boundaries."""
 
 from __future__ import annotations
 
@@ -38,10 +39,10 @@ def dirs(tmp_path: Path) -> list[Path]:
     return [a, b]
 
 
-def _lake(dirs: list[Path], since: int | None, until: int | None, select: HostRows | None
-          ) -> RecordSet:  # fmt: skip
+def _lake(dirs: list[Path], since: int | None, until: int | None, select: HostRows | None,
+          batch_rows: int | None = None) -> RecordSet:  # fmt: skip
     jobs = open_jobs([str(d) for d in dirs]).jobs
-    return prepare(jobs, since, until, select=select)
+    return prepare(jobs, since, until, select=select, batch_rows=batch_rows)
 
 
 def _window(dirs: list[Path]) -> tuple[int, int]:
@@ -51,38 +52,62 @@ def _window(dirs: list[Path]) -> tuple[int, int]:
     return first + (last - first) // 10, last - (last - first) // 10
 
 
-@pytest.mark.parametrize("windowed", [False, True])
-def test_host_rows_give_the_whole_host_sides_findings(dirs: list[Path], windowed: bool) -> None:
+@pytest.mark.parametrize(("windowed", "batch_rows"), [(False, None), (True, None), (False, 97),
+                                                     (True, 1000)])  # fmt: skip
+def test_host_rows_give_the_whole_host_sides_findings(
+    dirs: list[Path], windowed: bool, batch_rows: int | None
+) -> None:
     since, until = _window(dirs) if windowed else (None, None)
     whole = _lake(dirs, since, until, None)
     expected = advise(whole)
     assert {f.rule for f in expected} & HOST_RULES  # the traces trigger host rules
     rows = HostRows()
-    chosen = _lake(dirs, since, until, rows)
-    assert 0 < len(chosen.host) < len(whole.host) // 2  # most host rows are left out
+    chosen = _lake(dirs, since, until, rows, batch_rows)
+    assert len(chosen.host) < len(whole.host) // 100  # no API call or range is kept
+    assert chosen.calls is not None and 0 < len(chosen.calls.name) < len(whole.host)
     assert advise(chosen, host_rows=rows) == expected
     for rule in sorted(HOST_RULES):
         rows = HostRows()
-        chosen = _lake(dirs, since, until, rows)
+        chosen = _lake(dirs, since, until, rows, batch_rows)
         assert advise(chosen, [rule], rows) == [f for f in expected if f.rule == rule], rule
+
+
+def test_records_are_linked_as_from_the_whole_host_side(dirs: list[Path]) -> None:
+    """Each GPU record's call (its duration and name) and launch latency, in batches."""
+    whole = _lake(dirs, None, None, None)
+    streamed = _lake(dirs, None, None, HostRows(), batch_rows=61)
+    assert (streamed.api >= 0).tolist() == (whole.api >= 0).tolist()
+    linked = whole.api >= 0
+    assert linked.sum() > 100
+    calls = streamed.launch_calls()
+    h = whole.launch_calls()
+    assert calls.duration[streamed.api[linked]].tolist() == h.duration[whole.api[linked]].tolist()
+    names = [streamed.names[n] for n in calls.name[streamed.api[linked]].tolist()]
+    assert names == [whole.names[n] for n in h.name[whole.api[linked]].tolist()]
+    assert streamed.latency.tolist() == whole.latency.tolist()
 
 
 def test_without_step_ranges_outermost_ranges_with_sync_calls_are_kept(dirs: list[Path]) -> None:
     """Renamed so that no range is a step: sync-per-step falls back on outermost ranges,
     and those the chosen rows keep give the same findings."""
     whole = _lake(dirs, None, None, None)
-    names = tuple(map(_no_step, whole.names))
-    expected = advise(dataclasses.replace(whole, names=names), ["sync-per-step"])
+    expected = advise(_renamed(whole), ["sync-per-step"])
     assert expected and expected[0].evidence["steps_from"] == "outermost host ranges"
-    rows = HostRows()
+    for batch_rows in (None, 113):
+        rows = _Renamed()
+        jobs = open_jobs([str(d) for d in dirs]).jobs
+        chosen = prepare(jobs, select=rows, batch_rows=batch_rows)
+        got = advise(_renamed(chosen), ["sync-per-step"], rows)
+        assert got == expected
 
-    def renamed(p: ProcessHost) -> np.ndarray:
-        return rows(dataclasses.replace(p, names=tuple(map(_no_step, p.names))))
 
-    chosen = prepare(open_jobs([str(d) for d in dirs]).jobs, select=renamed)
-    assert len(chosen.host) < len(whole.host) // 2
-    got = advise(dataclasses.replace(chosen, names=names), ["sync-per-step"], rows)
-    assert got == expected
+def _renamed(rs: RecordSet) -> RecordSet:
+    return dataclasses.replace(rs, names=tuple(map(_no_step, rs.names)))
+
+
+class _Renamed(HostRows):
+    def __call__(self, rows: ProcessHost) -> np.ndarray:
+        return super().__call__(dataclasses.replace(rows, names=tuple(map(_no_step, rows.names))))
 
 
 def _no_step(name: str) -> str:
@@ -96,5 +121,6 @@ def test_trace_files_give_the_whole_host_sides_findings() -> None:
     jobs = [job_from_trace(shared_traces() / f) for f in KINETO]
     expected = advise(prepare(jobs))
     assert {f.rule for f in expected} & HOST_RULES
-    rows = HostRows()
-    assert advise(prepare(jobs, select=rows), host_rows=rows) == expected
+    for batch_rows in (None, 89):
+        rows = HostRows()
+        assert advise(prepare(jobs, select=rows, batch_rows=batch_rows), host_rows=rows) == expected

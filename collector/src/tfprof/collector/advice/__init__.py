@@ -61,13 +61,13 @@ def advise(
     """Findings of the named rules (all when none is named), largest impact first.
 
     ``host_rows``: the selector ``rs`` was prepared with (``prepare(select=...)``), when
-    ``rs.host`` holds only the rows it kept."""
+    ``rs.host`` holds only the rows it kept: the host rules read its evidence."""
     unknown = sorted(set(rules or ()) - set(RULE_NAMES))
     if unknown:
         raise AnalysisError(
             f"unknown rule(s) {', '.join(unknown)}; rules are {', '.join(RULE_NAMES)}"
         )
-    ctx = Context(rs, host_rows.api_cover(len(rs.jobs)) if host_rows is not None else None)
+    ctx = Context(rs, host_rows)
     findings: list[Finding] = []
     for rule in RULES:
         if not rules or rule.NAME in rules:

@@ -9,16 +9,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from tfprof.collector.advice.host_calls import ApiCover, api_cover
+from tfprof.collector.advice.host_calls import ApiCover, api_calls, api_cover, calls_by_job
 from tfprof.collector.analysis.intervals import Merged, merge_intervals
 from tfprof.collector.analysis.records import GPU_KINDS, RecordSet, gpu_busy
 from tfprof.collector.analysis.units import us
 from tfprof.core.records import RecordKind
 from tfprof.core.tracks import TrackKey
+
+if TYPE_CHECKING:
+    from tfprof.collector.advice.sync_per_step import StepSyncs
 
 
 @dataclass(frozen=True)
@@ -35,19 +38,47 @@ class Finding:
     streams: tuple[str, ...] = field(default_factory=tuple)  # timeline track names (TrackKey)
 
 
+class HostEvidence(Protocol):
+    """What the host rules read of a host side streamed past them (``advice.host_rows``)
+    instead of ``rs.host``."""
+
+    def api_cover(self, num_jobs: int) -> ApiCover: ...
+
+    def sync_cover(self, num_jobs: int) -> Merged: ...
+
+    def step_syncs(self) -> list[StepSyncs]: ...
+
+
 class Context:
-    """``api_cover``: each job's time in API calls when ``rs.host`` does not hold every
-    call (``advice.host_rows``); computed from ``rs.host`` otherwise."""
+    """``host``: the host rules' evidence when ``rs.host`` does not hold every host row
+    (``advice.host_rows``); computed from ``rs.host`` otherwise."""
 
-    def __init__(self, rs: RecordSet, api_cover: ApiCover | None = None) -> None:
+    def __init__(self, rs: RecordSet, host: HostEvidence | None = None) -> None:
         self.rs = rs
-        self._api_cover = api_cover
+        self._host = host
 
-    @property
+    @cached_property
     def api_cover(self) -> ApiCover:
-        if self._api_cover is None:
-            self._api_cover = api_cover(self.rs)
-        return self._api_cover
+        """Each job's time in CUDA API calls (at least wherever a host stall may be)."""
+        if self._host is not None:
+            return self._host.api_cover(len(self.rs.jobs))
+        return api_cover(self.rs)
+
+    @cached_property
+    def sync_cover(self) -> Merged:
+        """Each job's time in synchronising calls (at least wherever a host stall may be)."""
+        if self._host is not None:
+            return self._host.sync_cover(len(self.rs.jobs))
+        return calls_by_job(self.rs, api_calls(self.rs, sync_only=True))
+
+    @cached_property
+    def step_syncs(self) -> list[StepSyncs]:
+        """Each process's synchronising calls counted in its steps (sync-per-step)."""
+        if self._host is not None:
+            return self._host.step_syncs()
+        from tfprof.collector.advice.sync_per_step import step_syncs_of
+
+        return step_syncs_of(self.rs)
 
     @cached_property
     def on_gpu(self) -> np.ndarray:

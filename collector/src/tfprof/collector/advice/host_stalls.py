@@ -8,8 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from tfprof.collector.advice.base import Context, Finding, share, us
-from tfprof.collector.advice.host_calls import api_calls, calls_by_job
-from tfprof.collector.analysis.intervals import covered, gaps, merge_intervals
+from tfprof.collector.analysis.intervals import Gaps, covered, gaps, merge_intervals
 from tfprof.collector.analysis.records import GPU_KINDS
 
 NAME = "host-stalls"
@@ -18,21 +17,32 @@ MIN_SHARE = 0.10  # adding up to 10% of the job's span on the GPU
 MIN_TOTAL_NS = 1_000_000
 
 
+def long_gaps(ctx: Context) -> Gaps:
+    """Gaps of MIN_GAP_NS or more in each job's work on each GPU (group: job * GPUs +
+    GPU): the only time this rule asks the host about."""
+    rs = ctx.rs
+    on = np.flatnonzero(rs.mask(*GPU_KINDS))
+    n_gpus = max(len(rs.gpus), 1)
+    key = rs.job[on].astype(np.int64) * n_gpus + rs.gpu[on]
+    busy = merge_intervals(key, rs.start[on], rs.end[on], len(rs.jobs) * n_gpus)
+    del on, key
+    lo, hi = ctx.job_gpu_span
+    idle = gaps(busy, lo.reshape(-1), hi.reshape(-1))
+    long = idle.length >= MIN_GAP_NS
+    return Gaps(idle.group[long], idle.start[long], idle.end[long])
+
+
 def check(ctx: Context) -> list[Finding]:
     rs = ctx.rs
     cover = ctx.api_cover
     if not cover.jobs:
         return []
     in_api = cover.merged
-    in_sync = calls_by_job(rs, api_calls(rs, sync_only=True))
-    on = np.flatnonzero(rs.mask(*GPU_KINDS))
+    in_sync = ctx.sync_cover
     n_gpus = max(len(rs.gpus), 1)
-    key = rs.job[on].astype(np.int64) * n_gpus + rs.gpu[on]
-    busy = merge_intervals(key, rs.start[on], rs.end[on], len(rs.jobs) * n_gpus)
+    idle = long_gaps(ctx)
     lo, hi = ctx.job_gpu_span
-    idle = gaps(busy, lo.reshape(-1), hi.reshape(-1))
-    long = idle.length >= MIN_GAP_NS
-    g_key, g_start, g_end = idle.group[long], idle.start[long], idle.end[long]
+    g_key, g_start, g_end = idle.group, idle.start, idle.end
     jobs_with_calls = cover.jobs
     findings = []
     for k in np.unique(g_key).tolist():

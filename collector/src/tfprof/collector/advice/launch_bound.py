@@ -33,14 +33,14 @@ def _steady(ctx: Context) -> np.ndarray:
 
 def check(ctx: Context) -> list[Finding]:
     rs = ctx.rs
-    h = rs.host
+    h = rs.launch_calls()
     kernels = _steady(ctx)
     findings = []
     for j in np.unique(rs.job[kernels]).tolist():
         rows = kernels[rs.job[kernels] == j]
         # Each call once (a graph launch runs several kernels), in row order: a mask
         # over the host rows, not a sort of every kernel's call.
-        called = np.zeros(len(h), dtype=bool)
+        called = np.zeros(h.duration.shape[0], dtype=bool)
         called[rs.api[rows]] = True
         calls = np.flatnonzero(called)
         launch = int(h.duration[calls].sum())

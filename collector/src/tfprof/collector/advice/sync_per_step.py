@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -38,31 +39,72 @@ def outermost(key: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray
     return top
 
 
-def _outermost(rs: RecordSet, ranges: np.ndarray) -> np.ndarray:
-    """The ranges inside no other range of their process and thread."""
-    h = rs.host
-    key = h.process[ranges].astype(np.int64) << 32 | (h.thread[ranges] & 0xFFFFFFFF)
-    top: np.ndarray = ranges[outermost(key, h.start[ranges], h.end[ranges])]
-    return top
-
-
 def is_step(names: Sequence[str]) -> np.ndarray:
     """Per names id: whether it names a step range."""
     return np.array([bool(STEP_NAME.search(n)) for n in names], dtype=bool)
 
 
-def _steps(rs: RecordSet, job: int) -> tuple[np.ndarray, bool]:
-    """The job's step ranges (rows of ``rs.host``) and whether they were named as steps."""
+_NONE = np.zeros(0, dtype=np.int64)
+
+
+@dataclass(frozen=True)
+class StepSyncs:
+    """One process's synchronising calls counted in its steps: what the rule adds up
+    over a job's processes (``step_syncs``), from the whole host side or streamed
+    (``advice.host_rows``)."""
+
+    job: int
+    named: bool  # steps are step ranges; else the outermost ranges holding a call
+    has_calls: bool  # the process made a synchronising call
+    per_step: np.ndarray  # calls started inside each step
+    names: np.ndarray = field(default_factory=lambda: _NONE)  # ids of the calls in a step
+    counts: np.ndarray = field(default_factory=lambda: _NONE)  # and how many of each
+    wait: int = 0  # their time (ns)
+    start: int = np.iinfo(np.int64).max  # the first one's start, the last one's end
+    end: int = np.iinfo(np.int64).min
+
+
+def step_syncs(
+    job: int,
+    named: bool,
+    step_start: np.ndarray,
+    step_end: np.ndarray,
+    call_start: np.ndarray,
+    call_end: np.ndarray,
+    call_name: np.ndarray,
+) -> StepSyncs:
+    """``StepSyncs`` of one process's steps and synchronising calls (any thread)."""
+    per_step, inside = calls_in_steps(step_start, step_end, call_start)
+    if not inside.any():
+        return StepSyncs(job, named, call_start.shape[0] > 0, per_step)
+    names, counts = np.unique(call_name[inside], return_counts=True)
+    s, e = call_start[inside], call_end[inside]
+    return StepSyncs(job, named, True, per_step, names, counts, int((e - s).sum()),
+                     int(s.min()), int(e.max()))  # fmt: skip
+
+
+def step_syncs_of(rs: RecordSet) -> list[StepSyncs]:
+    """``StepSyncs`` of every process in ``rs.host`` (a process with step ranges counts
+    in those, any other in its outermost ranges)."""
     h = rs.host
+    syncs = api_calls(rs, sync_only=True)
     ranges = host_ranges(rs)
-    ranges = ranges[h.job[ranges] == job]
-    # The pattern once per distinct name, not once per range.
     ids, inverse = np.unique(h.name[ranges], return_inverse=True)
+    # The pattern once per distinct name, not once per range.
     step = is_step([rs.names[int(n)] for n in ids.tolist()])
     named = step[inverse.reshape(-1)] if ids.shape[0] else np.zeros(0, dtype=bool)
-    if named.any():
-        return ranges[named], True
-    return _outermost(rs, ranges), False
+    found = []
+    for p in np.unique(np.concatenate((h.process[syncs], h.process[ranges]))).tolist():
+        calls = syncs[h.process[syncs] == p]
+        mine = h.process[ranges] == p
+        steps = ranges[mine & named]
+        if not steps.shape[0]:
+            steps = ranges[mine]
+            steps = steps[outermost(h.thread[steps] & 0xFFFFFFFF, h.start[steps], h.end[steps])]
+        job = int(h.job[calls[0]] if calls.shape[0] else h.job[steps[0]])
+        found.append(step_syncs(job, bool((mine & named).any()), h.start[steps], h.end[steps],
+                                h.start[calls], h.end[calls], h.name[calls]))  # fmt: skip
+    return found
 
 
 def calls_in_steps(
@@ -85,42 +127,30 @@ def calls_in_steps(
     return per_step.astype(np.int64), inside
 
 
-def _calls_in_steps(
-    rs: RecordSet, steps: np.ndarray, calls: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """Per step, the calls of its process (any thread) that started inside it (both ends
-    included); per call, whether it started inside any step."""
-    h = rs.host
-    per_step = np.zeros(steps.shape[0], dtype=np.int64)
-    inside = np.zeros(calls.shape[0], dtype=bool)
-    for process in np.unique(h.process[steps]).tolist():
-        mine = np.flatnonzero(h.process[steps] == process)
-        theirs = np.flatnonzero(h.process[calls] == process)
-        per_step[mine], inside[theirs] = calls_in_steps(
-            h.start[steps[mine]], h.end[steps[mine]], h.start[calls[theirs]]
-        )
-    return per_step, inside
-
-
 def check(ctx: Context) -> list[Finding]:
     rs = ctx.rs
-    h = rs.host
-    syncs = api_calls(rs, sync_only=True)
+    by_job: dict[int, list[StepSyncs]] = {}
+    for found in ctx.step_syncs:
+        by_job.setdefault(found.job, []).append(found)
     findings = []
-    for j in np.unique(h.job[syncs]).tolist():
-        mine = syncs[h.job[syncs] == j]
-        steps, named = _steps(rs, j)
-        if steps.shape[0] == 0:
+    for j in sorted(by_job):
+        parts = by_job[j]
+        if not any(p.has_calls for p in parts):
             continue
-        per_step, inside = _calls_in_steps(rs, steps, mine)
-        used = per_step > 0 if not named else np.ones(steps.shape[0], dtype=bool)
+        # A job with step ranges counts in those only.
+        named = any(p.named for p in parts)
+        parts = [p for p in parts if p.named == named]
+        per_step = np.concatenate([p.per_step for p in parts])
+        if per_step.shape[0] == 0:
+            continue
+        used = per_step > 0 if not named else np.ones(per_step.shape[0], dtype=bool)
         total = int(per_step.sum())
         mean = total / max(int(used.sum()), 1)
         if total < MIN_SYNCS or mean <= MAX_SYNCS_PER_STEP:
             continue
-        calls = mine[inside]
-        names, counts = np.unique(h.name[calls], return_counts=True)
-        wait = int(h.duration[calls].sum())
+        ids, inverse = np.unique(np.concatenate([p.names for p in parts]), return_inverse=True)
+        counts = np.bincount(inverse.reshape(-1), np.concatenate([p.counts for p in parts]))
+        wait = sum(p.wait for p in parts)
         label = rs.jobs[j].label
         kind = "steps" if named else "outermost host ranges (no step ranges found)"
         findings.append(
@@ -136,7 +166,7 @@ def check(ctx: Context) -> list[Finding]:
                     "per_step_mean": round(mean, 2),
                     "per_step_max": int(per_step.max()),
                     "wait_us": us(wait),
-                    "calls": {rs.names[int(n)]: int(c) for n, c in zip(names, counts, strict=True)},
+                    "calls": {rs.names[int(n)]: int(c) for n, c in zip(ids, counts, strict=True)},
                 },
                 suggestion=(
                     "Synchronise once per step at most: keep values on the GPU instead of "
@@ -144,8 +174,8 @@ def check(ctx: Context) -> list[Finding]:
                     "copies into one, use non-blocking copies from pinned memory, and order "
                     "work with events and stream waits rather than cudaStreamSynchronize."
                 ),
-                start_ns=int(h.start[calls].min()),
-                end_ns=int(h.end[calls].max()),
+                start_ns=min(p.start for p in parts),
+                end_ns=max(p.end for p in parts),
                 jobs=(label,),
             )
         )

@@ -63,6 +63,16 @@ HOST_COLUMNS = tuple(HostRecords.__dataclass_fields__)
 
 
 @dataclass(frozen=True)
+class LaunchCalls:
+    """The API calls GPU records were linked to, when ``RecordSet.host`` does not hold
+    them (a streamed host side, ``analysis.host_pass``): ``RecordSet.api`` indexes these
+    columns, each call's duration (clipped to the window, ns) and names id."""
+
+    duration: np.ndarray
+    name: np.ndarray
+
+
+@dataclass(frozen=True)
 class Launches:
     """Per GPU record of one process, in row order: what launched it, what it ran for."""
 

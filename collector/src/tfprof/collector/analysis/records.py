@@ -22,10 +22,12 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from tfprof.collector.analysis.errors import AnalysisError
+from tfprof.collector.analysis.host_pass import BATCH_ROWS, ProcessSpan, read_host
 from tfprof.collector.analysis.host_records import (
     HOST_COLUMNS,
     HOST_KINDS,
     HostRecords,
+    LaunchCalls,
     launches,
 )
 from tfprof.collector.analysis.intervals import Merged, merge_intervals
@@ -119,8 +121,9 @@ class RecordSet:
     sync_type: np.ndarray
     correlation: np.ndarray
     # The host side of each GPU record (``host_records.launches``): the ``host`` row of
-    # the API call that launched it (-1: none found), the ``names`` id of the op it ran
-    # for (-1: none), launch latency (ns, unclipped times) and stream queue depth (-1).
+    # the API call that launched it (-1: none found; a row of ``calls`` when that is
+    # given), the ``names`` id of the op it ran for (-1: none), launch latency (ns,
+    # unclipped times) and stream queue depth (-1).
     api: np.ndarray
     op: np.ndarray
     latency: np.ndarray
@@ -129,6 +132,8 @@ class RecordSet:
     memory_gpus: tuple[GpuRef, ...] = ()  # the GPUs of host MEMORY rows (``host.gpu``)
     # Bytes each (job, memory_gpus index) held before the window began (memory view).
     memory_base: tuple[tuple[int, int, int], ...] = ()
+    # The calls ``api`` points to when ``host`` does not hold them (``host_pass``).
+    calls: LaunchCalls | None = None
 
     def __len__(self) -> int:
         return int(self.kind.shape[0])
@@ -149,6 +154,12 @@ class RecordSet:
             return one
         return np.isin(self.kind, np.array(kinds, dtype=self.kind.dtype))
 
+    def launch_calls(self) -> LaunchCalls:
+        """Duration and name of the calls ``api`` points to."""
+        if self.calls is not None:
+            return self.calls
+        return LaunchCalls(self.host.duration, self.host.name)
+
     def track(self, process: int, device: int, stream: int) -> TrackKey:
         """The timeline track of records of ``process`` on ``device`` and ``stream``."""
         ref = self.processes[process]
@@ -157,22 +168,28 @@ class RecordSet:
 
 @dataclass(frozen=True)
 class ProcessHost:
-    """One process's host rows in the window, as ``RecordSet.host`` would hold them:
-    ``columns`` are ``kind``, ``start``, ``end``, ``job``, ``process``, ``thread`` and
-    ``name`` of ``HOST_COLUMNS`` (global job, process and names ids); ``launched``
-    marks the API calls that launched one of its GPU records; ``names`` is the name
-    table so far (every id in ``columns`` indexes it)."""
+    """A batch of one process's host rows in the window, as ``RecordSet.host`` would
+    hold them: ``columns`` are ``kind``, ``start``, ``end``, ``job``, ``process``,
+    ``thread`` and ``name`` of ``HOST_COLUMNS`` (global job, process and names ids);
+    ``names`` is the name table so far (every id in ``columns`` indexes it)."""
 
     columns: Mapping[str, np.ndarray]
-    launched: np.ndarray
     names: Sequence[str]
 
 
 class HostSelector(Protocol):
-    """Which of a process's host rows to keep (a boolean mask); it sees every process
-    once, in order, and may keep what it needs of the rest (``advice.host_rows``)."""
+    """What a streamed host side keeps (``analysis.host_pass``, ``advice.host_rows``):
+    it sees the GPU table first, then each process's host rows in batches (API calls
+    before ranges, ranges before memory records), each process once, in order."""
 
-    def __call__(self, rows: ProcessHost, /) -> np.ndarray: ...
+    def start(self, rs: RecordSet, /) -> None:
+        """The GPU table, whole and unlinked, before any host row."""
+
+    def __call__(self, rows: ProcessHost, /) -> np.ndarray:
+        """Which rows of the batch ``RecordSet.host`` keeps (a boolean mask)."""
+
+    def end_process(self) -> None:
+        """The process's last batch has been seen."""
 
 
 # Record columns passed through as they are (bytes is scaled when a copy is clipped).
@@ -195,6 +212,7 @@ def prepare(
     *,
     host: bool = True,
     select: HostSelector | None = None,
+    batch_rows: int | None = None,
 ) -> RecordSet:
     """All records of ``jobs`` overlapping ``[since_ns, until_ns)``, clipped to it.
 
@@ -203,10 +221,11 @@ def prepare(
     released once its rows are in the table, so only the table stays whole. Without
     ``host``, API calls, ranges and memory records are left out (``RecordSet.host`` is
     empty, no GPU record is linked): the GPU-only views and rules need none of them.
-    With ``select``, ``RecordSet.host`` holds only the rows it keeps (and every API call
-    that launched a GPU record, which ``api`` points to), and GPU records are linked to
-    their calls but not attributed to ops (``op`` and ``queue`` are -1): what the advice
-    rules read, without holding every process's host side at once.
+    With ``select``, the host side is streamed in batches of ``batch_rows`` once the
+    GPU table is whole (``host_pass``): ``RecordSet.host`` holds only the rows it keeps,
+    GPU records are linked to their calls (``RecordSet.calls``) but not attributed to
+    ops (``op`` and ``queue`` are -1): what the advice rules read, without holding any
+    process's host side whole.
     """
     if since_ns is not None and until_ns is not None and since_ns >= until_ns:
         raise AnalysisError(f"the window is empty: since {since_ns} >= until {until_ns} (ns)")
@@ -214,6 +233,8 @@ def prepare(
     table = _Table()
     job_refs: list[JobRef] = []
     processes: list[ProcessRef] = []
+    spans: list[ProcessSpan] = []
+    linked = host and select is None  # else the host side comes after (``host_pass``)
     for j, (job, label) in enumerate(zip(jobs, job_labels(jobs), strict=True)):
         # Streams of one process (a reconnect) share a task label and correlation ids.
         by_task: dict[str, list[tuple[StreamData, str, int]]] = {}
@@ -222,13 +243,16 @@ def prepare(
             by_task.setdefault(task, []).append((stream, task, len(processes) - 1))
         host_stats: dict[int, _SampleStats | None] = {}
         for group in by_task.values():
-            with _loaded([s for s, _, _ in group], host, select):
+            lo = table.gpu_rows
+            with _loaded([s for s, _, _ in group], linked):
                 prepared = [
                     (prepare_stream(s, window, label, task), process) for s, task, process in group
                 ]
-                table.add(prepared, window, j, host, select)
+                table.add(prepared, window, j, linked)
                 for s, _, process in group:
                     host_stats[process] = _sample_stats(s, window)
+            del prepared
+            spans.append(ProcessSpan(j, tuple(group), label, lo, table.gpu_rows))
         job_refs.append(
             JobRef(
                 label,
@@ -252,7 +276,7 @@ def prepare(
     last = max([int(ends.max())] if ends.shape[0] else [h.end_ns for h in sampled] or [first])
     lo = since_ns if since_ns is not None else first
     hi = until_ns if until_ns is not None else max(last, lo)
-    return RecordSet(
+    rs = RecordSet(
         jobs=tuple(job_refs),
         processes=tuple(processes),
         gpus=tuple(table.gpus),
@@ -262,8 +286,13 @@ def prepare(
         host=host_records,
         memory_gpus=tuple(table.memory_gpus.gpus),
         memory_base=tuple((j, g, b) for (j, g), b in sorted(table.memory_base.items()) if b),
+        calls=None,
         **columns,
     )
+    if select is None or not host:
+        return rs
+    del columns, starts, ends
+    return read_host(rs, table, spans, window, select, batch_rows or BATCH_ROWS)
 
 
 @runtime_checkable
@@ -276,21 +305,18 @@ class Deferred(Protocol):
     ) -> contextlib.AbstractContextManager[None]: ...
 
 
-# The record columns each kind of read uses: GPU records only; with the host rows the
-# advice rules read (``select``); everything (op attribution, the host views).
+# The record columns each kind of read uses: GPU records only; everything (linking, op
+# attribution, the host views).
 _GPU_READ = (
     "start_ns", "duration_ns", "device", "stream", "correlation", "name", "bytes",
     "copy_kind", "src_kind", "dst_kind", "sync_type",
 )  # fmt: skip
-_SELECT_READ = (*_GPU_READ, "thread", "memory_op")
-_ALL_READ = (*_SELECT_READ, "return_value", "external_id", "category")
+_ALL_READ = (*_GPU_READ, "thread", "memory_op", "return_value", "external_id", "category")
 
 
 @contextlib.contextmanager
-def _loaded(
-    streams: Sequence[StreamData], host: bool, select: HostSelector | None
-) -> Iterator[None]:
-    columns = (_SELECT_READ if select is not None else _ALL_READ) if host else _GPU_READ
+def _loaded(streams: Sequence[StreamData], host: bool) -> Iterator[None]:
+    columns = _ALL_READ if host else _GPU_READ
     with contextlib.ExitStack() as stack:
         for stream in streams:
             if isinstance(stream, Deferred):
@@ -397,6 +423,7 @@ class _Table:
         self._parts: dict[str, list[np.ndarray]] = {c: [] for c in (*_TAGS, *_COLUMNS, *_LINKS)}
         self._host: dict[str, list[np.ndarray]] = {c: [] for c in HOST_COLUMNS}
         self._host_rows = 0
+        self.gpu_rows = 0
 
     @property
     def gpus(self) -> list[GpuRef]:
@@ -408,32 +435,24 @@ class _Table:
         window: TimeWindow,
         job: int,
         host: bool = True,
-        select: HostSelector | None = None,
     ) -> None:
         """One process's streams (``(prepared stream, process index)``); without ``host``
-        its GPU records only, unlinked; with ``select`` the host rows it keeps."""
+        its GPU records only, unlinked."""
         kinds = [prep.column("kind") for prep, _ in group]
         names = [
             self.names.intern_column(prep.stream.strings, prep.column("name"), unnamed=0)
             for prep, _ in group
         ]
         # Unlinked (without ``host``), the link columns are constants made in ``columns``.
-        linked = self._link(group, kinds, names, ops=select is None) if host else {}
+        linked = self._link(group, kinds, names) if host else {}
         if host:
             # The group's host rows in rank order (``_link``'s ``api``) -> their row in
             # the host table, -1 for rows left out.
             ranks: list[np.ndarray] = []
             for (prep, process), kind, name in zip(group, kinds, names, strict=True):
                 host_rows = np.flatnonzero(np.isin(kind, _HOST_KINDS))
-                first = sum(r.shape[0] for r in ranks)
-                launched = np.zeros(host_rows.shape[0], dtype=bool)
-                api = linked["api"]
-                mine = api[(api >= first) & (api < first + host_rows.shape[0])] - first
-                launched[mine] = True
-                ranks.append(
-                    self._add_host(prep, host_rows, window, job, process, name, launched, select)
-                )
-                self._add_memory_base(prep, window, job)
+                ranks.append(self.add_host_rows(prep, host_rows, window, job, process, name))
+                self.add_memory_base(prep, window, job)
             rank = _concat(ranks, np.int64)
             if rank.shape[0]:  # else no call to point to: every ``api`` is -1 already
                 linked["api"] = np.where(linked["api"] >= 0, rank[np.maximum(linked["api"], 0)], -1)
@@ -451,19 +470,14 @@ class _Table:
         group: Sequence[tuple[PreparedStream, int]],
         kinds: Sequence[np.ndarray],
         names: Sequence[np.ndarray],
-        ops: bool = True,
     ) -> dict[str, np.ndarray]:
-        """``launches`` over the process's rows; ``api`` as its host-row rank. Without
-        ``ops``, only the columns linking reads are gathered."""
-        wanted = _LAUNCH_COLUMNS if ops else ("kind", "start_ns", "duration_ns", "correlation")
-        cols: dict[str, list[np.ndarray]] = {c: [] for c in wanted}
+        """``launches`` over the process's rows; ``api`` as its host-row rank."""
+        cols: dict[str, list[np.ndarray]] = {c: [] for c in _LAUNCH_COLUMNS}
         for (prep, _), kind, name in zip(group, kinds, names, strict=True):
             cols["kind"].append(kind)
             cols["start_ns"].append(prep.start)
             cols["duration_ns"].append(prep.end - prep.start)
             cols["correlation"].append(prep.column("correlation"))
-            if not ops:
-                continue
             marker = kind == RecordKind.MARKER
             category = self.names.intern_column(
                 prep.stream.strings, np.where(marker, prep.column("category"), 0), unnamed=0
@@ -473,13 +487,10 @@ class _Table:
             for c in ("thread", "external_id", "device", "stream"):
                 cols[c].append(prep.column(c))
         records = {c: _concat(v, np.int8 if c == "kind" else np.int64) for c, v in cols.items()}
-        found = launches(records, self.names.names, ops)
+        found = launches(records, self.names.names)
         host_rank = np.cumsum(np.isin(records["kind"], _HOST_KINDS)) - 1
         api = np.where(found.api >= 0, host_rank[np.maximum(found.api, 0)], -1)
-        links = {"api": api, "latency": found.latency}
-        if ops:  # else none was looked for: constants made in ``columns``
-            links |= {"op": found.op, "queue": found.queue}
-        return links
+        return {"api": api, "latency": found.latency, "op": found.op, "queue": found.queue}
 
     def _add_gpu(
         self,
@@ -492,6 +503,7 @@ class _Table:
         links: dict[str, np.ndarray],
     ) -> None:
         m = int(idx.shape[0])
+        self.gpu_rows += m
         if m == 0:
             return
         start, end, fraction = _clip(prep.start[idx], prep.end[idx], window)
@@ -512,7 +524,7 @@ class _Table:
         for c, v in links.items():
             parts[c].append(v)
 
-    def _add_host(
+    def add_host_rows(
         self,
         prep: PreparedStream,
         idx: np.ndarray,
@@ -520,28 +532,14 @@ class _Table:
         job: int,
         process: int,
         name: np.ndarray,
-        launched: np.ndarray,
-        select: HostSelector | None,
     ) -> np.ndarray:
-        """Add the rows ``idx`` (those ``select`` keeps, and the ``launched`` calls);
-        per row, its row in the host table or -1."""
+        """Add the host rows ``idx`` of ``prep`` (``name``: its global names ids); per
+        row, its row in the host table."""
         m = int(idx.shape[0])
         if m == 0:
             return np.zeros(0, dtype=np.int64)
         kind = prep.column("kind")[idx]
         start, end, _ = _clip(prep.start[idx], prep.end[idx], window)
-        keep = np.ones(m, dtype=bool)
-        if select is not None:
-            # The selector sees what it reads; the other columns are made for kept rows.
-            seen = {"kind": kind, "start": start, "end": end, "name": name[idx],
-                    "thread": prep.column("thread")[idx],
-                    "job": np.full(m, job, dtype=np.int32),
-                    "process": np.full(m, process, dtype=np.int32)}  # fmt: skip
-            keep = select(ProcessHost(seen, launched, self.names.names)) | launched
-            del seen
-            if not keep.all():
-                idx, kind, start, end = idx[keep], kind[keep], start[keep], end[keep]
-                m = int(idx.shape[0])
         marker = kind == RecordKind.MARKER
         category = prep.column("category")[idx]
         domain = self.names.intern_column(
@@ -568,11 +566,11 @@ class _Table:
         }
         for c in HOST_COLUMNS:
             self._host[c].append(values[c] if c in values else prep.column(c)[idx])
-        rank = np.where(keep, self._host_rows + np.cumsum(keep) - 1, -1)
+        rank = self._host_rows + np.arange(m, dtype=np.int64)
         self._host_rows += m
         return rank
 
-    def _add_memory_base(self, prep: PreparedStream, window: TimeWindow, job: int) -> None:
+    def add_memory_base(self, prep: PreparedStream, window: TimeWindow, job: int) -> None:
         """Bytes the process allocated (less freed) on each GPU before the window began."""
         if window.lo is None:
             return
@@ -597,7 +595,11 @@ class _Table:
         return out
 
     def host_columns(self) -> dict[str, np.ndarray]:
-        return _take(self._host)
+        """The host table whole; rows added from now on start another."""
+        taken = _take(self._host)
+        self._host = {c: [] for c in HOST_COLUMNS}
+        self._host_rows = 0
+        return taken
 
 
 # Columns held narrower when every value fits (CUPTI's uint32 ids, its small enums): the

@@ -118,6 +118,20 @@ class LakeStream(StreamData):
             self.host_samples = empty_host()
             _return_freed_memory()
 
+    def host_batches(
+        self, columns: Sequence[str], batch_rows: int
+    ) -> Iterator[tuple[dict[str, np.ndarray], list[str]]]:
+        """The stream's host records (API calls, then ranges, then memory records) in
+        batches of at most ``batch_rows`` rows, without loading the stream: each as
+        ``read_records`` gives it, with the stream's string table so far."""
+        strings = _Strings()
+        for table in HOST_TABLES:
+            for rows in _batches(self.parts, table, _lake_names(table, columns), batch_rows):
+                records = _records({table: [rows]}, columns, strings, (table,))
+                del rows
+                yield records, strings.strings
+            _return_freed_memory()
+
     def record_times(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """(start_ns, duration_ns) of the stream's records, a table at a time, without
         loading it (the export's pass for its time origin)."""
@@ -186,6 +200,25 @@ def _read(parts: StreamParts, table: str, columns: Sequence[str]) -> pa.Table | 
     return pa.concat_tables(pieces) if len(pieces) > 1 else pieces[0]
 
 
+def _batches(
+    parts: StreamParts, table: str, columns: Sequence[str], batch_rows: int
+) -> Iterator[pa.Table]:
+    """The stream's rows of ``table`` as ``_read`` gives them, ``batch_rows`` at most at a
+    time (segments record batch by record batch, then the log tail)."""
+    schema = TABLES[table].schema
+    by_lake: dict[int, tuple[Lake, list[str]]] = {}
+    for lake, path in parts.files.get(table, ()):
+        by_lake.setdefault(id(lake), (lake, []))[1].append(path)
+    for lake, paths in by_lake.values():
+        dataset = ds.dataset(sorted(paths), schema=schema, format="parquet", filesystem=lake.fs)
+        for batch in dataset.to_batches(columns=list(columns), batch_size=batch_rows):
+            if batch.num_rows:
+                yield pa.Table.from_batches([batch])
+    for tail in parts.tails.get(table, ()):
+        for lo in range(0, tail.num_rows, batch_rows):
+            yield tail.select(list(columns)).slice(lo, batch_rows)
+
+
 class _Strings:
     """A stream-local string table rebuilt from dictionary-encoded name columns."""
 
@@ -222,35 +255,61 @@ def read_records(
     ``READ_COLUMNS``, the timeline exports every column (launch geometry included)."""
     strings = _Strings()
     read = [c for c in dict.fromkeys(read) if c != "kind"]
-    columns: dict[str, list[np.ndarray]] = {c: [] for c in ("kind", *read)}
+    found: dict[str, list[pa.Table]] = {}
     for name in tables:
-        table = TABLES[name]
-        lake_names = {c.record_column: c.name for c in table.columns}
-        lake_names = {c: n for c, n in lake_names.items() if c in read}
-        wanted = [lake_names[c] for c in read if c in lake_names]
-        rows = _read(parts, name, wanted)
-        if rows is None or not rows.num_rows:
-            continue
-        n = rows.num_rows
-        columns["kind"].append(np.full(n, _KIND_OF[name], np.int8))
-        for c in read:
-            if c not in lake_names:
-                columns[c].append(np.zeros(n, _DTYPES.get(c, np.int64)))
-            elif pa.types.is_dictionary(rows.schema.field(lake_names[c]).type):
-                columns[c].append(strings.ids(rows.column(lake_names[c])))
-            else:
-                values = rows.column(lake_names[c]).to_numpy()
-                columns[c].append(values.astype(_DTYPES.get(c, np.int64), copy=False))
+        rows = _read(parts, name, _lake_names(name, read))
+        if rows is not None and rows.num_rows:
+            found[name] = [rows]
         del rows
+    return _records(found, read, strings, tables), strings.strings
+
+
+def _lake_names(table: str, read: Sequence[str]) -> list[str]:
+    """The lake columns of ``table`` holding the record columns ``read``."""
+    lake_names = {c.record_column: c.name for c in TABLES[table].columns}
+    return [lake_names[c] for c in read if c in lake_names]
+
+
+def _records(
+    found: dict[str, list[pa.Table]],
+    read: Sequence[str],
+    strings: _Strings,
+    tables: Sequence[str] | None = None,
+) -> dict[str, np.ndarray]:
+    """``RECORD_COLUMNS`` of the rows ``found`` per table (each table's pieces are taken
+    out as they are converted), names as ids into ``strings``."""
+    read = [c for c in dict.fromkeys(read) if c != "kind"]
+    columns: dict[str, list[np.ndarray]] = {c: [] for c in ("kind", *read)}
+    for name in list(found):
+        lake_names = {c.record_column: c.name for c in TABLES[name].columns}
+        lake_names = {c: n for c, n in lake_names.items() if c in read}
+        for rows in found.pop(name):
+            n = rows.num_rows
+            columns["kind"].append(np.full(n, _KIND_OF[name], np.int8))
+            for c in read:
+                if c not in lake_names:
+                    columns[c].append(np.zeros(n, _DTYPES.get(c, np.int64)))
+                elif pa.types.is_dictionary(rows.schema.field(lake_names[c]).type):
+                    columns[c].append(strings.ids(rows.column(lake_names[c])))
+                else:
+                    values = rows.column(lake_names[c]).to_numpy()
+                    columns[c].append(values.astype(_DTYPES.get(c, np.int64), copy=False))
+            del rows
     n = sum(p.shape[0] for p in columns["kind"])
     zeros = np.broadcast_to(np.int64(0), (n,))
     # A column none of the tables read has (host columns of GPU-only reads) stays zeros.
-    present = {c for name in tables for c in _RECORD_COLUMNS_OF[name] if c in read} | {"kind"}
-    records = {
-        c: (np.concatenate(columns[c]) if columns.get(c) and c in present else zeros)
+    read_tables = tables if tables is not None else list(_KIND_OF)
+    present = {c for name in read_tables for c in _RECORD_COLUMNS_OF[name] if c in read} | {"kind"}
+    return {
+        c: (_joined(columns[c]) if columns.get(c) and c in present else zeros)
         for c in RECORD_COLUMNS
     }
-    return records, strings.strings
+
+
+def _joined(parts: list[np.ndarray]) -> np.ndarray:
+    """One column of its parts; a single part as it is when it is numpy's own (a batch
+    is not copied), a copy of Arrow's read-only buffers as before."""
+    return parts[0] if len(parts) == 1 and parts[0].flags.writeable else np.concatenate(parts)
 
 
 def read_host_samples(parts: StreamParts) -> dict[str, np.ndarray]:

@@ -1,0 +1,189 @@
+"""The host side of a read with a selector (``prepare(select=...)``, what ``advise``
+runs), streamed: once the GPU table is whole, each process's host records are read
+again in batches of at most ``batch_rows`` (API calls first, then ranges, then memory
+records), never a process's host side at once.
+
+Per batch, the process's API calls link its GPU records (by correlation id, as
+``flows.link_launches``: a record links when exactly one of the process's calls in the
+window has its id), the selector sees the rows (``ProcessHost``) and keeps what it
+needs of them, and the rows it keeps go to ``RecordSet.host``. The linked calls' own
+duration and name are all that is kept of them (``LaunchCalls``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+import numpy as np
+
+from tfprof.collector.analysis.host_records import HOST_KINDS, HostRecords, LaunchCalls
+from tfprof.collector.model import StreamData
+from tfprof.collector.prepare import TimeWindow, prepare_stream
+from tfprof.core.records import RecordKind
+
+if TYPE_CHECKING:
+    from tfprof.collector.analysis.records import HostSelector, RecordSet, _Table
+
+# Rows per batch: a few tens of MB of columns whatever the stream's size.
+BATCH_ROWS = 1 << 20
+# The record columns a batch holds: what linking and selectors read, and what the host
+# table holds of the rows kept.
+HOST_READ = (
+    "start_ns", "duration_ns", "correlation", "name", "thread", "device", "bytes",
+    "memory_op", "category", "return_value",
+)  # fmt: skip
+
+
+@runtime_checkable
+class Batched(Protocol):
+    """A stream that reads its host records in batches itself (lake/reader.py)."""
+
+    def host_batches(
+        self, columns: Sequence[str], batch_rows: int
+    ) -> Iterator[tuple[dict[str, np.ndarray], list[str]]]: ...
+
+
+@dataclass(frozen=True)
+class ProcessSpan:
+    """One process (its streams: a reconnect's share correlation ids) and its GPU rows."""
+
+    job: int
+    streams: tuple[tuple[StreamData, str, int], ...]  # (stream, task label, process index)
+    job_label: str
+    lo: int  # its rows of the GPU table: [lo, hi)
+    hi: int
+
+
+def host_batches(stream: StreamData, batch_rows: int) -> Iterator[StreamData]:
+    """``stream`` with a batch of its host records at a time: API calls, then ranges, then
+    memory records (a selector knows every call of a process before its first range)."""
+    if isinstance(stream, Batched):
+        for records, strings in stream.host_batches(HOST_READ, batch_rows):
+            yield dataclasses.replace(stream, records=records, strings=strings)
+        return
+    kind = stream.records["kind"]
+    for k in HOST_KINDS:
+        rows = np.flatnonzero(kind == k)
+        for lo in range(0, rows.shape[0], batch_rows):
+            idx = rows[lo : lo + batch_rows]
+            records = {c: v[idx] for c, v in stream.records.items()}
+            yield dataclasses.replace(stream, records=records)
+
+
+class _Links:
+    """One process's GPU records waiting for their calls, by correlation id."""
+
+    def __init__(self, correlation: np.ndarray) -> None:
+        known = np.flatnonzero(correlation != 0)
+        self.rows = known[np.argsort(correlation[known], kind="stable")]
+        ids = correlation[self.rows].astype(np.int64)
+        first = (
+            np.flatnonzero(np.concatenate(([True], ids[1:] != ids[:-1]))) if ids.shape[0] else ids
+        )
+        self.ids = ids[first]
+        self.per_id = np.diff(np.append(first, ids.shape[0]))  # GPU records per id
+        n = self.ids.shape[0]
+        self.calls = np.zeros(n, dtype=np.int32)  # calls seen per id (2: ambiguous)
+        self.end = np.zeros(n, dtype=np.int64)  # the call's unclipped end (latency)
+        self.duration = np.zeros(n, dtype=np.int64)  # its clipped duration
+        self.name = np.zeros(n, dtype=np.int32)
+
+    def add(self, correlation: np.ndarray, end: np.ndarray, duration: np.ndarray,
+            name: np.ndarray) -> None:  # fmt: skip
+        if not self.ids.shape[0]:
+            return
+        corr = correlation.astype(np.int64, copy=False)
+        pos = np.minimum(np.searchsorted(self.ids, corr), self.ids.shape[0] - 1)
+        hit = np.flatnonzero((self.ids[pos] == corr) & (corr != 0))
+        at = pos[hit]
+        np.add.at(self.calls, at, 1)
+        np.minimum(self.calls, 2, out=self.calls)
+        self.end[at] = end[hit]
+        self.duration[at] = duration[hit]
+        self.name[at] = name[hit]
+
+    def finish(self, start: np.ndarray, api: np.ndarray, latency: np.ndarray,
+               first_call: int) -> LaunchCalls:  # fmt: skip
+        """Write each linked GPU record's call (ids from ``first_call``) into ``api`` and
+        its launch latency into ``latency`` (columns of the process's GPU rows, whose
+        ``start`` is given); the linked calls' columns."""
+        linked = self.calls == 1
+        call = np.full(self.ids.shape[0], -1, dtype=np.int64)
+        call[linked] = first_call + np.arange(int(np.count_nonzero(linked)))
+        per_row = np.repeat(np.arange(self.ids.shape[0]), self.per_id)
+        rows = self.rows[linked[per_row]]
+        per_row = per_row[linked[per_row]]
+        api[rows] = call[per_row]
+        # As HTA's launch statistics: a record starting before its call's end is 0. A
+        # record clipped at the window's start began before any call in the window ended.
+        latency[rows] = np.maximum(start[rows] - self.end[per_row], 0)
+        return LaunchCalls(self.duration[linked], self.name[linked])
+
+
+def read_host(
+    rs: RecordSet,
+    table: _Table,
+    spans: Sequence[ProcessSpan],
+    window: TimeWindow,
+    select: HostSelector,
+    batch_rows: int = BATCH_ROWS,
+) -> RecordSet:
+    """``rs`` (the GPU table, unlinked) with its records linked, ``host`` holding the
+    rows ``select`` keeps and ``calls`` the linked calls."""
+    from tfprof.collector.analysis.records import (
+        ProcessHost,
+        _clip,
+        _concat,
+        _narrow,
+    )
+
+    n = len(rs)
+    api = np.full(n, -1, dtype=np.int64)
+    latency = np.zeros(n, dtype=np.int64)
+    durations: list[np.ndarray] = []
+    names: list[np.ndarray] = []
+    calls = 0
+    select.start(rs)
+    for span in spans:
+        links = _Links(rs.correlation[span.lo : span.hi])
+        for stream, task, process in span.streams:
+            for batch in host_batches(stream, batch_rows):
+                prep = prepare_stream(batch, window, span.job_label, task)
+                kind = prep.column("kind")
+                name = table.names.intern_column(batch.strings, prep.column("name"), unnamed=0)
+                calls_in = np.flatnonzero(kind == RecordKind.API)
+                start, end, _ = _clip(prep.start, prep.end, window)
+                links.add(prep.column("correlation")[calls_in], prep.end[calls_in],
+                          end[calls_in] - start[calls_in], name[calls_in])  # fmt: skip
+                m = kind.shape[0]
+                seen = {"kind": kind, "start": start, "end": end, "name": name,
+                        "thread": prep.column("thread"),
+                        "job": np.full(m, span.job, dtype=np.int32),
+                        "process": np.full(m, process, dtype=np.int32)}  # fmt: skip
+                keep = np.flatnonzero(select(ProcessHost(seen, table.names.names)))
+                del seen, start, end
+                table.add_host_rows(prep, keep, window, span.job, process, name)
+                table.add_memory_base(prep, window, span.job)
+                del prep, batch
+            select.end_process()
+        found = links.finish(
+            rs.start[span.lo : span.hi], api[span.lo : span.hi], latency[span.lo : span.hi],
+            calls,
+        )  # fmt: skip
+        calls += int(found.duration.shape[0])
+        durations.append(found.duration)
+        names.append(found.name)
+        del links
+    return dataclasses.replace(
+        rs,
+        names=table.names.names,
+        api=_narrow(api, np.int32),
+        latency=latency,
+        host=HostRecords(**table.host_columns()),
+        calls=LaunchCalls(_concat(durations, np.int64), _concat(names, np.int32)),
+        memory_gpus=tuple(table.memory_gpus.gpus),
+        memory_base=tuple((j, g, b) for (j, g), b in sorted(table.memory_base.items()) if b),
+    )
