@@ -4,9 +4,10 @@ Processes started with the environment ``tfprof-agent env`` prints connect to th
 daemon's Unix socket; each gets its own collector stream, host metrics sampled from
 outside, the clock offset and the spool, exactly as under ``tfprof-agent run``
 (``hub.RelayHub`` is the same code). A stream ends when its process hangs up. On
-SIGTERM or SIGINT the daemon stops taking frames (each process counts the frame it was
-writing and reconnects to the next daemon on a new stream), delivers what it received,
-spools what it cannot deliver in time, and says so in one line.
+SIGTERM or SIGINT the daemon stops taking frames (each process sends the frame it was
+writing again, whole, to the next daemon on a new stream), reads what is in the
+sockets, ends every stream with a goodbye, delivers what it received, spools what it
+cannot deliver in time, and says so in one line.
 """
 
 from __future__ import annotations
