@@ -368,6 +368,8 @@ class RelayServer:
         accepted and read like the others: their processes may have written frames into
         them, which would otherwise vanish with the backlog, uncounted by anyone."""
         self._accepting = False
+        if self.sock.fileno() < 0:
+            return  # closed already
         try:
             # Refuses new connections at once; accept() still returns the waiting ones,
             # then fails (EINVAL), which also ends the acceptor thread.
