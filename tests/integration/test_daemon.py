@@ -42,6 +42,13 @@ class Daemon:
     def output(self) -> str:
         return "".join(self.lines)
 
+    def wait_for(self, text: str, timeout: float = 60.0) -> bool:
+        """Wait until the daemon has said ``text`` (its stderr is read as it comes)."""
+        deadline = time.monotonic() + timeout
+        while text not in self.output() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return text in self.output()
+
 
 @pytest.fixture
 def node() -> Iterator[Path]:
@@ -201,13 +208,20 @@ def test_processes_started_separately_land_in_one_run(
     assert sorted(s.task for s in run.streams) == ["0", "1"]
 
 
-def _kill_restart(traces: Path, node: Path, tmp_path: Path, sig: int) -> tuple[int, int, str]:
+def _kill_restart(
+    traces: Path, node: Path, tmp_path: Path, sig: int, freeze_collector: bool = False
+) -> tuple[int, int, str, str]:
     """A job replaying for a few seconds; the daemon stopped with ``sig`` once records
-    were stored, and started again. (stored, counted as dropped, the job's stderr)."""
+    were stored, and started again. ``freeze_collector``: the collector is stopped
+    (SIGSTOP) for the daemon's stop, so the daemon holds batches it cannot deliver.
+    (stored, counted as dropped, the job's stderr, what the first daemon said)."""
     data = tmp_path / "data"
     collector = start_collector(data)
-    daemon = start_daemon(collector, node)
+    # A frozen collector never answers: the first daemon spools after 2 s, not 10.
+    daemon = start_daemon(collector, node, **({"TFPROF_DELIVERY_TIMEOUT": "2"}
+                                              if freeze_collector else {}))  # fmt: skip
     repeat = 40
+    frozen = False
     try:
         job = traced_job(node, "restarted", sys.executable,
                          "import time; time.sleep(9); print('job done')",
@@ -216,13 +230,25 @@ def _kill_restart(traces: Path, node: Path, tmp_path: Path, sig: int) -> tuple[i
         while log_bytes(data) == 0 and time.monotonic() < deadline:
             time.sleep(0.05)
         assert log_bytes(data) > 0, "nothing stored before the stop"
+        if freeze_collector:
+            collector.proc.send_signal(signal.SIGSTOP)
+            frozen = True
+            time.sleep(1.0)  # the job goes on: the daemon reads batches it cannot deliver
         daemon.stop(sig)
+        first = daemon.output()
+        if frozen:
+            collector.proc.send_signal(signal.SIGCONT)
+            frozen = False
         time.sleep(0.5)
         daemon = start_daemon(collector, node)
         out, err = job.communicate(timeout=180)
         assert job.returncode == 0 and out == "job done\n", err
+        if "wait in" in first:  # the next daemon delivers what the first one spooled
+            assert daemon.wait_for("spooled records of earlier runs"), daemon.output()
         assert daemon.stop() == 0, daemon.output()
     finally:
+        if frozen:
+            collector.proc.send_signal(signal.SIGCONT)
         if daemon.proc.poll() is None:
             daemon.proc.kill()
         if job.poll() is None:
@@ -233,28 +259,52 @@ def _kill_restart(traces: Path, node: Path, tmp_path: Path, sig: int) -> tuple[i
     assert len(runs_of(data, "restarted")) == 1
     (run,) = Store(data).load_jobs(["restarted"])
     assert len(run.streams) == 2, "one stream per connection"
-    return len(rows), dropped(data, "restarted"), err
+    return len(rows), dropped(data, "restarted"), err, first
+
+
+def jobs_listing(data: Path) -> str:
+    listing = subprocess.run(collector_cmd("jobs", "--data-dir", str(data)), env=clean_env(),
+                             capture_output=True, text=True, timeout=60, check=True)  # fmt: skip
+    return listing.stdout
 
 
 def test_a_daemon_stopped_and_restarted_mid_job_loses_nothing_uncounted(
     traces: Path, node: Path, tmp_path: Path
 ) -> None:
-    stored, lost, err = _kill_restart(traces, node, tmp_path, signal.SIGTERM)
+    stored, lost, err, first = _kill_restart(traces, node, tmp_path, signal.SIGTERM)
     assert "lost the connection to the tfprof daemon" in err
-    assert stored + lost == 40 * len(load_trace(traces / TRACE)), (stored, lost, err)
+    assert stored + lost == 40 * len(load_trace(traces / TRACE)), (stored, lost, err, first)
+    assert lost == 0, "the frame a stop cut short goes again on the next connection"
+    # The stopped daemon ended the process's stream with a goodbye: the run is whole.
+    assert "daemon stopped: 1 stream(s)" in first, first
+    listing = jobs_listing(tmp_path / "data")
+    assert "finished" in listing and "incomplete" not in listing, listing
+
+
+def test_a_daemon_stopped_while_the_collector_stalls_spools_what_it_read(
+    traces: Path, node: Path, tmp_path: Path
+) -> None:
+    # The stop comes while the daemon holds batches the collector has not acknowledged
+    # (it is frozen): they go to the spool with the stream's goodbye, and the next daemon
+    # delivers them. Before, the stream was never finished and they died with the daemon.
+    stored, lost, err, first = _kill_restart(
+        traces, node, tmp_path, signal.SIGTERM, freeze_collector=True
+    )
+    assert "daemon stopped: 1 stream(s)" in first and "wait in" in first, first
+    assert stored + lost == 40 * len(load_trace(traces / TRACE)), (stored, lost, err, first)
+    assert lost == 0
+    listing = jobs_listing(tmp_path / "data")
+    assert "finished" in listing and "incomplete" not in listing, listing
 
 
 def test_a_daemon_killed_mid_job_and_restarted_keeps_the_job_traced(
     traces: Path, node: Path, tmp_path: Path
 ) -> None:
-    stored, lost, err = _kill_restart(traces, node, tmp_path, signal.SIGKILL)
+    stored, lost, err, _ = _kill_restart(traces, node, tmp_path, signal.SIGKILL)
     assert "lost the connection to the tfprof daemon" in err
     produced = 40 * len(load_trace(traces / TRACE))
     # Nothing counted twice; what the killed daemon held unacknowledged is the only gap
     # (at most its in-flight window), and the run says a stream lost its agent.
     assert stored + lost <= produced
     assert stored + lost >= produced * 0.5, (stored, lost)
-    listing = subprocess.run(collector_cmd("jobs", "--data-dir", str(tmp_path / "data")),
-                             env=clean_env(), capture_output=True, text=True, timeout=60,
-                             check=True)  # fmt: skip
-    assert "agent lost: no goodbye from 1 stream(s)" in listing.stdout
+    assert "agent lost: no goodbye from 1 stream(s)" in jobs_listing(tmp_path / "data")

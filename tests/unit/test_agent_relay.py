@@ -77,3 +77,14 @@ def test_a_job_that_exits_at_once_is_waited_for_not_an_error(
             assert relay.wait_closed(5.0)
         finally:
             relay.close()
+
+
+def test_closing_twice_is_harmless() -> None:
+    # A launcher whose job could not start closes the relay on its way out, whatever
+    # was closed before.
+    with tempfile.TemporaryDirectory(dir="/tmp") as short:
+        relay = RelayServer(str(Path(short) / "s.sock"), lambda info: None)
+        relay.start()
+        relay.close()
+        relay.close()
+        assert not Path(relay.path).exists()

@@ -4,9 +4,10 @@ Processes started with the environment ``tfprof-agent env`` prints connect to th
 daemon's Unix socket; each gets its own collector stream, host metrics sampled from
 outside, the clock offset and the spool, exactly as under ``tfprof-agent run``
 (``hub.RelayHub`` is the same code). A stream ends when its process hangs up. On
-SIGTERM or SIGINT the daemon stops taking frames (each process counts the frame it was
-writing and reconnects to the next daemon on a new stream), delivers what it received,
-spools what it cannot deliver in time, and says so in one line.
+SIGTERM or SIGINT the daemon stops taking frames (each process sends the frame it was
+writing again, whole, to the next daemon on a new stream), reads what is in the
+sockets, ends every stream with a goodbye, delivers what it received, spools what it
+cannot deliver in time, and says so in one line.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
 
 DEFAULT_SOCKET = "/run/tfprof/agent.sock"
 BOOTSTRAP_DIR = "bootstrap"  # beside the socket, unless --bootstrap-dir says otherwise
+READ_DRAIN_S = 5.0  # least a stopping daemon waits for its readers to empty the sockets
 
 
 def notice(message: str) -> None:
@@ -125,23 +127,21 @@ class NodeDaemon:
         return self._shutdown(hub)
 
     def _shutdown(self, hub: RelayHub) -> int:
-        hub.stop()  # no new connections, no more samples
+        # Exactly once across a stop: every byte a hook wrote into its connection is
+        # read, and every stream read is finished with a goodbye of what it carried
+        # (hub._on_closed), delivered or spooled with it, before the daemon exits. The
+        # hook counts the one frame its broken send cut short and resends nothing.
+        hub.stop()  # no new connections (those waiting are taken), no more samples
         hub.relay.stop_reading()
-        hub.relay.wait_closed(5.0)  # readers take what is still in the sockets
-        live = list(hub.relay.links)
-        for link in live:
-            if link.goodbye is None:
-                # The process lives on and reconnects on a new stream; this one ends
-                # with what it carried, so the run does not look cut off.
-                link.goodbye = {
-                    "records_sent": link.records + link.records_base,
-                    "dropped_queue": link.dropped_queue + link.dropped_base,
-                }
-        hub.finish_links(live)
+        # Readers take what is still in the sockets, then finish their streams; after
+        # stop_reading nothing more comes in, so this ends in moments.
+        if not hub.relay.wait_closed(max(READ_DRAIN_S, self.cfg.delivery_timeout_s)):
+            notice(
+                f"{len(hub.relay.links)} connection(s) were still being read at the stop; "
+                "records they held are not counted"
+            )
         hub.wait_finishers(self.cfg.delivery_timeout_s + 15.0)
         totals = hub.ended
-        for link in live:
-            totals.add(link)
         waiting = (
             f"; {totals.spooled:,} records of {totals.spooled_streams} stream(s) wait in "
             f"{self.cfg.spool_dir} for the next daemon (or `tfprof-agent flush-spool`)"

@@ -89,6 +89,14 @@ class FrameQueue:
             self._cond.notify_all()
             return frame, records
 
+    def put_back(self, frame: bytes, records: int) -> None:
+        """Return a taken frame to the front (its send broke off): it goes first on the
+        next connection, even into a closed or full queue (it was counted in already)."""
+        with self._cond:
+            self._frames.appendleft((frame, records))
+            self._bytes += len(frame)
+            self._cond.notify_all()
+
     def get(self, timeout: float) -> bytes | None:
         taken = self.take(timeout)
         return None if taken is None else taken[0]
@@ -315,10 +323,17 @@ class Hook:
             self._delivered.set()
 
     def _serve_daemon(self, sock: socket.socket) -> bool:
-        """One connection; True once the queue is closed and sent, False if it broke."""
+        """One connection; True once the queue is closed and sent, False if it broke.
+
+        The frame whose send broke off goes again, whole, first on the next connection:
+        the daemon never relays a frame it did not read to its end, and a stopping
+        daemon (SIGTERM) reads every byte written before the break, relays it and ends
+        that stream with a goodbye. So each record is stored once, and a goodbye (with
+        the drop counts it carries) is never lost. (A SIGKILLed daemon loses what it had
+        read and not yet delivered; no hook can know that.)"""
         self.connections += 1
         self._sock = sock
-        sending = 0
+        taken: tuple[bytes, int] | None = None
         try:
             sock.sendall(frames.encode_json_frame(FrameType.HELLO, self._hello()), NO_SIGPIPE)
             if self.captures_windows:  # windows come down this connection now
@@ -338,18 +353,16 @@ class Hook:
                     continue
                 frame, sending = taken
                 sock.sendall(frame, NO_SIGPIPE)
+                taken = None
                 self.records_handed += sending
                 if frame[0] == FrameType.RECORDS:
                     dropped = frames.RECORDS_HEADER.unpack_from(frame, frames.HEADER.size)[0]
                     self.dropped_handed = max(self.dropped_handed, dropped)
-                sending = 0
         except OSError as exc:
             warn(f"lost the connection to the tfprof daemon ({exc.strerror or exc}); "
                  "reconnecting (records wait in the bounded queue)")  # fmt: skip
-            # The frame being written is lost: count it, with the stream it was meant for.
-            with self._count_lock:
-                self.dropped_queue += sending
-            self.records_handed += sending
+            if taken is not None:
+                self.queue.put_back(*taken)
             return False
         finally:
             self._sock = None

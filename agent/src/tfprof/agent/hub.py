@@ -162,14 +162,18 @@ class RelayHub:
             link.flush_host()
 
     def _on_closed(self, link: ProcessLink) -> None:
-        """A daemon's process hung up: finish its stream now, in the background."""
+        """A daemon's process hung up, or the stopping daemon read its connection to the
+        end: finish its stream now, in the background (the daemon waits for these)."""
         self.relay.forget(link)
         with self._lock:
             if self._links_by_pid.get(link.sampled_pid) is link:
                 del self._links_by_pid[link.sampled_pid]
                 self.sampler.remove(link.sampled_pid)
-        if self.stopping.is_set():
-            return  # stop() finishes it with the others
+        if link.goodbye is None and self.stopping.is_set():
+            # The daemon stops, the process lives on and reconnects on a new stream:
+            # this one ends with a goodbye of what it carried, so what it read is
+            # delivered (or spooled) and the run is whole, not cut off.
+            link.goodbye = link.carried()
 
         def finish() -> None:
             link.finish(timeout=self.cfg.delivery_timeout_s)

@@ -30,6 +30,7 @@ from tfprof.proto import collector_pb2 as pb
 log = logging.getLogger("tfprof.agent.relay")
 
 CONTROL_SEND_S = 1.0  # longest a capture window may wait for the hook's socket
+ACCEPTOR_JOIN_S = 5.0  # longest close() waits for the acceptor to hand over its last one
 
 # Host samples ride on records batches; without records they go on their own this often
 # (a batch per sample would cost the collector a write and an fsync each).
@@ -207,6 +208,14 @@ class ProcessLink:
         h.write_bytes.extend(s.write_bytes for s in samples)
         return True
 
+    def carried(self) -> dict[str, int]:
+        """The counts of a goodbye for a stream whose process lives on (the daemon
+        stops): the records and the drop count its frames carried."""
+        return {
+            "records_sent": self.records + self.records_base,
+            "dropped_queue": self.dropped_queue + self.dropped_base,
+        }
+
     def finish(self, timeout: float, exit_code: int = 0) -> bool:
         """Say goodbye; False when the stream was left in the spool (or lost)."""
         self.flush_host()
@@ -265,17 +274,20 @@ class RelayServer:
                 conn, _ = self.sock.accept()
             except OSError:
                 return
-            reader = threading.Thread(
-                target=self._serve, args=(conn,), name="tfprof-relay-conn", daemon=True
-            )
-            # Started under the lock: wait_closed, which copies the list under it, must
-            # never join a reader that has not started (a job that exits at once).
-            with self._lock:
-                # A long-running daemon forgets the readers of processes gone.
-                self._readers = [r for r in self._readers if r.is_alive()]
-                self._conns.add(conn)
-                reader.start()
-                self._readers.append(reader)
+            self._start_reader(conn)
+
+    def _start_reader(self, conn: socket.socket) -> None:
+        reader = threading.Thread(
+            target=self._serve, args=(conn,), name="tfprof-relay-conn", daemon=True
+        )
+        # Started under the lock: wait_closed, which copies the list under it, must
+        # never join a reader that has not started (a job that exits at once).
+        with self._lock:
+            # A long-running daemon forgets the readers of processes gone.
+            self._readers = [r for r in self._readers if r.is_alive()]
+            self._conns.add(conn)
+            reader.start()
+            self._readers.append(reader)
 
     def _serve(self, conn: socket.socket) -> None:
         link: ProcessLink | None = None
@@ -351,11 +363,30 @@ class RelayServer:
                 pass
 
     def close(self) -> None:
+        """Stop accepting. Connections made from now on are refused (a hook retries
+        later, on the next relay); those already waiting in the listen backlog are
+        accepted and read like the others: their processes may have written frames into
+        them, which would otherwise vanish with the backlog, uncounted by anyone."""
         self._accepting = False
+        if self.sock.fileno() < 0:
+            return  # closed already
         try:
-            self.sock.shutdown(socket.SHUT_RDWR)
+            # Refuses new connections at once; accept() still returns the waiting ones,
+            # then fails (EINVAL), which also ends the acceptor thread.
+            self.sock.shutdown(socket.SHUT_RD)
         except OSError:
             pass
+        self.sock.setblocking(False)  # never wait here, whatever shutdown did
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                break
+            conn.setblocking(True)
+            self._start_reader(conn)
+        if self._acceptor.is_alive():
+            # A connection it accepted is registered before stop_reading looks.
+            self._acceptor.join(ACCEPTOR_JOIN_S)
         self.sock.close()
         try:
             os.unlink(self.path)
