@@ -250,3 +250,31 @@ def test_merging_some_rows_equals_merging_their_copies() -> None:
         copies = merge_intervals(g[rows], start[rows], end[rows], groups)
         for f in ("group", "start", "end", "busy"):
             assert getattr(some, f).tolist() == getattr(copies, f).tolist(), (groups, f)
+
+
+def test_merging_group_by_group_equals_the_joint_sort(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Few groups of many intervals are merged one group at a time: the same union, busy
+    time and order as one sort over all of them, with and without ``rows``; a group
+    without intervals stays empty."""
+    from tfprof.collector.analysis import intervals
+
+    rng = np.random.default_rng(17)
+    n, groups = 20_000, 5
+    group = rng.choice([0, 1, 3, 4], n).astype(np.int32)
+    start = rng.integers(10**18, 10**18 + 10**8, n)
+    end = start + rng.integers(0, 10**5, n)
+    rows = np.flatnonzero(rng.random(n) < 0.7)
+    joint = [
+        merge_intervals(group, start, end, groups),
+        merge_intervals(group, start, end, groups, rows),
+    ]
+    monkeypatch.setattr(intervals, "BY_GROUP_MIN_ROWS", 1)
+    by_group = [
+        merge_intervals(group, start, end, groups),
+        merge_intervals(group, start, end, groups, rows),
+    ]
+    for a_, b_ in zip(joint, by_group, strict=True):
+        assert a_.busy[2] == 0 and a_.busy.sum() > 0
+        for f in ("group", "start", "end", "busy"):
+            assert getattr(a_, f).tolist() == getattr(b_, f).tolist(), f
+        assert a_.num_groups == b_.num_groups

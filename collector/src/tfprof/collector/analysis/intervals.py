@@ -8,11 +8,16 @@ key (group * span + time), so one sort and one running maximum serve all groups 
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
 
 from tfprof.collector.analysis.errors import AnalysisError
+
+# Few groups of many intervals are merged one group at a time (``_merge_by_group``).
+BY_GROUP_MAX_GROUPS = 64
+BY_GROUP_MIN_ROWS = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -60,6 +65,11 @@ def merge_intervals(
         return Merged(empty, empty, empty, np.zeros(num_groups, dtype=np.int64), num_groups)
     if num_groups == 1:
         return _merge_one(start, end) if rows is None else _merge_one(start[rows], end[rows])
+    if (
+        num_groups <= BY_GROUP_MAX_GROUPS
+        and (start.shape[0] if rows is None else rows.shape[0]) >= BY_GROUP_MIN_ROWS
+    ):
+        return _merge_by_group(group, start, end, num_groups, rows)
     # Sorted by (group, start), ties in row order, then keyed in place: groups occupy
     # disjoint key ranges, so one running maximum serves all of them. Built in place, as
     # few arrays as possible are alive at once (12M GPU records at 100M stored).
@@ -96,6 +106,31 @@ def merge_intervals(
     back //= span  # now each interval's group
     busy = np.bincount(back, weights=m_end - m_start, minlength=num_groups)
     return Merged(back, m_start, m_end, np.rint(busy).astype(np.int64), num_groups)
+
+
+def _merge_by_group(
+    group: np.ndarray, start: np.ndarray, end: np.ndarray, num_groups: int, rows: np.ndarray | None
+) -> Merged:
+    """``merge_intervals`` one group after the other: a few groups (GPUs) of many
+    records, whose joint sort would hold several int64 copies of every record at once."""
+    of_rows = group if rows is None else group[rows]
+    parts: list[Merged] = []
+    busy = np.zeros(num_groups, dtype=np.int64)
+    for g in range(num_groups):
+        mine = np.flatnonzero(of_rows == g)
+        if not mine.shape[0]:
+            continue
+        if rows is not None:
+            mine = rows[mine]
+        one = _merge_one(start[mine], end[mine])
+        del mine
+        parts.append(dataclasses.replace(one, group=np.full(one.start.shape[0], g, np.int64)))
+        busy[g] = one.busy[0]
+    del of_rows
+    group_, start_, end_ = (
+        np.concatenate([getattr(m, c) for m in parts]) for c in ("group", "start", "end")
+    )
+    return Merged(group_, start_, end_, busy, num_groups)
 
 
 def _merge_one(start: np.ndarray, end: np.ndarray) -> Merged:
