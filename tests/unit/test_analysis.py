@@ -278,3 +278,23 @@ def test_merging_group_by_group_equals_the_joint_sort(monkeypatch: pytest.Monkey
         for f in ("group", "start", "end", "busy"):
             assert getattr(a_, f).tolist() == getattr(b_, f).tolist(), f
         assert a_.num_groups == b_.num_groups
+
+
+def test_union_of_two_unions_equals_merging_both_at_once() -> None:
+    """Two unions merged in place of one sort: equal starts, touching and nested
+    intervals, one side empty."""
+    from tfprof.collector.analysis.intervals import union_of_unions
+
+    rng = np.random.default_rng(23)
+    for n, m in ((0, 5), (5, 0), (1, 1), (300, 2_000), (2_000, 300)):
+        parts = []
+        for k in (n, m):
+            start = rng.integers(0, 10_000, k) * 10  # coarse: equal and touching times
+            end = start + rng.integers(0, 6, k) * 10
+            one = merge_intervals(np.zeros(k, dtype=np.int64), start, end, 1)
+            parts.append((one.start, one.end, start, end))
+        (a_s, a_e, raw_s1, raw_e1), (b_s, b_e, raw_s2, raw_e2) = parts
+        s, e = union_of_unions(a_s, a_e, b_s, b_e)
+        both_s, both_e = np.concatenate([raw_s1, raw_s2]), np.concatenate([raw_e1, raw_e2])
+        want = merge_intervals(np.zeros(n + m, dtype=np.int64), both_s, both_e, 1)
+        assert s.tolist() == want.start.tolist() and e.tolist() == want.end.tolist(), (n, m)

@@ -149,6 +149,34 @@ def _merge_one(start: np.ndarray, end: np.ndarray) -> Merged:
     return Merged(m_group, m_start, m_end, np.rint(busy).astype(np.int64), 1)
 
 
+def union_of_unions(
+    start: np.ndarray, end: np.ndarray, other_start: np.ndarray, other_end: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The union of two unions (each disjoint, in start order): the two placed in start
+    order by where each goes in the other, without sorting them again. Touching
+    intervals merge."""
+    if not other_start.shape[0]:
+        return start, end
+    if not start.shape[0]:
+        return other_start, other_end
+    n = start.shape[0] + other_start.shape[0]
+    s, e = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
+    at = np.searchsorted(other_start, start, side="right")
+    at += np.arange(start.shape[0])
+    s[at], e[at] = start, end
+    at = np.searchsorted(start, other_start, side="left")
+    at += np.arange(other_start.shape[0])
+    s[at], e[at] = other_start, other_end
+    del at
+    np.maximum.accumulate(e, out=e)  # the reach of every interval so far
+    first = np.empty(n, dtype=bool)
+    first[0] = True
+    np.greater(s[1:], e[:-1], out=first[1:])
+    heads = np.flatnonzero(first)
+    del first
+    return s[heads], e[np.append(heads[1:] - 1, n - 1)]
+
+
 def covered(merged: Merged, group: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
     """For each ``[start, end)`` of ``group``, how much of it ``merged`` covers (ns)."""
     if start.shape[0] == 0 or merged.start.shape[0] == 0:
