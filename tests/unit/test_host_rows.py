@@ -20,6 +20,7 @@ from tfprof.collector.lake.compact import compact_data_dir
 from tfprof.collector.lake.location import lake_of
 from tfprof.collector.lake.reader import open_jobs
 from tfprof.collector.lake.segments import collector_id
+from tfprof.collector.model import StreamData
 from tfprof.collector.store import Store
 
 KINETO = ("kineto-hta/simple_add.json.gz", "kineto-hta/event_sync_multi_stream.json.gz")
@@ -140,3 +141,18 @@ def test_trace_files_give_the_whole_host_sides_findings() -> None:
     for batch_rows in (None, 89):
         rows = HostRows()
         assert advise(prepare(jobs, select=rows, batch_rows=batch_rows), host_rows=rows) == expected
+
+
+def test_a_launch_latency_over_two_seconds_widens_the_latency_column() -> None:
+    """Latencies are held as int32 while they fit: a kernel starting 3 s after its call
+    ended (a later process's) gets its whole latency, as linking the whole host side."""
+    from tests.unit.analysis_data import job, kernel, stream
+
+    def launched(pid: int, wait_us: int) -> StreamData:
+        call = {"kind": 5, "start": 0, "dur": 5, "correlation": 9, "name": 2}
+        return stream([call, kernel(5 + wait_us, 10, correlation=9)], pid=pid)
+
+    jobs = [job("a", launched(1, 7), launched(2, 3_000_000))]
+    whole = prepare(jobs)
+    streamed = prepare(jobs, select=HostRows())
+    assert streamed.latency.tolist() == whole.latency.tolist() == [7_000, 3_000_000_000]
