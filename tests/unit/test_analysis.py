@@ -298,3 +298,22 @@ def test_union_of_two_unions_equals_merging_both_at_once() -> None:
         both_s, both_e = np.concatenate([raw_s1, raw_s2]), np.concatenate([raw_e1, raw_e2])
         want = merge_intervals(np.zeros(n + m, dtype=np.int64), both_s, both_e, 1)
         assert s.tolist() == want.start.tolist() and e.tolist() == want.end.tolist(), (n, m)
+
+
+def test_coverage_group_by_group_equals_the_keyed_search(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``covered`` one group at a time (few groups of many busy intervals) gives the
+    keyed search's answer, also for groups without intervals and past the last one."""
+    from tfprof.collector.analysis import intervals
+
+    rng = np.random.default_rng(29)
+    n = 5_000
+    group = rng.choice([0, 1, 3], n)
+    start = rng.integers(10**18, 10**18 + 10**7, n)
+    merged = merge_intervals(group, start, start + rng.integers(0, 10**4, n), 4)
+    q_group = rng.integers(0, 6, 3_000)  # 2 has no interval; 4 and 5 are past the last
+    q_start = rng.integers(10**18 - 10**5, 10**18 + 10**7 + 10**5, 3_000)
+    q_end = q_start + rng.integers(0, 10**5, 3_000)
+    keyed = covered(merged, q_group, q_start, q_end)
+    monkeypatch.setattr(intervals, "BY_GROUP_MIN_ROWS", 1)
+    by_group = covered(merged, q_group, q_start, q_end)
+    assert by_group.tolist() == keyed.tolist() and keyed.sum() > 0

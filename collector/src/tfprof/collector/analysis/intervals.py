@@ -181,6 +181,8 @@ def covered(merged: Merged, group: np.ndarray, start: np.ndarray, end: np.ndarra
     """For each ``[start, end)`` of ``group``, how much of it ``merged`` covers (ns)."""
     if start.shape[0] == 0 or merged.start.shape[0] == 0:
         return np.zeros(start.shape[0], dtype=np.int64)
+    if merged.num_groups <= BY_GROUP_MAX_GROUPS and merged.start.shape[0] >= BY_GROUP_MIN_ROWS:
+        return _covered_by_group(merged, group, start, end)
     lo = min(int(merged.start.min()), int(start.min()))
     hi = max(int(merged.end.max()), int(end.max()))
     groups = max(merged.num_groups, int(group.max()) + 1)
@@ -198,6 +200,34 @@ def covered(merged: Merged, group: np.ndarray, start: np.ndarray, end: np.ndarra
     until_start = coverage_until(_keys(group, start, origin, span))
     result: np.ndarray = until_end - until_start
     return result
+
+
+def _covered_by_group(
+    merged: Merged, group: np.ndarray, start: np.ndarray, end: np.ndarray
+) -> np.ndarray:
+    """``covered`` one group at a time, on slices of ``merged`` (sorted by group): no
+    keyed copy of every busy interval."""
+    result = np.zeros(start.shape[0], dtype=np.int64)
+    bounds = np.searchsorted(merged.group, np.arange(merged.num_groups + 1))
+    for g in np.unique(group).tolist():
+        if not 0 <= g < merged.num_groups or bounds[g] == bounds[g + 1]:
+            continue  # no busy interval: nothing covered
+        a, b = int(bounds[g]), int(bounds[g + 1])
+        ms, me = merged.start[a:b], merged.end[a:b]
+        before = np.concatenate(([0], np.cumsum(me - ms)))
+        mine = np.flatnonzero(group == g)
+        result[mine] = _until(ms, me, before, end[mine]) - _until(ms, me, before, start[mine])
+    return result
+
+
+def _until(ms: np.ndarray, me: np.ndarray, before: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Busy time of one group's intervals (``ms``, ``me``; ``before``: busy time before
+    each) up to each time ``t``."""
+    k = np.searchsorted(ms, t, side="right") - 1
+    at = np.maximum(k, 0)
+    inside = np.clip(t - ms[at], 0, me[at] - ms[at])
+    found: np.ndarray = np.where(k >= 0, before[at] + inside, 0)
+    return found
 
 
 @dataclass(frozen=True)
