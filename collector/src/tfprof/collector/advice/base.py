@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from tfprof.collector.advice.host_calls import ApiCover, api_calls, api_cover, calls_by_job
-from tfprof.collector.analysis.intervals import Merged, merge_intervals
+from tfprof.collector.analysis.intervals import Gaps, Merged, merge_intervals
 from tfprof.collector.analysis.records import GPU_KINDS, RecordSet, gpu_busy
 from tfprof.collector.analysis.units import us
 from tfprof.core.records import RecordKind
@@ -48,6 +48,8 @@ class HostEvidence(Protocol):
 
     def step_syncs(self) -> list[StepSyncs]: ...
 
+    def long_gaps(self) -> Gaps: ...
+
 
 class Context:
     """``host``: the host rules' evidence when ``rs.host`` does not hold every host row
@@ -79,6 +81,16 @@ class Context:
         from tfprof.collector.advice.sync_per_step import step_syncs_of
 
         return step_syncs_of(self.rs)
+
+    @cached_property
+    def long_gaps(self) -> Gaps:
+        """host-stalls' long gaps in each job's work on each GPU (``host_stalls.long_gaps``),
+        as the streamed host side found them before its first host row."""
+        if self._host is not None:
+            return self._host.long_gaps()
+        from tfprof.collector.advice.host_stalls import long_gaps
+
+        return long_gaps(self)
 
     @cached_property
     def on_gpu(self) -> np.ndarray:

@@ -34,7 +34,7 @@ def check(ctx: Context) -> list[Finding]:
     in_api = cover.merged
     in_sync = ctx.sync_cover
     n_gpus = max(len(rs.gpus), 1)
-    idle = long_gaps(ctx)
+    idle = ctx.long_gaps
     lo, hi = ctx.job_gpu_span
     g_key, g_start, g_end = idle.group, idle.start, idle.end
     jobs_with_calls = cover.jobs
