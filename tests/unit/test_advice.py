@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 
+import numpy as np
 import pytest
 
 from tests.traces import shared_traces
@@ -187,3 +188,27 @@ def test_time_slicing_counts_only_the_time_two_jobs_run_together() -> None:
     assert _overlaps(np.array([0, 20, 40]), np.array([10, 30, 50])).tolist() == []
     # Touching spans do not overlap.
     assert _overlaps(np.array([0, 10]), np.array([10, 20])).tolist() == []
+
+
+def test_each_jobs_union_on_each_gpu_with_and_without_shared_gpus() -> None:
+    """``Context.job_gpu_merged`` renumbers the GPUs' own unions where no two jobs share
+    a GPU (jobs in either order of their GPUs) and merges the records where they do:
+    both equal merging every record keyed by job and GPU."""
+    from tfprof.collector.advice.base import Context
+    from tfprof.collector.analysis.intervals import merge_intervals
+
+    a = stream([kernel(0, 10), copy(5, 20), kernel(40, 10), kernel(100, 1)], uuid="GPU-a")
+    b = stream([kernel(3, 10), kernel(30, 5)], pid=2, uuid="GPU-b")
+    shared = stream([kernel(8, 10), kernel(60, 5)], pid=3, uuid="GPU-a")
+    for jobs in ([job("x", a), job("y", b)], [job("y", b), job("x", a)],
+                 [job("x", a, b)], [job("x", a), job("y", b, shared)]):  # fmt: skip
+        rs = prepare(jobs)
+        ctx = Context(rs)
+        got = ctx.job_gpu_merged()
+        on = rs.kind <= 3
+        n_gpus = len(rs.gpus)
+        key = rs.job[on].astype(np.int64) * n_gpus + rs.gpu[on]
+        want = merge_intervals(key, rs.start[on], rs.end[on], len(rs.jobs) * n_gpus)
+        for f in ("group", "start", "end", "busy"):
+            assert getattr(got, f).tolist() == getattr(want, f).tolist(), f
+        assert ctx.job_gpu_busy.tolist() == want.busy.reshape(len(rs.jobs), n_gpus).tolist()

@@ -250,3 +250,70 @@ def test_merging_some_rows_equals_merging_their_copies() -> None:
         copies = merge_intervals(g[rows], start[rows], end[rows], groups)
         for f in ("group", "start", "end", "busy"):
             assert getattr(some, f).tolist() == getattr(copies, f).tolist(), (groups, f)
+
+
+def test_merging_group_by_group_equals_the_joint_sort(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Few groups of many intervals are merged one group at a time: the same union, busy
+    time and order as one sort over all of them, with and without ``rows``; a group
+    without intervals stays empty."""
+    from tfprof.collector.analysis import intervals
+
+    rng = np.random.default_rng(17)
+    n, groups = 20_000, 5
+    group = rng.choice([0, 1, 3, 4], n).astype(np.int32)
+    start = rng.integers(10**18, 10**18 + 10**8, n)
+    end = start + rng.integers(0, 10**5, n)
+    rows = np.flatnonzero(rng.random(n) < 0.7)
+    joint = [
+        merge_intervals(group, start, end, groups),
+        merge_intervals(group, start, end, groups, rows),
+    ]
+    monkeypatch.setattr(intervals, "BY_GROUP_MIN_ROWS", 1)
+    by_group = [
+        merge_intervals(group, start, end, groups),
+        merge_intervals(group, start, end, groups, rows),
+    ]
+    for a_, b_ in zip(joint, by_group, strict=True):
+        assert a_.busy[2] == 0 and a_.busy.sum() > 0
+        for f in ("group", "start", "end", "busy"):
+            assert getattr(a_, f).tolist() == getattr(b_, f).tolist(), f
+        assert a_.num_groups == b_.num_groups
+
+
+def test_union_of_two_unions_equals_merging_both_at_once() -> None:
+    """Two unions merged in place of one sort: equal starts, touching and nested
+    intervals, one side empty."""
+    from tfprof.collector.analysis.intervals import union_of_unions
+
+    rng = np.random.default_rng(23)
+    for n, m in ((0, 5), (5, 0), (1, 1), (300, 2_000), (2_000, 300)):
+        parts = []
+        for k in (n, m):
+            start = rng.integers(0, 10_000, k) * 10  # coarse: equal and touching times
+            end = start + rng.integers(0, 6, k) * 10
+            one = merge_intervals(np.zeros(k, dtype=np.int64), start, end, 1)
+            parts.append((one.start, one.end, start, end))
+        (a_s, a_e, raw_s1, raw_e1), (b_s, b_e, raw_s2, raw_e2) = parts
+        s, e = union_of_unions(a_s, a_e, b_s, b_e)
+        both_s, both_e = np.concatenate([raw_s1, raw_s2]), np.concatenate([raw_e1, raw_e2])
+        want = merge_intervals(np.zeros(n + m, dtype=np.int64), both_s, both_e, 1)
+        assert s.tolist() == want.start.tolist() and e.tolist() == want.end.tolist(), (n, m)
+
+
+def test_coverage_group_by_group_equals_the_keyed_search(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``covered`` one group at a time (few groups of many busy intervals) gives the
+    keyed search's answer, also for groups without intervals and past the last one."""
+    from tfprof.collector.analysis import intervals
+
+    rng = np.random.default_rng(29)
+    n = 5_000
+    group = rng.choice([0, 1, 3], n)
+    start = rng.integers(10**18, 10**18 + 10**7, n)
+    merged = merge_intervals(group, start, start + rng.integers(0, 10**4, n), 4)
+    q_group = rng.integers(0, 6, 3_000)  # 2 has no interval; 4 and 5 are past the last
+    q_start = rng.integers(10**18 - 10**5, 10**18 + 10**7 + 10**5, 3_000)
+    q_end = q_start + rng.integers(0, 10**5, 3_000)
+    keyed = covered(merged, q_group, q_start, q_end)
+    monkeypatch.setattr(intervals, "BY_GROUP_MIN_ROWS", 1)
+    by_group = covered(merged, q_group, q_start, q_end)
+    assert by_group.tolist() == keyed.tolist() and keyed.sum() > 0

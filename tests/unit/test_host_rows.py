@@ -13,13 +13,14 @@ import numpy as np
 import pytest
 
 from tests.traces import shared_traces
-from tfprof.collector.advice import HOST_RULES, HostRows, advise
-from tfprof.collector.analysis.records import ProcessHost, RecordSet, prepare
+from tfprof.collector.advice import HOST_RULES, RULE_NAMES, HostRows, advise, advise_gpu_first
+from tfprof.collector.analysis.records import ProcessHost, RecordSet, prepare, prepare_gpu_first
 from tfprof.collector.importer import import_files
 from tfprof.collector.lake.compact import compact_data_dir
 from tfprof.collector.lake.location import lake_of
 from tfprof.collector.lake.reader import open_jobs
 from tfprof.collector.lake.segments import collector_id
+from tfprof.collector.model import StreamData
 from tfprof.collector.store import Store
 
 KINETO = ("kineto-hta/simple_add.json.gz", "kineto-hta/event_sync_multi_stream.json.gz")
@@ -70,6 +71,22 @@ def test_host_rows_give_the_whole_host_sides_findings(
         rows = HostRows()
         chosen = _lake(dirs, since, until, rows, batch_rows)
         assert advise(chosen, [rule], rows) == [f for f in expected if f.rule == rule], rule
+
+
+@pytest.mark.parametrize("windowed", [False, True])
+def test_gpu_rules_first_then_the_host_pass_give_the_same_findings(
+    dirs: list[Path], windowed: bool
+) -> None:
+    """What ``advise`` runs: the GPU rules on the GPU table alone, then the host side
+    streamed for the host rules; every rule, one rule, GPU and host rules mixed."""
+    since, until = _window(dirs) if windowed else (None, None)
+    expected = advise(_lake(dirs, since, until, None))
+    assert {f.rule for f in expected} & HOST_RULES and {f.rule for f in expected} - HOST_RULES
+    for rules in (None, ["host-stalls"], ["gpu-idle", "launch-bound"], list(RULE_NAMES)):
+        rs, host_pass = prepare_gpu_first(open_jobs([str(d) for d in dirs]).jobs, since, until)
+        assert len(rs.host) == 0 and rs.calls is None  # the host side is not read yet
+        got = advise_gpu_first(rs, host_pass, rules)
+        assert got == [f for f in expected if rules is None or f.rule in rules], rules
 
 
 def test_records_are_linked_as_from_the_whole_host_side(dirs: list[Path]) -> None:
@@ -124,3 +141,18 @@ def test_trace_files_give_the_whole_host_sides_findings() -> None:
     for batch_rows in (None, 89):
         rows = HostRows()
         assert advise(prepare(jobs, select=rows, batch_rows=batch_rows), host_rows=rows) == expected
+
+
+def test_a_launch_latency_over_two_seconds_widens_the_latency_column() -> None:
+    """Latencies are held as int32 while they fit: a kernel starting 3 s after its call
+    ended (a later process's) gets its whole latency, as linking the whole host side."""
+    from tests.unit.analysis_data import job, kernel, stream
+
+    def launched(pid: int, wait_us: int) -> StreamData:
+        call = {"kind": 5, "start": 0, "dur": 5, "correlation": 9, "name": 2}
+        return stream([call, kernel(5 + wait_us, 10, correlation=9)], pid=pid)
+
+    jobs = [job("a", launched(1, 7), launched(2, 3_000_000))]
+    whole = prepare(jobs)
+    streamed = prepare(jobs, select=HostRows())
+    assert streamed.latency.tolist() == whole.latency.tolist() == [7_000, 3_000_000_000]

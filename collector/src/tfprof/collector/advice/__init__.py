@@ -26,7 +26,7 @@ from tfprof.collector.advice import (
 from tfprof.collector.advice.base import Context, Finding
 from tfprof.collector.advice.host_rows import HostRows
 from tfprof.collector.analysis.errors import AnalysisError
-from tfprof.collector.analysis.records import RecordSet
+from tfprof.collector.analysis.records import HostPass, RecordSet
 
 RULES: tuple[ModuleType, ...] = (
     gpu_idle,
@@ -62,18 +62,48 @@ def advise(
 
     ``host_rows``: the selector ``rs`` was prepared with (``prepare(select=...)``), when
     ``rs.host`` holds only the rows it kept: the host rules read its evidence."""
+    chosen = _chosen(rules)
+    return _ranked(_check(Context(rs, host_rows), chosen))
+
+
+def advise_gpu_first(
+    rs: RecordSet, host_pass: HostPass, rules: Sequence[str] | None = None
+) -> list[Finding]:
+    """``advise`` over a GPU table from ``prepare_gpu_first``: the GPU rules run first
+    and what they computed is freed before the host side is read (``HostPass.read``,
+    streamed past ``HostRows``) for the host rules, so the GPU rules' intermediates and
+    the host rules' evidence are never held together."""
+    chosen = _chosen(rules)
+    findings = _check(Context(rs), [r for r in chosen if r.NAME not in HOST_RULES])
+    host_rules = [r for r in chosen if r.NAME in HOST_RULES]
+    if host_rules:
+        rows = HostRows()
+        findings += _check(Context(host_pass.read(rs, rows), rows), host_rules)
+    return _ranked(findings)
+
+
+def _chosen(rules: Sequence[str] | None) -> list[ModuleType]:
     unknown = sorted(set(rules or ()) - set(RULE_NAMES))
     if unknown:
         raise AnalysisError(
             f"unknown rule(s) {', '.join(unknown)}; rules are {', '.join(RULE_NAMES)}"
         )
-    ctx = Context(rs, host_rows)
+    return [rule for rule in RULES if not rules or rule.NAME in rules]
+
+
+def _check(ctx: Context, rules: Sequence[ModuleType]) -> list[Finding]:
     findings: list[Finding] = []
-    for rule in RULES:
-        if not rules or rule.NAME in rules:
-            findings.extend(rule.check(ctx))
+    for rule in rules:
+        findings.extend(rule.check(ctx))
+    return findings
+
+
+def _ranked(findings: list[Finding]) -> list[Finding]:
     findings.sort(key=lambda f: (-f.impact_us, f.rule, f.title))
     return findings
 
 
-__all__ = ["HOST_RULES", "RULES", "RULE_NAMES", "Finding", "HostRows", "advise", "needs_host"]
+__all__ = [
+    "HOST_RULES", "RULES", "RULE_NAMES", "Finding", "HostRows", "advise", "advise_gpu_first",
+    "needs_host",
+]  # fmt: skip

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from tfprof.collector.advice.host_calls import ApiCover, api_calls, api_cover, calls_by_job
-from tfprof.collector.analysis.intervals import Merged, merge_intervals
+from tfprof.collector.analysis.intervals import Gaps, Merged, merge_intervals
 from tfprof.collector.analysis.records import GPU_KINDS, RecordSet, gpu_busy
 from tfprof.collector.analysis.units import us
 from tfprof.core.records import RecordKind
@@ -47,6 +47,8 @@ class HostEvidence(Protocol):
     def sync_cover(self, num_jobs: int) -> Merged: ...
 
     def step_syncs(self) -> list[StepSyncs]: ...
+
+    def long_gaps(self) -> Gaps: ...
 
 
 class Context:
@@ -81,6 +83,16 @@ class Context:
         return step_syncs_of(self.rs)
 
     @cached_property
+    def long_gaps(self) -> Gaps:
+        """host-stalls' long gaps in each job's work on each GPU (``host_stalls.long_gaps``),
+        as the streamed host side found them before its first host row."""
+        if self._host is not None:
+            return self._host.long_gaps()
+        from tfprof.collector.advice.host_stalls import long_gaps
+
+        return long_gaps(self)
+
+    @cached_property
     def on_gpu(self) -> np.ndarray:
         return self.rs.mask(*GPU_KINDS)
 
@@ -97,13 +109,32 @@ class Context:
     @cached_property
     def job_gpu_busy(self) -> np.ndarray:
         """(jobs, gpus) busy ns: the union of each job's records on each GPU."""
-        rs, m = self.rs, self.on_gpu
+        rs = self.rs
         n_jobs, n_gpus = len(rs.jobs), len(rs.gpus)
         if not n_jobs or not n_gpus:
             return np.zeros((n_jobs, n_gpus), dtype=np.int64)
-        key = rs.job[m].astype(np.int64) * n_gpus + rs.gpu[m]
-        merged = merge_intervals(key, rs.start[m], rs.end[m], n_jobs * n_gpus)
-        return merged.busy.reshape(n_jobs, n_gpus)
+        busy: np.ndarray = self.job_gpu_merged().busy.reshape(n_jobs, n_gpus)
+        return busy
+
+    def job_gpu_merged(self) -> Merged:
+        """The union of each job's records on each GPU (group: job * GPUs + GPU; not
+        kept). Where no two jobs share a GPU, those are the GPUs' busy intervals
+        (``gpu_busy``) renumbered, without merging every record again."""
+        rs = self.rs
+        n_jobs, n_gpus = len(rs.jobs), max(len(rs.gpus), 1)
+        lo, hi = self.job_gpu_span
+        present = lo <= hi  # (jobs, gpus): the job has a record on the GPU
+        used = np.flatnonzero(present.any(axis=0))
+        if len(rs.gpus) and (present.sum(axis=0) <= 1).all():
+            key = np.argmax(present, axis=0) * n_gpus + np.arange(n_gpus)  # per GPU
+            if (np.diff(key[used]) > 0).all():  # the GPUs' order stays the groups' order
+                gpus = self.gpu_busy
+                busy = np.zeros(n_jobs * n_gpus, dtype=np.int64)
+                busy[key[used]] = gpus.busy[used]
+                return Merged(key[gpus.group], gpus.start, gpus.end, busy, n_jobs * n_gpus)
+        on = np.flatnonzero(self.on_gpu)
+        keys = rs.job[on].astype(np.int64) * n_gpus + rs.gpu[on]
+        return merge_intervals(keys, rs.start[on], rs.end[on], n_jobs * n_gpus)
 
     @cached_property
     def job_gpu_span(self) -> tuple[np.ndarray, np.ndarray]:

@@ -23,7 +23,7 @@ from tfprof.collector.advice.base import Context
 from tfprof.collector.advice.host_calls import ApiCover, is_sync_call
 from tfprof.collector.advice.host_stalls import long_gaps
 from tfprof.collector.advice.sync_per_step import StepSyncs, is_step, outermost, step_syncs
-from tfprof.collector.analysis.intervals import Merged, merge_intervals
+from tfprof.collector.analysis.intervals import Gaps, Merged, merge_intervals, union_of_unions
 from tfprof.collector.analysis.records import ProcessHost, RecordSet
 from tfprof.core.records import RecordKind
 
@@ -37,12 +37,19 @@ class _Union:
         self.start: list[np.ndarray] = [_EMPTY] * num_jobs
         self.end: list[np.ndarray] = [_EMPTY] * num_jobs
 
-    def add(self, job: int, start: Sequence[np.ndarray], end: Sequence[np.ndarray]) -> None:
-        s = np.concatenate([self.start[job], *start])
-        e = np.concatenate([self.end[job], *end])
-        if s.shape[0]:
-            merged = merge_intervals(np.zeros(s.shape[0], dtype=np.int64), s, e, 1)
-            self.start[job], self.end[job] = merged.start, merged.end
+    def add(self, job: int, start: list[np.ndarray], end: list[np.ndarray]) -> None:
+        """Add a process's intervals (its lists are emptied): their own union first,
+        then that merged into the job's without sorting the job's again."""
+        s, e = np.concatenate([_EMPTY, *start]), np.concatenate([_EMPTY, *end])
+        start.clear()
+        end.clear()
+        if not s.shape[0]:
+            return
+        mine = merge_intervals(np.zeros(s.shape[0], dtype=np.int64), s, e, 1)
+        del s, e
+        self.start[job], self.end[job] = union_of_unions(
+            self.start[job], self.end[job], mine.start, mine.end
+        )
 
     def merged(self) -> Merged:
         n = len(self.start)
@@ -87,10 +94,11 @@ class HostRows:
         self._jobs: set[int] = set()
         self._steps: list[StepSyncs] = []
         self._process: _Process | None = None
+        self._long_gaps = Gaps(_EMPTY, _EMPTY, _EMPTY)
 
     def start(self, rs: RecordSet) -> None:
         n = len(rs.jobs)
-        gaps = long_gaps(Context(rs))
+        gaps = self._long_gaps = long_gaps(Context(rs))
         n_gpus = max(len(rs.gpus), 1)
         merged = merge_intervals(gaps.group // n_gpus, gaps.start, gaps.end, n)
         bounds = np.searchsorted(merged.group, np.arange(n + 1)).tolist()
@@ -184,3 +192,6 @@ class HostRows:
 
     def step_syncs(self) -> list[StepSyncs]:
         return list(self._steps)
+
+    def long_gaps(self) -> Gaps:
+        return self._long_gaps

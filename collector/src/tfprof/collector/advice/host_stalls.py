@@ -8,8 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from tfprof.collector.advice.base import Context, Finding, share, us
-from tfprof.collector.analysis.intervals import Gaps, covered, gaps, merge_intervals
-from tfprof.collector.analysis.records import GPU_KINDS
+from tfprof.collector.analysis.intervals import Gaps, covered, gaps
 
 NAME = "host-stalls"
 MIN_GAP_NS = 100_000  # gaps of 100 us or more: between steps, not between kernels
@@ -20,12 +19,7 @@ MIN_TOTAL_NS = 1_000_000
 def long_gaps(ctx: Context) -> Gaps:
     """Gaps of MIN_GAP_NS or more in each job's work on each GPU (group: job * GPUs +
     GPU): the only time this rule asks the host about."""
-    rs = ctx.rs
-    on = np.flatnonzero(rs.mask(*GPU_KINDS))
-    n_gpus = max(len(rs.gpus), 1)
-    key = rs.job[on].astype(np.int64) * n_gpus + rs.gpu[on]
-    busy = merge_intervals(key, rs.start[on], rs.end[on], len(rs.jobs) * n_gpus)
-    del on, key
+    busy = ctx.job_gpu_merged()
     lo, hi = ctx.job_gpu_span
     idle = gaps(busy, lo.reshape(-1), hi.reshape(-1))
     long = idle.length >= MIN_GAP_NS
@@ -40,7 +34,7 @@ def check(ctx: Context) -> list[Finding]:
     in_api = cover.merged
     in_sync = ctx.sync_cover
     n_gpus = max(len(rs.gpus), 1)
-    idle = long_gaps(ctx)
+    idle = ctx.long_gaps
     lo, hi = ctx.job_gpu_span
     g_key, g_start, g_end = idle.group, idle.start, idle.end
     jobs_with_calls = cover.jobs

@@ -77,8 +77,9 @@ class _Links:
     """One process's GPU records waiting for their calls, by correlation id."""
 
     def __init__(self, correlation: np.ndarray) -> None:
-        known = np.flatnonzero(correlation != 0)
+        known = np.flatnonzero(correlation != 0).astype(np.int32)  # a process's rows
         self.rows = known[np.argsort(correlation[known], kind="stable")]
+        del known
         ids = correlation[self.rows].astype(np.int64)
         first = (
             np.flatnonzero(np.concatenate(([True], ids[1:] != ids[:-1]))) if ids.shape[0] else ids
@@ -105,11 +106,11 @@ class _Links:
         self.duration[at] = duration[hit]
         self.name[at] = name[hit]
 
-    def finish(self, start: np.ndarray, api: np.ndarray, latency: np.ndarray,
-               first_call: int) -> LaunchCalls:  # fmt: skip
-        """Write each linked GPU record's call (ids from ``first_call``) into ``api`` and
-        its launch latency into ``latency`` (columns of the process's GPU rows, whose
-        ``start`` is given); the linked calls' columns."""
+    def finish(self, start: np.ndarray, api: np.ndarray,
+               first_call: int) -> tuple[LaunchCalls, np.ndarray, np.ndarray]:  # fmt: skip
+        """Write each linked GPU record's call (ids from ``first_call``) into ``api`` (a
+        column of the process's GPU rows, whose ``start`` is given); the linked calls'
+        columns, and the linked rows with their launch latency."""
         linked = self.calls == 1
         call = np.full(self.ids.shape[0], -1, dtype=np.int64)
         call[linked] = first_call + np.arange(int(np.count_nonzero(linked)))
@@ -119,8 +120,8 @@ class _Links:
         api[rows] = call[per_row]
         # As HTA's launch statistics: a record starting before its call's end is 0. A
         # record clipped at the window's start began before any call in the window ended.
-        latency[rows] = np.maximum(start[rows] - self.end[per_row], 0)
-        return LaunchCalls(self.duration[linked], self.name[linked])
+        latency = np.maximum(start[rows] - self.end[per_row], 0)
+        return LaunchCalls(self.duration[linked], self.name[linked]), rows, latency
 
 
 def read_host(
@@ -137,12 +138,13 @@ def read_host(
         ProcessHost,
         _clip,
         _concat,
-        _narrow,
     )
 
     n = len(rs)
-    api = np.full(n, -1, dtype=np.int64)
-    latency = np.zeros(n, dtype=np.int64)
+    # Narrow while every value fits (calls are fewer than GPU rows; a latency over 2 s
+    # makes the column int64 from then on).
+    api = np.full(n, -1, dtype=np.int32 if n < 2**31 else np.int64)
+    latency = np.zeros(n, dtype=np.int32)
     durations: list[np.ndarray] = []
     names: list[np.ndarray] = []
     calls = 0
@@ -169,10 +171,12 @@ def read_host(
                 table.add_memory_base(prep, window, span.job)
                 del prep, batch
             select.end_process()
-        found = links.finish(
-            rs.start[span.lo : span.hi], api[span.lo : span.hi], latency[span.lo : span.hi],
-            calls,
-        )  # fmt: skip
+        found, rows, late = links.finish(rs.start[span.lo : span.hi], api[span.lo : span.hi],
+                                         calls)  # fmt: skip
+        if late.shape[0] and int(late.max()) > np.iinfo(latency.dtype).max:
+            latency = latency.astype(np.int64)
+        latency[span.lo + rows] = late
+        del rows, late
         calls += int(found.duration.shape[0])
         durations.append(found.duration)
         names.append(found.name)
@@ -180,7 +184,7 @@ def read_host(
     return dataclasses.replace(
         rs,
         names=table.names.names,
-        api=_narrow(api, np.int32),
+        api=api,
         latency=latency,
         host=HostRecords(**table.host_columns()),
         calls=LaunchCalls(_concat(durations, np.int64), _concat(names, np.int32)),

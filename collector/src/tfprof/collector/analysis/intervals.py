@@ -8,11 +8,16 @@ key (group * span + time), so one sort and one running maximum serve all groups 
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
 
 from tfprof.collector.analysis.errors import AnalysisError
+
+# Few groups of many intervals are merged one group at a time (``_merge_by_group``).
+BY_GROUP_MAX_GROUPS = 64
+BY_GROUP_MIN_ROWS = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -60,6 +65,11 @@ def merge_intervals(
         return Merged(empty, empty, empty, np.zeros(num_groups, dtype=np.int64), num_groups)
     if num_groups == 1:
         return _merge_one(start, end) if rows is None else _merge_one(start[rows], end[rows])
+    if (
+        num_groups <= BY_GROUP_MAX_GROUPS
+        and (start.shape[0] if rows is None else rows.shape[0]) >= BY_GROUP_MIN_ROWS
+    ):
+        return _merge_by_group(group, start, end, num_groups, rows)
     # Sorted by (group, start), ties in row order, then keyed in place: groups occupy
     # disjoint key ranges, so one running maximum serves all of them. Built in place, as
     # few arrays as possible are alive at once (12M GPU records at 100M stored).
@@ -98,6 +108,31 @@ def merge_intervals(
     return Merged(back, m_start, m_end, np.rint(busy).astype(np.int64), num_groups)
 
 
+def _merge_by_group(
+    group: np.ndarray, start: np.ndarray, end: np.ndarray, num_groups: int, rows: np.ndarray | None
+) -> Merged:
+    """``merge_intervals`` one group after the other: a few groups (GPUs) of many
+    records, whose joint sort would hold several int64 copies of every record at once."""
+    of_rows = group if rows is None else group[rows]
+    parts: list[Merged] = []
+    busy = np.zeros(num_groups, dtype=np.int64)
+    for g in range(num_groups):
+        mine = np.flatnonzero(of_rows == g)
+        if not mine.shape[0]:
+            continue
+        if rows is not None:
+            mine = rows[mine]
+        one = _merge_one(start[mine], end[mine])
+        del mine
+        parts.append(dataclasses.replace(one, group=np.full(one.start.shape[0], g, np.int64)))
+        busy[g] = one.busy[0]
+    del of_rows
+    group_, start_, end_ = (
+        np.concatenate([getattr(m, c) for m in parts]) for c in ("group", "start", "end")
+    )
+    return Merged(group_, start_, end_, busy, num_groups)
+
+
 def _merge_one(start: np.ndarray, end: np.ndarray) -> Merged:
     """``merge_intervals`` of a single group: the times are the keys."""
     order = np.argsort(start, kind="stable")
@@ -114,10 +149,40 @@ def _merge_one(start: np.ndarray, end: np.ndarray) -> Merged:
     return Merged(m_group, m_start, m_end, np.rint(busy).astype(np.int64), 1)
 
 
+def union_of_unions(
+    start: np.ndarray, end: np.ndarray, other_start: np.ndarray, other_end: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The union of two unions (each disjoint, in start order): the two placed in start
+    order by where each goes in the other, without sorting them again. Touching
+    intervals merge."""
+    if not other_start.shape[0]:
+        return start, end
+    if not start.shape[0]:
+        return other_start, other_end
+    n = start.shape[0] + other_start.shape[0]
+    s, e = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
+    at = np.searchsorted(other_start, start, side="right")
+    at += np.arange(start.shape[0])
+    s[at], e[at] = start, end
+    at = np.searchsorted(start, other_start, side="left")
+    at += np.arange(other_start.shape[0])
+    s[at], e[at] = other_start, other_end
+    del at
+    np.maximum.accumulate(e, out=e)  # the reach of every interval so far
+    first = np.empty(n, dtype=bool)
+    first[0] = True
+    np.greater(s[1:], e[:-1], out=first[1:])
+    heads = np.flatnonzero(first)
+    del first
+    return s[heads], e[np.append(heads[1:] - 1, n - 1)]
+
+
 def covered(merged: Merged, group: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
     """For each ``[start, end)`` of ``group``, how much of it ``merged`` covers (ns)."""
     if start.shape[0] == 0 or merged.start.shape[0] == 0:
         return np.zeros(start.shape[0], dtype=np.int64)
+    if merged.num_groups <= BY_GROUP_MAX_GROUPS and merged.start.shape[0] >= BY_GROUP_MIN_ROWS:
+        return _covered_by_group(merged, group, start, end)
     lo = min(int(merged.start.min()), int(start.min()))
     hi = max(int(merged.end.max()), int(end.max()))
     groups = max(merged.num_groups, int(group.max()) + 1)
@@ -135,6 +200,34 @@ def covered(merged: Merged, group: np.ndarray, start: np.ndarray, end: np.ndarra
     until_start = coverage_until(_keys(group, start, origin, span))
     result: np.ndarray = until_end - until_start
     return result
+
+
+def _covered_by_group(
+    merged: Merged, group: np.ndarray, start: np.ndarray, end: np.ndarray
+) -> np.ndarray:
+    """``covered`` one group at a time, on slices of ``merged`` (sorted by group): no
+    keyed copy of every busy interval."""
+    result = np.zeros(start.shape[0], dtype=np.int64)
+    bounds = np.searchsorted(merged.group, np.arange(merged.num_groups + 1))
+    for g in np.unique(group).tolist():
+        if not 0 <= g < merged.num_groups or bounds[g] == bounds[g + 1]:
+            continue  # no busy interval: nothing covered
+        a, b = int(bounds[g]), int(bounds[g + 1])
+        ms, me = merged.start[a:b], merged.end[a:b]
+        before = np.concatenate(([0], np.cumsum(me - ms)))
+        mine = np.flatnonzero(group == g)
+        result[mine] = _until(ms, me, before, end[mine]) - _until(ms, me, before, start[mine])
+    return result
+
+
+def _until(ms: np.ndarray, me: np.ndarray, before: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Busy time of one group's intervals (``ms``, ``me``; ``before``: busy time before
+    each) up to each time ``t``."""
+    k = np.searchsorted(ms, t, side="right") - 1
+    at = np.maximum(k, 0)
+    inside = np.clip(t - ms[at], 0, me[at] - ms[at])
+    found: np.ndarray = np.where(k >= 0, before[at] + inside, 0)
+    return found
 
 
 @dataclass(frozen=True)

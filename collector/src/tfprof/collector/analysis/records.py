@@ -222,11 +222,45 @@ def prepare(
     ``host``, API calls, ranges and memory records are left out (``RecordSet.host`` is
     empty, no GPU record is linked): the GPU-only views and rules need none of them.
     With ``select``, the host side is streamed in batches of ``batch_rows`` once the
-    GPU table is whole (``host_pass``): ``RecordSet.host`` holds only the rows it keeps,
-    GPU records are linked to their calls (``RecordSet.calls``) but not attributed to
-    ops (``op`` and ``queue`` are -1): what the advice rules read, without holding any
-    process's host side whole.
+    GPU table is whole (``prepare_gpu_first``, ``HostPass``).
     """
+    if select is not None and host:
+        rs, later = prepare_gpu_first(jobs, since_ns, until_ns)
+        return later.read(rs, select, batch_rows or BATCH_ROWS)
+    return _prepare(jobs, since_ns, until_ns, linked=host)[0]
+
+
+@dataclass(frozen=True)
+class HostPass:
+    """The host side of a GPU table read by ``prepare_gpu_first``, not read yet."""
+
+    _table: _Table
+    _spans: tuple[ProcessSpan, ...]
+    _window: TimeWindow
+
+    def read(self, rs: RecordSet, select: HostSelector, batch_rows: int = BATCH_ROWS) -> RecordSet:
+        """``rs`` (the GPU table this pass belongs to) with the host side streamed past
+        ``select`` in batches of ``batch_rows`` (``host_pass``): ``RecordSet.host``
+        holds only the rows it keeps, GPU records are linked to their calls
+        (``RecordSet.calls``) but not attributed to ops (``op`` and ``queue`` are -1):
+        what the advice rules read, without holding any process's host side whole."""
+        return read_host(rs, self._table, self._spans, self._window, select, batch_rows)
+
+
+def prepare_gpu_first(
+    jobs: Sequence[JobData], since_ns: int | None = None, until_ns: int | None = None
+) -> tuple[RecordSet, HostPass]:
+    """The GPU table (as ``prepare(host=False)``) and its host side, read only when
+    asked (``HostPass.read``): what reads the GPU records alone (the GPU rules) runs,
+    and frees what it made, before any host record is read."""
+    return _prepare(jobs, since_ns, until_ns, linked=False)
+
+
+def _prepare(
+    jobs: Sequence[JobData], since_ns: int | None, until_ns: int | None, linked: bool
+) -> tuple[RecordSet, HostPass]:
+    """``prepare`` without a selector; with ``linked`` the host side is read with the
+    GPU records and linked to them, else left out (to be read by the ``HostPass``)."""
     if since_ns is not None and until_ns is not None and since_ns >= until_ns:
         raise AnalysisError(f"the window is empty: since {since_ns} >= until {until_ns} (ns)")
     window = TimeWindow(since_ns, until_ns)
@@ -234,7 +268,6 @@ def prepare(
     job_refs: list[JobRef] = []
     processes: list[ProcessRef] = []
     spans: list[ProcessSpan] = []
-    linked = host and select is None  # else the host side comes after (``host_pass``)
     for j, (job, label) in enumerate(zip(jobs, job_labels(jobs), strict=True)):
         # Streams of one process (a reconnect) share a task label and correlation ids.
         by_task: dict[str, list[tuple[StreamData, str, int]]] = {}
@@ -289,10 +322,7 @@ def prepare(
         calls=None,
         **columns,
     )
-    if select is None or not host:
-        return rs
-    del columns, starts, ends
-    return read_host(rs, table, spans, window, select, batch_rows or BATCH_ROWS)
+    return rs, HostPass(table, tuple(spans), window)
 
 
 @runtime_checkable

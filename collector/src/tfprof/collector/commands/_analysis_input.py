@@ -9,8 +9,15 @@ import sys
 from collections.abc import Iterator
 from typing import TextIO
 
-from tfprof.collector.analysis.records import HostSelector, RecordSet, prepare
+from tfprof.collector.analysis.records import (
+    HostPass,
+    HostSelector,
+    RecordSet,
+    prepare,
+    prepare_gpu_first,
+)
 from tfprof.collector.errors import InvalidArgument, NotFound, PathError
+from tfprof.collector.model import JobData
 from tfprof.collector.timespec import TIME_HELP
 
 
@@ -53,10 +60,21 @@ def load_record_set(
     from tfprof.collector.terminal import progress
 
     with progress("loading"):
-        return _load(args, host, select)
+        jobs, since, until = _jobs(args)
+        return prepare(jobs, since, until, host=host, select=select)
 
 
-def _load(args: argparse.Namespace, host: bool, select: HostSelector | None) -> RecordSet:
+def load_gpu_first(args: argparse.Namespace) -> tuple[RecordSet, HostPass]:
+    """The GPU table to analyse and its host side, read later (``prepare_gpu_first``)."""
+    from tfprof.collector.terminal import progress
+
+    with progress("loading"):
+        jobs, since, until = _jobs(args)
+        return prepare_gpu_first(jobs, since, until)
+
+
+def _jobs(args: argparse.Namespace) -> tuple[list[JobData], int | None, int | None]:
+    """The jobs to analyse (opened, not read) and the window's bounds."""
     from tfprof.collector.timespec import first_event_ns, parse_time
 
     if args.files and args.data_dir:
@@ -81,7 +99,7 @@ def _load(args: argparse.Namespace, host: bool, select: HostSelector | None) -> 
         raise InvalidArgument("nothing to analyse: give trace FILE(s) or --data-dir DIR")
     since = parse_time(args.since, first, "--since") if args.since else None
     until = parse_time(args.until, first, "--until") if args.until else None
-    return prepare(jobs, since, until, host=host, select=select)
+    return jobs, since, until
 
 
 @contextlib.contextmanager

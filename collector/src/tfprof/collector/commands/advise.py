@@ -6,6 +6,7 @@ import argparse
 
 from tfprof.collector.commands._analysis_input import (
     add_input_arguments,
+    load_gpu_first,
     load_record_set,
     output,
 )
@@ -55,17 +56,20 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tfprof.collector.advice import HostRows, advise, needs_host
+    from tfprof.collector.advice import advise, advise_gpu_first, needs_host
     from tfprof.collector.advice.render import reporter
     from tfprof.collector.analysis.notes import notes
     from tfprof.collector.errors import InvalidArgument
 
     if args.top is not None and args.top < 0:
         raise InvalidArgument("--top must be >= 0")
-    # The host rules' rows are chosen process by process: the host side is never whole.
-    host_rows = HostRows() if needs_host(args.rule) else None
-    rs = load_record_set(args, host=host_rows is not None, select=host_rows)
-    findings = advise(rs, args.rule, host_rows)
+    if needs_host(args.rule):
+        # The GPU rules first, then the host side streamed process by process.
+        rs, host_pass = load_gpu_first(args)
+        findings = advise_gpu_first(rs, host_pass, args.rule)
+    else:
+        rs = load_record_set(args, host=False)
+        findings = advise(rs, args.rule)
     if args.top is not None:
         findings = findings[: args.top]
     with output(args.output) as out:
