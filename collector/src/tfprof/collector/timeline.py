@@ -81,8 +81,16 @@ class SliceTrack:
     def column(self, name: str, select: np.ndarray | slice | None = None) -> np.ndarray:
         """A record column (``RECORD_COLUMNS``) for this track's slices, or a selection."""
         rows = self.rows if select is None else self.rows[select]
-        values: np.ndarray = self.records[name][rows]
+        return widened(self.records[name][rows])
+
+
+def widened(values: np.ndarray) -> np.ndarray:
+    """Picked record values as int64: a lake-read stream holds some columns narrower
+    (lake/reader.py), and the formats do their arithmetic in int64."""
+    if values.dtype == np.int64:
         return values
+    wide: np.ndarray = values.astype(np.int64)
+    return wide
 
 
 @dataclass(frozen=True)

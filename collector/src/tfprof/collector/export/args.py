@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from tfprof.collector.timeline import SliceTrack
+from tfprof.collector.timeline import SliceTrack, widened
 from tfprof.core.cupti_labels import PEER_COPY, Labels
 from tfprof.core.slice_args import ArgType, SliceArg, args_of, format_dim3
 
@@ -159,7 +159,7 @@ class Selection:
         """A record column (``RECORD_COLUMNS``) for the selected slices."""
         values = self._columns.get(name)
         if values is None:
-            values = self._columns[name] = pick(self.track.records[name], self.rows)
+            values = self._columns[name] = widened(pick(self.track.records[name], self.rows))
         return values
 
 

@@ -82,6 +82,12 @@ _DTYPES: dict[str, type] = {
     "name": np.int32, "category": np.int32, "return_value": np.int32,
     "copy_kind": np.int16, "src_kind": np.int16, "dst_kind": np.int16,
     "sync_type": np.int16, "memory_op": np.int16,
+    # Read only by the exports (launch geometry, ids), whose column accessors widen what
+    # they pick to int64: held in their lake type exactly (~300 MB less per 2.5M records).
+    "grid_x": np.uint32, "grid_y": np.uint16, "grid_z": np.uint16,
+    "block_x": np.uint16, "block_y": np.uint16, "block_z": np.uint16,
+    "registers": np.uint16, "static_smem": np.uint32, "dynamic_smem": np.uint32,
+    "context": np.uint32, "dst_device": np.uint16, "cbid": np.uint16,
 }  # fmt: skip
 
 
