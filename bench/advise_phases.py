@@ -54,10 +54,11 @@ def main() -> None:
     with phase("GPU table"):
         rs, host_pass = prepare_gpu_first(jobs)
     ctx = Context(rs)
-    for rule in RULES:
-        if rule.NAME not in HOST_RULES:
-            with phase(rule.NAME):
-                rule.check(ctx)
+    gpu_rules = [r for r in RULES if r.NAME not in HOST_RULES]
+    for i, rule in enumerate(gpu_rules):
+        with phase(rule.NAME):
+            rule.check(ctx)
+            ctx.release(r.NAME for r in gpu_rules[i + 1 :])  # as advise frees them
     with phase("GPU context freed"):
         del ctx
     rows = HostRows()

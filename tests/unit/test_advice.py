@@ -212,3 +212,34 @@ def test_each_jobs_union_on_each_gpu_with_and_without_shared_gpus() -> None:
         for f in ("group", "start", "end", "busy"):
             assert getattr(got, f).tolist() == getattr(want, f).tolist(), f
         assert ctx.job_gpu_busy.tolist() == want.busy.reshape(len(rs.jobs), n_gpus).tolist()
+
+
+def test_context_pieces_are_freed_after_their_last_reader_and_computed_again() -> None:
+    """``advise`` drops each cached piece once no rule left to run reads it (``READERS``
+    names a rule for every cached piece); a piece asked for again is computed again,
+    equal to the first."""
+    from functools import cached_property
+
+    from tfprof.collector.advice import RULES, _check
+    from tfprof.collector.advice.base import READERS, Context
+
+    cached = {n for n, v in vars(Context).items() if isinstance(v, cached_property)}
+    assert set(READERS) == cached
+    assert set().union(*READERS.values()) <= set(RULE_NAMES)
+    rs = prepare([job("j", stream([kernel(0, 200), copy(100, 50), kernel(1800, 200)]))])
+    ctx = Context(rs)
+    busy = ctx.gpu_busy
+    kernels = ctx.kernels_by_gpu
+    ctx.release(["copy-overlap", "sync-stalls"])  # both still read: kept
+    assert ctx.gpu_busy is busy and ctx.kernels_by_gpu is kernels
+    ctx.release(["sync-stalls"])  # kernels_by_gpu read by no rule left
+    assert "kernels_by_gpu" not in vars(ctx) and vars(ctx)["gpu_busy"] is busy
+    again = ctx.kernels_by_gpu
+    assert again is not kernels
+    for f in ("group", "start", "end", "busy"):
+        assert getattr(again, f).tolist() == getattr(kernels, f).tolist(), f
+    # Through advise's loop: after the last rule nothing is held.
+    ctx = Context(rs)
+    gpu_rules = [r for r in RULES if r.NAME in {"gpu-idle", "copy-overlap", "sync-stalls"}]
+    _check(ctx, gpu_rules)
+    assert not set(vars(ctx)) & set(READERS)

@@ -317,3 +317,41 @@ def test_coverage_group_by_group_equals_the_keyed_search(monkeypatch: pytest.Mon
     monkeypatch.setattr(intervals, "BY_GROUP_MIN_ROWS", 1)
     by_group = covered(merged, q_group, q_start, q_end)
     assert by_group.tolist() == keyed.tolist() and keyed.sum() > 0
+
+
+def test_id_columns_take_the_smallest_type_that_holds_them() -> None:
+    from tfprof.collector.analysis.records import _smallest
+
+    for values, dtype in (([0, 127], np.int8), ([-1, 128], np.int16), ([-129, 5], np.int16),
+                          ([0, 32768], np.int32), ([0, 2**31], np.int64)):  # fmt: skip
+        got = _smallest(np.array(values, dtype=np.int64))
+        assert got.dtype == dtype and got.tolist() == values
+
+
+def test_narrow_ids_past_int8_and_keys_past_int16_stay_exact() -> None:
+    """200 jobs, each on its own GPU with its own kernel name: ids past int8, and
+    (job, GPU) keys up to 39,999, past int16; every view and rule keys them exactly."""
+    from tfprof.collector.advice import advise
+    from tfprof.collector.advice.base import Context
+
+    n = 200
+    names = ["", *(f"k{i}" for i in range(n))]
+    jobs = [
+        job(f"j{i}", stream([kernel(i, 10, name=i + 1)], job=f"j{i}", pid=i + 1,
+                            uuid=f"GPU-{i}", names=names))
+        for i in range(n)
+    ]  # fmt: skip
+    rs = prepare(jobs)
+    dtypes = [str(c.dtype) for c in (rs.job, rs.gpu, rs.process, rs.name, rs.device)]
+    assert dtypes == ["int16", "int16", "int16", "int16", "int8"]
+    rows = {r.name: r for r in kernel_rows(rs, per_job=True)}
+    assert len(rows) == n and {(r.job, r.count, r.total_us) for r in rows.values()} == {
+        (f"j{i}", 1, 10.0) for i in range(n)
+    }
+    busy = Context(rs).job_gpu_busy
+    gpu_of = {g.uuid: i for i, g in enumerate(rs.gpus)}
+    want = np.zeros((n, n), dtype=np.int64)
+    for j in range(n):
+        want[j, gpu_of[f"GPU-{j}"]] = 10 * US
+    assert busy.tolist() == want.tolist()
+    assert not [f for f in advise(rs) if f.rule == "time-slicing"]  # no GPU is shared

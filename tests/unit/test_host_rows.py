@@ -156,3 +156,23 @@ def test_a_launch_latency_over_two_seconds_widens_the_latency_column() -> None:
     whole = prepare(jobs)
     streamed = prepare(jobs, select=HostRows())
     assert streamed.latency.tolist() == whole.latency.tolist() == [7_000, 3_000_000_000]
+
+
+def test_a_launch_call_over_two_seconds_widens_the_calls_duration_column() -> None:
+    """The linked calls' durations are held as int32 while they fit: a process whose
+    call lasts 3 s (after one whose call fits) gets its whole duration, as linking the
+    whole host side, and launch-bound sums them exactly."""
+    from tests.unit.analysis_data import job, kernel, stream
+
+    def launched(pid: int, call_us: int) -> StreamData:
+        call = {"kind": 5, "start": 0, "dur": call_us, "correlation": 9, "name": 2}
+        return stream([call, kernel(call_us, 10, correlation=9)], pid=pid)
+
+    jobs = [job("a", launched(1, 7), launched(2, 3_000_000))]
+    whole = prepare(jobs)
+    streamed = prepare(jobs, select=HostRows())
+    want = [7_000, 3_000_000_000]
+    for rs in (whole, streamed):
+        calls = rs.launch_calls()
+        assert calls.duration[rs.api].tolist() == want
+    assert streamed.launch_calls().duration.dtype == np.int64

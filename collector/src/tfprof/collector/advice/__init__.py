@@ -92,9 +92,12 @@ def _chosen(rules: Sequence[str] | None) -> list[ModuleType]:
 
 
 def _check(ctx: Context, rules: Sequence[ModuleType]) -> list[Finding]:
+    """The rules in order; after each, what no later rule reads is freed."""
     findings: list[Finding] = []
-    for rule in rules:
+    names = [rule.NAME for rule in rules]
+    for i, rule in enumerate(rules):
         findings.extend(rule.check(ctx))
+        ctx.release(names[i + 1 :])
     return findings
 
 

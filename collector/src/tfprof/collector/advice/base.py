@@ -2,11 +2,13 @@
 
 A rule is a module with ``NAME`` and ``check(ctx) -> list[Finding]``, a pure function of
 the record set. ``Context`` computes the costly pieces (busy intervals per GPU, per job
-on a GPU, kernel intervals) once for all rules.
+on a GPU, kernel intervals) once for all rules, and drops each once no rule left to
+run reads it (``READERS``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Protocol
@@ -51,6 +53,25 @@ class HostEvidence(Protocol):
     def long_gaps(self) -> Gaps: ...
 
 
+# The rules (by NAME) that read each of Context's cached pieces, directly or through
+# another piece: ``release`` drops a piece once none of the rules still to run reads it,
+# so the GPU rules' unions are not all held to the end (at 100M stored records:
+# kernels_by_gpu ~0.2 GB, gpu_busy ~0.4 GB). A piece asked for after its release is
+# computed again: a reader missing here costs time, never a wrong finding.
+READERS: dict[str, frozenset[str]] = {
+    "kernels_by_gpu": frozenset({"gpu-idle", "copy-overlap"}),
+    "gpu_busy": frozenset({"gpu-idle", "time-slicing", "sync-stalls", "host-stalls"}),
+    "job_gpu_busy": frozenset({"time-slicing"}),
+    "job_gpu_span": frozenset({"gpu-idle", "time-slicing", "host-stalls"}),
+    "job_span": frozenset({"copy-overlap", "sync-stalls"}),
+    "on_gpu": frozenset({"single-stream", "time-slicing", "host-stalls"}),
+    "api_cover": frozenset({"host-stalls"}),
+    "sync_cover": frozenset({"host-stalls"}),
+    "long_gaps": frozenset({"host-stalls"}),
+    "step_syncs": frozenset({"sync-per-step"}),
+}
+
+
 class Context:
     """``host``: the host rules' evidence when ``rs.host`` does not hold every host row
     (``advice.host_rows``); computed from ``rs.host`` otherwise."""
@@ -58,6 +79,13 @@ class Context:
     def __init__(self, rs: RecordSet, host: HostEvidence | None = None) -> None:
         self.rs = rs
         self._host = host
+
+    def release(self, rules_left: Iterable[str]) -> None:
+        """Drop the cached pieces that none of ``rules_left`` (rule NAMEs) reads."""
+        left = frozenset(rules_left)
+        for piece, readers in READERS.items():
+            if not readers & left:
+                self.__dict__.pop(piece, None)  # a cached_property lives in __dict__
 
     @cached_property
     def api_cover(self) -> ApiCover:

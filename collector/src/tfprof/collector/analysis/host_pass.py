@@ -137,7 +137,6 @@ def read_host(
     from tfprof.collector.analysis.records import (
         ProcessHost,
         _clip,
-        _concat,
     )
 
     n = len(rs)
@@ -145,8 +144,11 @@ def read_host(
     # makes the column int64 from then on).
     api = np.full(n, -1, dtype=np.int32 if n < 2**31 else np.int64)
     latency = np.zeros(n, dtype=np.int32)
-    durations: list[np.ndarray] = []
-    names: list[np.ndarray] = []
+    # The linked calls' columns, filled in place (no list of parts joined at the end):
+    # a call links at least one GPU record, so ``n`` bounds them; pages never written
+    # are never resident. Duration int32 until a call of 2 s or more.
+    call_duration = np.empty(n, dtype=np.int32)
+    call_name = np.empty(n, dtype=np.int32)
     calls = 0
     select.start(rs)
     for span in spans:
@@ -177,17 +179,20 @@ def read_host(
             latency = latency.astype(np.int64)
         latency[span.lo + rows] = late
         del rows, late
-        calls += int(found.duration.shape[0])
-        durations.append(found.duration)
-        names.append(found.name)
-        del links
+        k = int(found.duration.shape[0])
+        if k and int(found.duration.max()) > np.iinfo(call_duration.dtype).max:
+            call_duration = call_duration.astype(np.int64)
+        call_duration[calls : calls + k] = found.duration
+        call_name[calls : calls + k] = found.name
+        calls += k
+        del links, found
     return dataclasses.replace(
         rs,
         names=table.names.names,
         api=api,
         latency=latency,
         host=HostRecords(**table.host_columns()),
-        calls=LaunchCalls(_concat(durations, np.int64), _concat(names, np.int32)),
+        calls=LaunchCalls(call_duration[:calls], call_name[:calls]),
         memory_gpus=tuple(table.memory_gpus.gpus),
         memory_base=tuple((j, g, b) for (j, g), b in sorted(table.memory_base.items()) if b),
     )

@@ -97,6 +97,8 @@ class RecordSet:
 
     ``start``/``end`` are absolute collector-clock nanoseconds. ``job``, ``process`` and
     ``gpu`` index ``jobs``, ``processes`` and ``gpus``; ``name`` indexes ``names``.
+    Those and ``device`` are held in the smallest signed type that fits (int8 where few):
+    cast to int64 before combining them into keys.
     """
 
     jobs: tuple[JobRef, ...]
@@ -618,6 +620,8 @@ class _Table:
 
     def columns(self) -> dict[str, np.ndarray]:
         out = _take(self._parts)
+        for c in _IDS:  # one column at a time: the wide one is dropped as it narrows
+            out[c] = _smallest(out[c])
         n = out["kind"].shape[0]
         for c, value in _UNLINKED.items():
             if out[c].shape[0] != n:  # not looked for: one read-only value, no memory
@@ -638,6 +642,24 @@ _NARROW: dict[str, type] = {
     "stream": np.uint32, "correlation": np.uint32, "copy_kind": np.int8,
     "src_kind": np.int8, "dst_kind": np.int8, "sync_type": np.int8,
 }  # fmt: skip
+
+
+# Index columns of the GPU table, held in the smallest signed type their values fit
+# (jobs, processes, GPUs and CUDA ordinals are few; names a few hundred): 14 B less per
+# record than int32 ids. Readers that combine them into keys cast to int64 first.
+_IDS = ("job", "process", "gpu", "device", "name")
+
+
+def _smallest(values: np.ndarray) -> np.ndarray:
+    """``values`` as int8, int16 or int32, the first that holds them all."""
+    if not values.shape[0]:
+        return values.astype(np.int8)
+    low, top = int(values.min()), int(values.max())
+    for dtype in (np.int8, np.int16, np.int32):
+        info = np.iinfo(dtype)
+        if info.min <= low and top <= info.max:
+            return values.astype(dtype, copy=False)
+    return values
 
 
 def _narrow(values: np.ndarray, dtype: type | None) -> np.ndarray:
