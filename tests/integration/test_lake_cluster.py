@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,20 +12,12 @@ from typing import Any
 
 import pytest
 
-from tests.integration.collector_proc import start_serve
-from tests.integration.conftest import agent_cmd, clean_env, collector_cmd
+from tests.integration.conftest import clean_env, collector_cmd
 from tests.integration.spark_cluster import standalone_cluster
-from tests.traces import shared_traces
+from tests.integration.two_collectors import RUNS, write_lake
 from tfprof.collector.lake.schema import RECORD_TABLES
 from tfprof.collector.lake.views import KERNEL_SUMMARY
 from tfprof.collector.store import Store
-
-# (job, trace) per collector: job "train" has a run on each collector.
-RUNS = {
-    "a": [("train", "kineto-hta/simple_add.json.gz")],
-    "b": [("train", "kineto-hta/event_sync_multi_stream.json.gz"),
-          ("eval", "tf-timeline-ikhlestov/GPU_timeline_02_step_0.json")],
-}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -37,28 +28,9 @@ class Cluster:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Cluster:
-    traces = shared_traces()
     root = tmp_path_factory.mktemp("lake-cluster")
     lake = root / "lake"
-    data_dirs = {name: root / f"data-{name}" for name in RUNS}
-    serves = {
-        name: start_serve(d, "--lake", str(lake), "--compact-interval", "1")
-        for name, d in data_dirs.items()
-    }
-    try:
-        for name, jobs in RUNS.items():
-            for job, trace in jobs:
-                cmd = agent_cmd(
-                    "run", "--collector", serves[name].address, "--job", job,
-                    "--source", f"replay:{traces / trace}", "--replay-speed", "max",
-                    "--host-metrics-interval", "0", "--", sys.executable, "-c", "pass",
-                )  # fmt: skip
-                run = subprocess.run(cmd, env=clean_env(), capture_output=True, text=True,
-                                     timeout=300, cwd=root)  # fmt: skip
-                assert run.returncode == 0, run.stderr
-    finally:
-        for serve in serves.values():
-            assert serve.terminate() == 0, serve.output()
+    data_dirs = write_lake(root, str(lake))
     return Cluster(data_dirs, lake)
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -15,10 +14,9 @@ from typing import Any
 
 import pytest
 
-from tests.integration.collector_proc import start_serve
-from tests.integration.conftest import agent_cmd, clean_env, collector_cmd
+from tests.integration.conftest import clean_env, collector_cmd
+from tests.integration.two_collectors import write_lake
 from tests.s3_server import S3Server, s3_server
-from tests.traces import shared_traces
 from tfprof.collector.lake.fs import list_parquet, open_lake
 from tfprof.collector.lake.schema import RECORD_TABLES, TABLES
 from tfprof.collector.lake.segments import SegmentName
@@ -28,12 +26,6 @@ from tfprof.core.records import RecordKind
 
 BUCKET = "tfprof-lake"
 LAKE = f"s3://{BUCKET}/cluster"
-# (job, trace) per collector: job "train" has a run on each collector.
-RUNS = {
-    "a": [("train", "kineto-hta/simple_add.json.gz")],
-    "b": [("train", "kineto-hta/event_sync_multi_stream.json.gz"),
-          ("eval", "tf-timeline-ikhlestov/GPU_timeline_02_step_0.json")],
-}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -48,29 +40,10 @@ class Cluster:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    traces = shared_traces()
     root = tmp_path_factory.mktemp("s3-cluster")
     with s3_server() as server:
         server.create_bucket(BUCKET)
-        data_dirs = {name: root / f"data-{name}" for name in RUNS}
-        serves = {
-            name: start_serve(d, "--lake", LAKE, "--compact-interval", "1", env=server.env)
-            for name, d in data_dirs.items()
-        }
-        try:
-            for name, jobs in RUNS.items():
-                for job, trace in jobs:
-                    cmd = agent_cmd(
-                        "run", "--collector", serves[name].address, "--job", job,
-                        "--source", f"replay:{traces / trace}", "--replay-speed", "max",
-                        "--host-metrics-interval", "0", "--", sys.executable, "-c", "pass",
-                    )  # fmt: skip
-                    run = subprocess.run(cmd, env=clean_env(), capture_output=True, text=True,
-                                         timeout=300, cwd=root)  # fmt: skip
-                    assert run.returncode == 0, run.stderr
-        finally:
-            for serve in serves.values():
-                assert serve.terminate() == 0, serve.output()
+        data_dirs = write_lake(root, LAKE, server.env)
         with pytest.MonkeyPatch.context() as env:
             for name, value in server.env.items():
                 env.setenv(name, value)
