@@ -210,6 +210,15 @@ def big_table() -> RecordTable:
     return table
 
 
+def daemon_socket(path: str) -> socket.socket:
+    """A daemon's listening socket that this test plays the daemon on, by hand."""
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(path)
+    server.listen(4)
+    server.settimeout(30)
+    return server
+
+
 def daemon_hook(path: str) -> Hook:
     cfg = config.load({"TFPROF_SOCKET": path, "TFPROF_RELAY": "daemon",
                        "TFPROF_EXIT_TIMEOUT": "30", "TFPROF_JOB": "svc"})  # fmt: skip
@@ -221,10 +230,7 @@ def daemon_hook(path: str) -> Hook:
 def test_a_frame_cut_short_by_the_stop_goes_again_whole_on_the_next_connection(
     socket_path: str,
 ) -> None:
-    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    server.bind(socket_path)
-    server.listen(4)
-    server.settimeout(30)
+    server = daemon_socket(socket_path)
     hook = daemon_hook(socket_path)
     try:
         first, _ = server.accept()
@@ -259,10 +265,7 @@ def test_a_goodbye_whose_send_the_stop_broke_goes_on_the_next_connection(
     # The process is idle when the daemon stops and learns of it only at exit, when
     # its goodbye cannot go: the goodbye (and the counts it carries) used to be lost,
     # leaving the process's last stream without an end.
-    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    server.bind(socket_path)
-    server.listen(4)
-    server.settimeout(30)
+    server = daemon_socket(socket_path)
     hook = daemon_hook(socket_path)
     try:
         first, _ = server.accept()
