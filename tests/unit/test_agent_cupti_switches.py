@@ -131,14 +131,14 @@ def test_switches_reach_the_cupti_source() -> None:
 
 WATCH = """
 import sys
-from tfprof.agent import torch_ops
+from tfprof.agent import post_import, torch_ops
 from tfprof.agent.hook import warn
 torch_ops.install(warn)
 print("before", "torch" in sys.modules, flush=True)
 import json  # other imports go through untouched
 import torch
 print("after", torch.loaded_by_its_own_code, type(torch.__loader__).__name__, flush=True)
-print("watchers", sum(isinstance(f, torch_ops.TorchImportWatcher) for f in sys.meta_path))
+print("watchers", sum(isinstance(f, post_import.PostImportFinder) for f in sys.meta_path))
 """
 
 
