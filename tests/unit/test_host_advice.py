@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from tests.kineto_memory import memory_trace
 from tests.traces import shared_traces
 from tfprof.collector.advice import (
     advise,
@@ -109,25 +110,9 @@ def test_launch_bound_compares_launch_cpu_time_with_kernel_time(tmp_path: Path) 
     assert _findings(_kineto("simple_add.json.gz"), launch_bound.NAME) == []
 
 
-def _memory(tmp_path: Path, capacity: int) -> Path:
-    def memory(ts: int, nbytes: int) -> dict[str, Any]:
-        args = {"Device Type": 1, "Device Id": 0, "Addr": 4096 + ts, "Bytes": nbytes,
-                "Total Allocated": 0, "Total Reserved": 0}  # fmt: skip
-        return {"ph": "i", "s": "t", "name": "[memory]", "pid": 1, "tid": 2, "ts": ts, "args": args}
-
-    kernel = {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 0, "dur": 80,
-              "args": {"device": 0, "stream": 7, "correlation": 0}}  # fmt: skip
-    events = [kernel, memory(10, 1000), memory(20, 3000), memory(30, -1000), memory(50, -3000)]
-    doc = {"traceEvents": events,
-           "deviceProperties": [{"id": 0, "name": "GPU", "totalGlobalMem": capacity}]}  # fmt: skip
-    path = tmp_path / f"memory_{capacity}.json"
-    path.write_text(json.dumps(doc))
-    return path
-
-
 def test_memory_capacity_flags_a_peak_near_the_gpus_memory(tmp_path: Path) -> None:
-    (finding,) = _findings(_memory(tmp_path, capacity=4200), memory_capacity.NAME)
+    (finding,) = _findings(memory_trace(tmp_path, capacity=4200), memory_capacity.NAME)
     assert finding.evidence["peak_bytes"] == 4000 and finding.evidence["peak_pct"] > 90
-    assert _findings(_memory(tmp_path, capacity=5000), memory_capacity.NAME) == []
+    assert _findings(memory_trace(tmp_path, capacity=5000), memory_capacity.NAME) == []
     # Real traces without MEMORY records: nothing to say.
     assert _findings(_kineto("simple_add.json.gz"), memory_capacity.NAME) == []

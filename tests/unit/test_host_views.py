@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from tests.kineto_memory import memory_trace
 from tests.traces import shared_traces
 from tfprof.collector.analysis import Filters, prepare, view_report
 from tfprof.collector.analysis.api import NO_API, api_rows
@@ -199,24 +200,8 @@ def test_group_stats_median_p95_and_spread() -> None:
     assert s.high.tolist() == [20.0, 7.0] and s.stddev[1] == 0.0
 
 
-def _memory_trace(tmp_path: Path, capacity: int) -> Path:
-    def memory(ts: int, nbytes: int) -> dict[str, Any]:
-        args = {"Device Type": 1, "Device Id": 0, "Addr": 4096 + ts, "Bytes": nbytes,
-                "Total Allocated": 0, "Total Reserved": 0}  # fmt: skip
-        return {"ph": "i", "s": "t", "name": "[memory]", "pid": 1, "tid": 2, "ts": ts, "args": args}
-
-    kernel = {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 0, "dur": 80,
-              "args": {"device": 0, "stream": 7, "correlation": 0}}  # fmt: skip
-    events = [kernel, memory(10, 1000), memory(20, 3000), memory(30, -1000), memory(50, -3000)]
-    doc = {"traceEvents": events,
-           "deviceProperties": [{"id": 0, "name": "GPU", "totalGlobalMem": capacity}]}  # fmt: skip
-    path = tmp_path / "memory.json"
-    path.write_text(json.dumps(doc))
-    return path
-
-
 def test_memory_view_peak_capacity_timeline_and_window_start(tmp_path: Path) -> None:
-    job = job_from_trace(_memory_trace(tmp_path, capacity=5000))
+    job = job_from_trace(memory_trace(tmp_path, capacity=5000))
     (row,) = memory_rows(prepare([job]))
     assert (row.peak_bytes, row.capacity_bytes, row.peak_pct) == (4000, 5000, 80.0)
     assert (row.allocations, row.releases, row.start_bytes, row.end_bytes) == (2, 2, 0, 0)
