@@ -54,6 +54,8 @@ def main() -> None:
     with phase("GPU table"):
         rs, host_pass = prepare_gpu_first(jobs)
     ctx = Context(rs)
+    with phase("host-stalls' gaps"):
+        gaps = ctx.long_gaps
     gpu_rules = [r for r in RULES if r.NAME not in HOST_RULES]
     for i, rule in enumerate(gpu_rules):
         with phase(rule.NAME):
@@ -61,7 +63,7 @@ def main() -> None:
             ctx.release(r.NAME for r in gpu_rules[i + 1 :])  # as advise frees them
     with phase("GPU context freed"):
         del ctx
-    rows = HostRows()
+    rows = HostRows(gaps)
     with phase("host pass"):
         linked = host_pass.read(rs, rows)
     ctx = Context(linked, rows)

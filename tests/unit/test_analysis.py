@@ -280,24 +280,39 @@ def test_merging_group_by_group_equals_the_joint_sort(monkeypatch: pytest.Monkey
         assert a_.num_groups == b_.num_groups
 
 
-def test_union_of_two_unions_equals_merging_both_at_once() -> None:
-    """Two unions merged in place of one sort: equal starts, touching and nested
-    intervals, one side empty."""
-    from tfprof.collector.analysis.intervals import union_of_unions
+@pytest.mark.parametrize("sample", [1, 7, 1024])
+def test_coverage_by_parts_equals_coverage_by_their_whole_union(
+    sample: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The union of several unions covers each interval as their union made at once does,
+    whatever the time ranges it is made in (down to one per interval): equal starts,
+    touching and nested intervals, queries (disjoint, in order) before, across and after
+    every part, empty parts."""
+    from tfprof.collector.analysis import intervals
+    from tfprof.collector.analysis.intervals import covered, covered_by_parts
+
+    monkeypatch.setattr(intervals, "_SAMPLE", sample)
 
     rng = np.random.default_rng(23)
-    for n, m in ((0, 5), (5, 0), (1, 1), (300, 2_000), (2_000, 300)):
-        parts = []
-        for k in (n, m):
+    for sizes, chunk in (((0, 5), 4), ((1, 1), 1), ((300, 2_000, 0, 700), 64),
+                         ((3_000, 2_000), 1 << 20), ((5_000,), 1)):  # fmt: skip
+        parts, raw_s, raw_e = [], [], []
+        for k in sizes:
             start = rng.integers(0, 10_000, k) * 10  # coarse: equal and touching times
             end = start + rng.integers(0, 6, k) * 10
             one = merge_intervals(np.zeros(k, dtype=np.int64), start, end, 1)
-            parts.append((one.start, one.end, start, end))
-        (a_s, a_e, raw_s1, raw_e1), (b_s, b_e, raw_s2, raw_e2) = parts
-        s, e = union_of_unions(a_s, a_e, b_s, b_e)
-        both_s, both_e = np.concatenate([raw_s1, raw_s2]), np.concatenate([raw_e1, raw_e2])
-        want = merge_intervals(np.zeros(n + m, dtype=np.int64), both_s, both_e, 1)
-        assert s.tolist() == want.start.tolist() and e.tolist() == want.end.tolist(), (n, m)
+            parts.append((one.start, one.end))
+            raw_s.append(start)
+            raw_e.append(end)
+        n = sum(sizes)
+        whole = merge_intervals(np.zeros(n, dtype=np.int64), np.concatenate(raw_s),
+                                np.concatenate(raw_e), 1)  # fmt: skip
+        # Queries as one group's gaps: disjoint, in order, touching some of the time.
+        cuts = np.unique(rng.integers(-1_000, 101_000, 801) // 7 * 7)
+        q_start, q_end = cuts[0:-1:2], cuts[1::2]
+        got = covered_by_parts(parts, q_start, q_end, chunk_rows=chunk)
+        want = covered(whole, np.zeros(q_start.shape[0], dtype=np.int64), q_start, q_end)
+        assert got.tolist() == want.tolist(), (sizes, chunk)
 
 
 def test_coverage_group_by_group_equals_the_keyed_search(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -15,7 +16,7 @@ from tfprof.collector.cli import main
 from tfprof.collector.lake.compact import compact_data_dir, compact_stream
 from tfprof.collector.lake.compactor import Compactor
 from tfprof.collector.lake.convert import OutOfRange
-from tfprof.collector.lake.fs import list_parquet, open_lake
+from tfprof.collector.lake.fs import list_parquet, open_lake, read_parquet
 from tfprof.collector.lake.location import lake_of
 from tfprof.collector.lake.query import Engine, run_query
 from tfprof.collector.lake.schema import RECORD_TABLES, TABLES
@@ -342,3 +343,36 @@ def test_compacting_an_idle_run_does_not_make_it_look_written(tmp_path: Path) ->
     assert (tmp_path / "jobs/train/r1/s1/lake.json").exists()
     (run,) = Store(tmp_path).list_jobs()
     assert run.last_write == old  # retention still sees it idle
+
+
+def test_a_segment_written_before_a_column_existed_reads_it_as_zero(tmp_path: Path) -> None:
+    """Segments of an earlier release may lack a column or type one otherwise: the reader
+    (not DuckDB's) gives the lake's types, and 0 for what was never written."""
+    from tfprof.collector.lake.reader import READ_COLUMNS, LakeStream, open_jobs
+
+    data = tmp_path / "data"
+    write_stream(data, [first_batch()])
+    compact(data)
+
+    def kernels() -> dict[str, list[int]]:
+        (job,) = open_jobs([str(data)]).jobs
+        (stream,) = job.streams
+        assert isinstance(stream, LakeStream)
+        columns = (*READ_COLUMNS, "block_x", "grid_x")
+        with stream.loaded(columns=columns):
+            k = stream.records["kind"] == RecordKind.KERNEL
+            return {c: stream.records[c][k].tolist() for c in ("start_ns", "block_x", "grid_x")}
+
+    before = kernels()
+    assert set(before["block_x"]) == {256}
+    (segment,) = list_parquet(lake_of(data), "kernels")
+    old = pq.read_table(segment.path).drop_columns(["block_x"])
+    old = old.set_column(old.schema.get_field_index("grid_x"), "grid_x",
+                         old.column("grid_x").cast("int64"))  # fmt: skip
+    pq.write_table(old, segment.path)
+    schema = TABLES["kernels"].schema
+    read = read_parquet(lake_of(data), segment.path, schema, ["grid_x", "block_x"])
+    assert read.schema == pa.schema([schema.field("grid_x"), schema.field("block_x")])
+    assert read.column("block_x").to_pylist() == [0] * len(before["block_x"])
+    after = kernels()
+    assert after == {**before, "block_x": [0] * len(before["block_x"])}

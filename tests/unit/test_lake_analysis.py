@@ -122,7 +122,7 @@ def test_calls_in_steps_equals_a_pass_per_step() -> None:
 
     import numpy as np
 
-    from tfprof.collector.advice.sync_per_step import calls_in_steps
+    from tfprof.collector.advice.step_syncs import calls_in_steps
 
     rng = np.random.default_rng(7)
     n = 400

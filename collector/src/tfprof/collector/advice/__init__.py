@@ -74,10 +74,15 @@ def advise_gpu_first(
     streamed past ``HostRows``) for the host rules, so the GPU rules' intermediates and
     the host rules' evidence are never held together."""
     chosen = _chosen(rules)
-    findings = _check(Context(rs), [r for r in chosen if r.NAME not in HOST_RULES])
     host_rules = [r for r in chosen if r.NAME in HOST_RULES]
+    ctx = Context(rs)
+    # host-stalls' gaps come from the GPU busy time the GPU rules compute: found now,
+    # while that is cached, they are not merged from every GPU record again later.
+    gaps = ctx.long_gaps if host_stalls in host_rules else None
+    findings = _check(ctx, [r for r in chosen if r.NAME not in HOST_RULES])
+    del ctx
     if host_rules:
-        rows = HostRows()
+        rows = HostRows(gaps)
         findings += _check(Context(host_pass.read(rs, rows), rows), host_rules)
     return _ranked(findings)
 

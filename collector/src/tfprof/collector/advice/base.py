@@ -11,19 +11,17 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
-from tfprof.collector.advice.host_calls import ApiCover, api_calls, api_cover, calls_by_job
+from tfprof.collector.advice.stall_cover import StallCover, long_gaps, stall_cover_of
+from tfprof.collector.advice.step_syncs import StepSyncs, step_syncs_of
 from tfprof.collector.analysis.intervals import Gaps, Merged, merge_intervals
 from tfprof.collector.analysis.records import GPU_KINDS, RecordSet, gpu_busy
 from tfprof.collector.analysis.units import us
 from tfprof.core.records import RecordKind
 from tfprof.core.tracks import TrackKey
-
-if TYPE_CHECKING:
-    from tfprof.collector.advice.sync_per_step import StepSyncs
 
 
 @dataclass(frozen=True)
@@ -44,9 +42,7 @@ class HostEvidence(Protocol):
     """What the host rules read of a host side streamed past them (``advice.host_rows``)
     instead of ``rs.host``."""
 
-    def api_cover(self, num_jobs: int) -> ApiCover: ...
-
-    def sync_cover(self, num_jobs: int) -> Merged: ...
+    def stall_cover(self) -> StallCover: ...
 
     def step_syncs(self) -> list[StepSyncs]: ...
 
@@ -65,8 +61,7 @@ READERS: dict[str, frozenset[str]] = {
     "job_gpu_span": frozenset({"gpu-idle", "time-slicing", "host-stalls"}),
     "job_span": frozenset({"copy-overlap", "sync-stalls"}),
     "on_gpu": frozenset({"single-stream", "time-slicing", "host-stalls"}),
-    "api_cover": frozenset({"host-stalls"}),
-    "sync_cover": frozenset({"host-stalls"}),
+    "stall_cover": frozenset({"host-stalls"}),
     "long_gaps": frozenset({"host-stalls"}),
     "step_syncs": frozenset({"sync-per-step"}),
 }
@@ -88,37 +83,26 @@ class Context:
                 self.__dict__.pop(piece, None)  # a cached_property lives in __dict__
 
     @cached_property
-    def api_cover(self) -> ApiCover:
-        """Each job's time in CUDA API calls (at least wherever a host stall may be)."""
+    def stall_cover(self) -> StallCover:
+        """host-stalls' long gaps, each with the time the job's host spent in CUDA calls."""
         if self._host is not None:
-            return self._host.api_cover(len(self.rs.jobs))
-        return api_cover(self.rs)
-
-    @cached_property
-    def sync_cover(self) -> Merged:
-        """Each job's time in synchronising calls (at least wherever a host stall may be)."""
-        if self._host is not None:
-            return self._host.sync_cover(len(self.rs.jobs))
-        return calls_by_job(self.rs, api_calls(self.rs, sync_only=True))
+            return self._host.stall_cover()
+        return stall_cover_of(self.rs, self.long_gaps)
 
     @cached_property
     def step_syncs(self) -> list[StepSyncs]:
         """Each process's synchronising calls counted in its steps (sync-per-step)."""
         if self._host is not None:
             return self._host.step_syncs()
-        from tfprof.collector.advice.sync_per_step import step_syncs_of
-
         return step_syncs_of(self.rs)
 
     @cached_property
     def long_gaps(self) -> Gaps:
-        """host-stalls' long gaps in each job's work on each GPU (``host_stalls.long_gaps``),
-        as the streamed host side found them before its first host row."""
+        """Long gaps in each job's work on each GPU (``stall_cover.long_gaps``); a
+        streamed host side has them from the GPU table, found before its first host row."""
         if self._host is not None:
             return self._host.long_gaps()
-        from tfprof.collector.advice.host_stalls import long_gaps
-
-        return long_gaps(self)
+        return long_gaps(self.job_gpu_merged(), *self.job_gpu_span)
 
     @cached_property
     def on_gpu(self) -> np.ndarray:

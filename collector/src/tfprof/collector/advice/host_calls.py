@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -42,18 +41,3 @@ def calls_by_job(rs: RecordSet, rows: np.ndarray) -> Merged:
     """The union of the given API calls' intervals per job (all its threads)."""
     h = rs.host
     return merge_intervals(h.job[rows], h.start[rows], h.end[rows], len(rs.jobs))
-
-
-@dataclass(frozen=True)
-class ApiCover:
-    """Each job's time in CUDA API calls (the union of all its calls' intervals, a group
-    per job) and the jobs that made any call."""
-
-    merged: Merged
-    jobs: frozenset[int]
-
-
-def api_cover(rs: RecordSet) -> ApiCover:
-    """``ApiCover`` of every API call in ``rs.host``."""
-    calls = api_calls(rs)
-    return ApiCover(calls_by_job(rs, calls), frozenset(rs.host.job[calls].tolist()))

@@ -2,9 +2,9 @@
 (``prepare(jobs, select=HostRows())``, ``analysis.host_pass``), so that no process's
 host side is ever whole and little of it is kept:
 
-- host-stalls: each job's API calls and synchronising calls, clipped to the job's long
-  GPU gaps (the only time the rule asks about), as unions (``api_cover``,
-  ``sync_cover``);
+- host-stalls: each job's API calls and synchronising calls that overlap the job's long
+  GPU gaps (the only time the rule asks about), one union per batch, until the job's
+  processes are all read; then only how much of each gap they cover (``stall_cover``);
 - sync-per-step: per process, its synchronising calls counted in its steps
   (``step_syncs``): step ranges, or in a process without any, the outermost ranges
   holding one of its synchronising calls (the outermost of those holding one);
@@ -15,48 +15,21 @@ host side is ever whole and little of it is kept:
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 
 from tfprof.collector.advice.base import Context
-from tfprof.collector.advice.host_calls import ApiCover, is_sync_call
-from tfprof.collector.advice.host_stalls import long_gaps
-from tfprof.collector.advice.sync_per_step import StepSyncs, is_step, outermost, step_syncs
-from tfprof.collector.analysis.intervals import Gaps, Merged, merge_intervals, union_of_unions
+from tfprof.collector.advice.host_calls import is_sync_call
+from tfprof.collector.advice.stall_cover import StallCover
+from tfprof.collector.advice.step_syncs import StepSyncs, is_step, outermost, step_syncs
+from tfprof.collector.analysis.intervals import Gaps, covered_by_parts, merge_intervals, union
 from tfprof.collector.analysis.records import ProcessHost, RecordSet
 from tfprof.core.records import RecordKind
 
 _EMPTY = np.zeros(0, dtype=np.int64)
-
-
-class _Union:
-    """Per job, the union of intervals clipped to that job's gaps."""
-
-    def __init__(self, num_jobs: int) -> None:
-        self.start: list[np.ndarray] = [_EMPTY] * num_jobs
-        self.end: list[np.ndarray] = [_EMPTY] * num_jobs
-
-    def add(self, job: int, start: list[np.ndarray], end: list[np.ndarray]) -> None:
-        """Add a process's intervals (its lists are emptied): their own union first,
-        then that merged into the job's without sorting the job's again."""
-        s, e = np.concatenate([_EMPTY, *start]), np.concatenate([_EMPTY, *end])
-        start.clear()
-        end.clear()
-        if not s.shape[0]:
-            return
-        mine = merge_intervals(np.zeros(s.shape[0], dtype=np.int64), s, e, 1)
-        del s, e
-        self.start[job], self.end[job] = union_of_unions(
-            self.start[job], self.end[job], mine.start, mine.end
-        )
-
-    def merged(self) -> Merged:
-        n = len(self.start)
-        group = np.repeat(np.arange(n, dtype=np.int64), [s.shape[0] for s in self.start])
-        start, end = np.concatenate(self.start), np.concatenate(self.end)
-        busy = np.bincount(group, weights=end - start, minlength=n).astype(np.int64)
-        return Merged(group, start, end, busy, n)
+_Parts = list[tuple[np.ndarray, np.ndarray]]
 
 
 class _Process:
@@ -64,8 +37,6 @@ class _Process:
 
     def __init__(self, job: int) -> None:
         self.job = job
-        self.api: tuple[list[np.ndarray], list[np.ndarray]] = ([], [])  # clipped to gaps
-        self.sync: tuple[list[np.ndarray], list[np.ndarray]] = ([], [])
         self.calls: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # sync: start, end, name
         self.steps: list[tuple[np.ndarray, np.ndarray]] = []  # step ranges: start, end
         # Ranges holding a sync call, outermost so far: thread, start, end.
@@ -84,27 +55,39 @@ class _Process:
 class HostRows:
     """A ``HostSelector`` gathering the host rules' evidence (a ``HostEvidence``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, gaps: Gaps | None = None) -> None:
+        """``gaps``: ``Context.long_gaps`` of the GPU table this pass reads, when the GPU
+        rules' context had them (else ``start`` finds them again)."""
+        self._given_gaps = gaps
         self._sync = np.zeros(0, dtype=bool)  # per names id: a synchronising call
         self._step = np.zeros(0, dtype=bool)  # per names id: a step range
         self._gap_start: list[np.ndarray] = []  # per job: its long gaps (any GPU), merged
         self._gap_end: list[np.ndarray] = []
-        self._api = _Union(0)
-        self._in_sync = _Union(0)
+        self._long_gaps = Gaps(_EMPTY, _EMPTY, _EMPTY)
+        self._n_gpus = 1
+        # The job being read (processes come job by job) and its calls in its gaps.
+        self._job = -1
+        self._api: _Parts = []
+        self._in_sync: _Parts = []
+        self._cover_api = _EMPTY  # per long gap, once its job is done
+        self._cover_sync = _EMPTY
         self._jobs: set[int] = set()
         self._steps: list[StepSyncs] = []
         self._process: _Process | None = None
-        self._long_gaps = Gaps(_EMPTY, _EMPTY, _EMPTY)
+        self._worker: ThreadPoolExecutor | None = None
+        self._pending: Future[None] | None = None
 
     def start(self, rs: RecordSet) -> None:
         n = len(rs.jobs)
-        gaps = self._long_gaps = long_gaps(Context(rs))
-        n_gpus = max(len(rs.gpus), 1)
-        merged = merge_intervals(gaps.group // n_gpus, gaps.start, gaps.end, n)
+        gaps = self._given_gaps if self._given_gaps is not None else Context(rs).long_gaps
+        self._long_gaps, self._given_gaps = gaps, None
+        self._n_gpus = max(len(rs.gpus), 1)
+        merged = merge_intervals(gaps.group // self._n_gpus, gaps.start, gaps.end, n)
         bounds = np.searchsorted(merged.group, np.arange(n + 1)).tolist()
         self._gap_start = [merged.start[a:b] for a, b in itertools.pairwise(bounds)]
         self._gap_end = [merged.end[a:b] for a, b in itertools.pairwise(bounds)]
-        self._api, self._in_sync = _Union(n), _Union(n)
+        self._cover_api = np.zeros(gaps.start.shape[0], dtype=np.int64)
+        self._cover_sync = np.zeros(gaps.start.shape[0], dtype=np.int64)
 
     def _learn(self, names: Sequence[str]) -> None:
         known = self._sync.shape[0]
@@ -116,37 +99,76 @@ class HostRows:
     def __call__(self, rows: ProcessHost) -> np.ndarray:
         self._learn(rows.names)
         c = rows.columns
+        kind = c["kind"]
+        if kind.shape[0]:
+            self._later(self._digest, c)
+        keep: np.ndarray = kind == RecordKind.MEMORY
+        return keep
+
+    def _later(self, work: Callable[..., None], *args: object) -> None:
+        """Run ``work`` on the evidence thread, after what was handed to it before. The
+        host pass links and reads the next batch meanwhile (numpy and Parquet release
+        the GIL: two cores work); at most one batch waits, and its error surfaces at the
+        next hand-over."""
+        if self._pending is not None:
+            self._pending.result()
+        if self._worker is None:
+            self._worker = ThreadPoolExecutor(1, thread_name_prefix="tfprof-host-rows")
+        self._pending = self._worker.submit(work, *args)
+
+    def _done(self) -> None:
+        """Wait for the evidence thread's work (raising its error) and end the thread."""
+        pending, worker = self._pending, self._worker
+        self._pending = self._worker = None
+        if worker is not None:
+            worker.shutdown(wait=True)
+        if pending is not None:
+            pending.result()
+
+    def _digest(self, c: Mapping[str, np.ndarray]) -> None:
+        """One batch's evidence (on the evidence thread: the only one that touches it)."""
         kind, name, start, end = c["kind"], c["name"], c["start"], c["end"]
-        if not kind.shape[0]:
-            return np.zeros(0, dtype=bool)
         job = int(c["job"][0])  # one process, one job
+        if job != self._job:
+            self._finish_job()
+            self._job = job
         p = self._process = self._process or _Process(job)
         calls = np.flatnonzero(kind == RecordKind.API)
         if calls.shape[0]:
             self._jobs.add(job)
             sync = calls[self._sync[name[calls]]]
-            self._clip(job, start[calls], end[calls], p.api)
-            self._clip(job, start[sync], end[sync], p.sync)
+            self._api.append(self._in_gaps(job, start[calls], end[calls]))
+            self._in_sync.append(self._in_gaps(job, start[sync], end[sync]))
             p.calls.append((start[sync], end[sync], name[sync]))
         ranges = np.flatnonzero((kind == RecordKind.MARKER) & (c["thread"] != 0))
         if ranges.shape[0]:
             self._ranges(p, ranges, c)
-        keep: np.ndarray = kind == RecordKind.MEMORY
-        return keep
 
-    def _clip(self, job: int, start: np.ndarray, end: np.ndarray,
-              into: tuple[list[np.ndarray], list[np.ndarray]]) -> None:  # fmt: skip
-        """The parts of ``[start, end)`` inside the job's gaps."""
+    def _in_gaps(
+        self, job: int, start: np.ndarray, end: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The union of the calls ``[start, end)``, those of its intervals that overlap
+        none of the job's gaps left out: only how much of each gap they cover is asked
+        for, and what lies outside the gaps of those kept costs nothing."""
         gs, ge = self._gap_start[job], self._gap_end[job]
-        first = np.searchsorted(ge, start, side="right")  # the first gap ending after it
-        count = np.maximum(np.searchsorted(gs, end, side="left") - first, 0)
-        total = int(count.sum())
-        if not total:
+        s, e = union(start, end)  # fewer rows to search for, in order (cache-friendly)
+        hit = np.searchsorted(gs, e, side="left") > np.searchsorted(ge, s, side="right")
+        return s[hit], e[hit]
+
+    def _finish_job(self) -> None:
+        """How much of each of the job's long gaps its calls cover; the calls go."""
+        job, api, in_sync = self._job, self._api, self._in_sync
+        self._api, self._in_sync = [], []
+        if job < 0 or not api:
             return
-        call = np.repeat(np.arange(start.shape[0]), count)
-        gap = np.arange(total) - np.repeat(np.cumsum(count) - count, count) + first[call]
-        into[0].append(np.maximum(start[call], gs[gap]))
-        into[1].append(np.minimum(end[call], ge[gap]))
+        gaps = self._long_gaps
+        mine = np.flatnonzero(gaps.group // self._n_gpus == job)
+        for k in np.unique(gaps.group[mine]).tolist():  # a GPU's gaps: disjoint, in order
+            rows = mine[gaps.group[mine] == k]
+            rows = rows[np.argsort(gaps.start[rows], kind="stable")]
+            s, e = gaps.start[rows], gaps.end[rows]
+            self._cover_api[rows] = covered_by_parts(api, s, e)
+            self._cover_sync[rows] = covered_by_parts(in_sync, s, e)
 
     def _ranges(self, p: _Process, ranges: np.ndarray, c: Mapping[str, np.ndarray]) -> None:
         if p.call_starts is None:  # API calls come before ranges
@@ -168,11 +190,17 @@ class HostRows:
         p.held = (thread[top], s[top], e[top])
 
     def end_process(self) -> None:
+        self._later(self._end_process)
+
+    def end(self) -> None:
+        self._done()
+        self._finish_job()  # the last job's calls go before any host rule runs
+        self._job = -1
+
+    def _end_process(self) -> None:
         p, self._process = self._process, None
         if p is None:
             return
-        self._api.add(p.job, *p.api)
-        self._in_sync.add(p.job, *p.sync)
         start, end, name = p.sync_calls()
         if p.steps:
             step_start = np.concatenate([s for s, _ in p.steps])
@@ -184,13 +212,12 @@ class HostRows:
             self._steps.append(found)
 
     # HostEvidence
-    def api_cover(self, num_jobs: int) -> ApiCover:
-        return ApiCover(self._api.merged(), frozenset(self._jobs))
-
-    def sync_cover(self, num_jobs: int) -> Merged:
-        return self._in_sync.merged()
+    def stall_cover(self) -> StallCover:
+        self.end()
+        return StallCover(self._cover_api, self._cover_sync, frozenset(self._jobs))
 
     def step_syncs(self) -> list[StepSyncs]:
+        self._done()
         return list(self._steps)
 
     def long_gaps(self) -> Gaps:

@@ -8,40 +8,25 @@ from __future__ import annotations
 import numpy as np
 
 from tfprof.collector.advice.base import Context, Finding, share, us
-from tfprof.collector.analysis.intervals import Gaps, covered, gaps
 
 NAME = "host-stalls"
-MIN_GAP_NS = 100_000  # gaps of 100 us or more: between steps, not between kernels
 MIN_SHARE = 0.10  # adding up to 10% of the job's span on the GPU
 MIN_TOTAL_NS = 1_000_000
 
 
-def long_gaps(ctx: Context) -> Gaps:
-    """Gaps of MIN_GAP_NS or more in each job's work on each GPU (group: job * GPUs +
-    GPU): the only time this rule asks the host about."""
-    busy = ctx.job_gpu_merged()
-    lo, hi = ctx.job_gpu_span
-    idle = gaps(busy, lo.reshape(-1), hi.reshape(-1))
-    long = idle.length >= MIN_GAP_NS
-    return Gaps(idle.group[long], idle.start[long], idle.end[long])
-
-
 def check(ctx: Context) -> list[Finding]:
     rs = ctx.rs
-    cover = ctx.api_cover
+    cover = ctx.stall_cover
     if not cover.jobs:
         return []
-    in_api = cover.merged
-    in_sync = ctx.sync_cover
     n_gpus = max(len(rs.gpus), 1)
-    idle = ctx.long_gaps
+    idle = ctx.long_gaps  # gaps of stall_cover.MIN_GAP_NS or more
     lo, hi = ctx.job_gpu_span
     g_key, g_start, g_end = idle.group, idle.start, idle.end
-    jobs_with_calls = cover.jobs
     findings = []
     for k in np.unique(g_key).tolist():
         j, g = divmod(int(k), n_gpus)
-        if j not in jobs_with_calls:
+        if j not in cover.jobs:
             continue
         mine = g_key == k
         s, e = g_start[mine], g_end[mine]
@@ -49,9 +34,8 @@ def check(ctx: Context) -> list[Finding]:
         span = int(hi[j, g] - lo[j, g])
         if total < MIN_TOTAL_NS or total < MIN_SHARE * span:
             continue
-        job_of = np.full(s.shape[0], j, dtype=np.int64)
-        sync = int(covered(in_sync, job_of, s, e).sum())
-        api = int(covered(in_api, job_of, s, e).sum())
+        sync = int(cover.sync[mine].sum())
+        api = int(cover.api[mine].sum())
         longest = int(np.argmax(e - s))
         label = rs.jobs[j].label
         findings.append(

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 
@@ -27,7 +28,11 @@ from tfprof.core.records import RecordKind
 if TYPE_CHECKING:
     from tfprof.collector.analysis.records import HostSelector, RecordSet, _Table
 
-# Rows per batch: a few tens of MB of columns whatever the stream's size.
+_T = TypeVar("_T")
+# Rows per batch: a few tens of MB of columns whatever the stream's size, and up to
+# three batches at once (one read ahead, one linked, one with the selector's thread).
+# Smaller batches measured more resident memory at 100M records, not less: their
+# columns fall under glibc's mmap threshold and fragment the heap.
 BATCH_ROWS = 1 << 20
 # The record columns a batch holds: what linking and selectors read, and what the host
 # table holds of the rows kept.
@@ -61,7 +66,7 @@ def host_batches(stream: StreamData, batch_rows: int) -> Iterator[StreamData]:
     """``stream`` with a batch of its host records at a time: API calls, then ranges, then
     memory records (a selector knows every call of a process before its first range)."""
     if isinstance(stream, Batched):
-        for records, strings in stream.host_batches(HOST_READ, batch_rows):
+        for records, strings in _read_ahead(stream.host_batches(HOST_READ, batch_rows)):
             yield dataclasses.replace(stream, records=records, strings=strings)
         return
     kind = stream.records["kind"]
@@ -71,6 +76,17 @@ def host_batches(stream: StreamData, batch_rows: int) -> Iterator[StreamData]:
             idx = rows[lo : lo + batch_rows]
             records = {c: v[idx] for c, v in stream.records.items()}
             yield dataclasses.replace(stream, records=records)
+
+
+def _read_ahead(batches: Iterator[_T]) -> Iterator[_T]:
+    """``batches``, the next one read on a thread while this one is used: Parquet
+    decoding releases the GIL, so reading overlaps linking and the selector's work."""
+    with ThreadPoolExecutor(1, thread_name_prefix="tfprof-read-ahead") as pool:
+        ahead = pool.submit(next, batches, None)
+        while (batch := ahead.result()) is not None:
+            ahead = pool.submit(next, batches, None)
+            yield batch
+            del batch
 
 
 class _Links:
@@ -100,8 +116,8 @@ class _Links:
         pos = np.minimum(np.searchsorted(self.ids, corr), self.ids.shape[0] - 1)
         hit = np.flatnonzero((self.ids[pos] == corr) & (corr != 0))
         at = pos[hit]
-        np.add.at(self.calls, at, 1)
-        np.minimum(self.calls, 2, out=self.calls)
+        seen = np.bincount(at, minlength=self.calls.shape[0])  # ufunc.at is far slower
+        np.minimum(self.calls + np.minimum(seen, 2), 2, out=self.calls, casting="unsafe")
         self.end[at] = end[hit]
         self.duration[at] = duration[hit]
         self.name[at] = name[hit]
@@ -186,6 +202,7 @@ def read_host(
         call_name[calls : calls + k] = found.name
         calls += k
         del links, found
+    select.end()
     return dataclasses.replace(
         rs,
         names=table.names.names,

@@ -9,6 +9,8 @@ key (group * span + time), so one sort and one running maximum serve all groups 
 from __future__ import annotations
 
 import dataclasses
+import itertools
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -149,32 +151,80 @@ def _merge_one(start: np.ndarray, end: np.ndarray) -> Merged:
     return Merged(m_group, m_start, m_end, np.rint(busy).astype(np.int64), 1)
 
 
-def union_of_unions(
-    start: np.ndarray, end: np.ndarray, other_start: np.ndarray, other_end: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """The union of two unions (each disjoint, in start order): the two placed in start
-    order by where each goes in the other, without sorting them again. Touching
-    intervals merge."""
-    if not other_start.shape[0]:
-        return start, end
+def covered_by_parts(
+    parts: Sequence[tuple[np.ndarray, np.ndarray]],
+    start: np.ndarray,
+    end: np.ndarray,
+    chunk_rows: int = 1 << 20,
+) -> np.ndarray:
+    """For each ``[start, end)`` (disjoint intervals in start order, as one group's
+    gaps), how much of it the union of ``parts`` covers (ns); each part is (start, end)
+    of disjoint intervals in start order (a union itself). The union of the parts is
+    never whole in memory: it is made one time range at a time, each range holding
+    about ``chunk_rows`` of the parts' intervals, and each query end's coverage is the
+    union's length before it."""
+    n = start.shape[0]
+    parts = [(s, e) for s, e in parts if s.shape[0]]
+    if not n or not parts:
+        return np.zeros(n, dtype=np.int64)
+    before = (np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64))  # at start, end
+    first = np.array([int(s[0]) for s, _ in parts], dtype=np.int64)
+    last = np.array([int(e[-1]) for _, e in parts], dtype=np.int64)  # ends rise too
+    total = 0
+    bounds = _time_ranges(parts, chunk_rows)
+    for a, b in itertools.pairwise(bounds):
+        pieces = []
+        for i in np.flatnonzero((first < b) & (last > a)).tolist():
+            s, e = parts[i]
+            lo, hi = np.searchsorted(e, a, side="right"), np.searchsorted(s, b, side="left")
+            pieces.append((np.maximum(s[lo:hi], a), np.minimum(e[lo:hi], b)))
+        ms, me = union(np.concatenate([p for p, _ in pieces] or [_NONE]),
+                       np.concatenate([p for _, p in pieces] or [_NONE]))  # fmt: skip
+        length = np.concatenate(([0], np.cumsum(me - ms)))
+        for times, out in zip((start, end), before, strict=True):
+            p = np.searchsorted(times, a, side="left")
+            # The last range takes the times at its end too.
+            q = times.shape[0] if b == bounds[-1] else np.searchsorted(times, b, side="left")
+            t = times[p:q]
+            out[p:q] = total
+            if ms.shape[0]:
+                k = np.searchsorted(ms, t, side="right") - 1
+                kk = np.maximum(k, 0)
+                inside = length[kk] + np.clip(t - ms[kk], 0, me[kk] - ms[kk])
+                out[p:q] += np.where(k >= 0, inside, 0)
+        total += int(length[-1])
+    result: np.ndarray = before[1] - before[0]
+    return result
+
+
+_NONE = np.zeros(0, dtype=np.int64)
+_SAMPLE = 1024  # one start in this many places the time ranges of covered_by_parts
+
+
+def _time_ranges(parts: Sequence[tuple[np.ndarray, np.ndarray]], chunk_rows: int) -> list[int]:
+    """Bounds of time ranges that each hold about ``chunk_rows`` of the parts' intervals
+    (the first from int64's minimum, the last to its maximum)."""
+    sample = np.sort(np.concatenate([s[::_SAMPLE] for s, _ in parts]))
+    every = max(chunk_rows // _SAMPLE, 1)
+    cuts = np.unique(sample[every::every]).tolist()
+    info = np.iinfo(np.int64)
+    return [int(info.min), *cuts, int(info.max)]
+
+
+def union(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The union of intervals in any order, as (start, end) of disjoint intervals in
+    start order (touching intervals merge): ``merge_intervals`` of a single group."""
     if not start.shape[0]:
-        return other_start, other_end
-    n = start.shape[0] + other_start.shape[0]
-    s, e = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
-    at = np.searchsorted(other_start, start, side="right")
-    at += np.arange(start.shape[0])
-    s[at], e[at] = start, end
-    at = np.searchsorted(start, other_start, side="left")
-    at += np.arange(other_start.shape[0])
-    s[at], e[at] = other_start, other_end
-    del at
-    np.maximum.accumulate(e, out=e)  # the reach of every interval so far
-    first = np.empty(n, dtype=bool)
-    first[0] = True
-    np.greater(s[1:], e[:-1], out=first[1:])
-    heads = np.flatnonzero(first)
-    del first
-    return s[heads], e[np.append(heads[1:] - 1, n - 1)]
+        return start.astype(np.int64), end.astype(np.int64)
+    order = np.argsort(start, kind="stable")  # nearly sorted starts sort fastest stably
+    s, e = start[order], end[order]
+    del order
+    reach = np.maximum.accumulate(e)
+    head = np.empty(s.shape[0], dtype=bool)
+    head[0] = True
+    np.greater(s[1:], reach[:-1], out=head[1:])
+    heads = np.flatnonzero(head)
+    return s[heads], reach[np.append(heads[1:] - 1, s.shape[0] - 1)]
 
 
 def covered(merged: Merged, group: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
@@ -242,13 +292,14 @@ class Gaps:
         return length
 
 
-def gaps(merged: Merged, lo: np.ndarray, hi: np.ndarray) -> Gaps:
-    """Idle gaps per group inside ``[lo[g], hi[g])``: before the first busy interval,
-    between busy intervals, after the last. A group with no interval is one gap."""
+def gaps(merged: Merged, lo: np.ndarray, hi: np.ndarray, min_length: int = 1) -> Gaps:
+    """Idle gaps per group inside ``[lo[g], hi[g])`` of ``min_length`` ns or more: before
+    the first busy interval, between busy intervals, after the last. A group with no
+    interval is one gap. Shorter gaps are never made (at 100M records most are)."""
     g, s, e = merged.group, merged.start, merged.end
     n = merged.num_groups
     same = g[1:] == g[:-1]
-    inner = np.flatnonzero(same)
+    inner = np.flatnonzero(same & (s[1:] - e[:-1] >= min_length))
     parts_g = [g[inner]]
     parts_s = [e[inner]]
     parts_e = [s[inner + 1]]
@@ -265,7 +316,7 @@ def gaps(merged: Merged, lo: np.ndarray, hi: np.ndarray) -> Gaps:
     parts_s.append(lo[idle])
     parts_e.append(hi[idle])
     gg, gs, ge = (np.concatenate(p).astype(np.int64) for p in (parts_g, parts_s, parts_e))
-    keep = ge > gs
+    keep = ge - gs >= max(min_length, 1)
     return Gaps(gg[keep], gs[keep], ge[keep])
 
 

@@ -193,6 +193,9 @@ class HostSelector(Protocol):
     def end_process(self) -> None:
         """The process's last batch has been seen."""
 
+    def end(self) -> None:
+        """Every process has been seen (what the selector gathered is complete)."""
+
 
 # Record columns passed through as they are (bytes is scaled when a copy is clipped).
 _COLUMNS = (

@@ -1,5 +1,6 @@
 """Where a lake lives: a local path or a URL pyarrow's filesystems open (``file://``,
-``s3://``, ``gs://``, ``hdfs://``), and the two file operations the lake needs.
+``s3://``, ``gs://``, ``hdfs://``), and the file operations the lake needs: publish,
+list, and read one file back as the lake's schema types it.
 
 Publishing is atomic on every filesystem: locally a file is written under a hidden
 temporary name (``.NAME.tmp``, which Spark, Trino and DuckDB's ``*.parquet`` globs all
@@ -16,6 +17,7 @@ file.)
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -122,3 +124,41 @@ def list_parquet(lake: Lake, table: str) -> list[pafs.FileInfo]:
         and i.base_name.endswith(SUFFIX)
         and not i.base_name.startswith((".", "_"))
     ]
+
+
+def read_parquet(lake: Lake, path: str, schema: pa.Schema, columns: Sequence[str]) -> pa.Table:
+    """``columns`` of one published file, as ``schema`` types them: a column typed
+    otherwise is cast, and one the file lacks (written by an earlier release) reads as
+    0 if it holds integers (what the record stream says of a field never set), else as
+    null."""
+    with lake.fs.open_input_file(path) as f:
+        parquet = pq.ParquetFile(f)
+        stored = [c for c in columns if c in parquet.schema_arrow.names]
+        return _conform(parquet.read(columns=stored, use_threads=True), schema, columns)
+
+
+def parquet_batches(
+    lake: Lake, path: str, schema: pa.Schema, columns: Sequence[str], batch_rows: int
+) -> Iterator[pa.Table]:
+    """``read_parquet``'s rows, ``batch_rows`` at most at a time."""
+    with lake.fs.open_input_file(path) as f:
+        parquet = pq.ParquetFile(f)
+        stored = [c for c in columns if c in parquet.schema_arrow.names]
+        for batch in parquet.iter_batches(batch_size=batch_rows, columns=stored,
+                                          use_threads=True):  # fmt: skip
+            if batch.num_rows:
+                yield _conform(pa.Table.from_batches([batch]), schema, columns)
+
+
+def _conform(table: pa.Table, schema: pa.Schema, columns: Sequence[str]) -> pa.Table:
+    arrays = []
+    for name in columns:
+        want = schema.field(name).type
+        if name not in table.column_names:
+            n = table.num_rows
+            missing = pa.repeat(0, n).cast(want) if pa.types.is_integer(want) else pa.nulls(n, want)
+            arrays.append(pa.chunked_array([missing], want))
+            continue
+        column = table.column(name)
+        arrays.append(column if column.type == want else column.cast(want))
+    return pa.Table.from_arrays(arrays, names=list(columns))

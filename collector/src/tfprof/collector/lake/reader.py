@@ -26,12 +26,11 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
 
 from tfprof.collector.errors import NotFound
-from tfprof.collector.lake.fs import Lake, is_url
+from tfprof.collector.lake.fs import Lake, is_url, parquet_batches, read_parquet
+from tfprof.collector.lake.location import resolve
 from tfprof.collector.lake.logstate import LogNotes
-from tfprof.collector.lake.query import Engine, Tails, published, read_tails
 from tfprof.collector.lake.schema import (
     DEVICES,
     GOODBYES,
@@ -42,6 +41,7 @@ from tfprof.collector.lake.schema import (
     TABLES,
 )
 from tfprof.collector.lake.segments import SegmentName, parse_partition
+from tfprof.collector.lake.tails import Tails, published, read_tails
 from tfprof.collector.model import (
     HOST_COLUMNS,
     RECORD_COLUMNS,
@@ -198,8 +198,7 @@ def _read(parts: StreamParts, table: str, columns: Sequence[str]) -> pa.Table | 
     for lake, path in parts.files.get(table, ()):
         by_lake.setdefault(id(lake), (lake, []))[1].append(path)
     for lake, paths in by_lake.values():
-        dataset = ds.dataset(sorted(paths), schema=schema, format="parquet", filesystem=lake.fs)
-        pieces.append(dataset.to_table(columns=list(columns)))
+        pieces += [read_parquet(lake, path, schema, columns) for path in sorted(paths)]
     pieces += [t.select(list(columns)) for t in parts.tails.get(table, ())]
     if not pieces:
         return None
@@ -216,10 +215,8 @@ def _batches(
     for lake, path in parts.files.get(table, ()):
         by_lake.setdefault(id(lake), (lake, []))[1].append(path)
     for lake, paths in by_lake.values():
-        dataset = ds.dataset(sorted(paths), schema=schema, format="parquet", filesystem=lake.fs)
-        for batch in dataset.to_batches(columns=list(columns), batch_size=batch_rows):
-            if batch.num_rows:
-                yield pa.Table.from_batches([batch])
+        for path in sorted(paths):
+            yield from parquet_batches(lake, path, schema, columns, batch_rows)
     for tail in parts.tails.get(table, ()):
         for lo in range(0, tail.num_rows, batch_rows):
             yield tail.select(list(columns)).slice(lo, batch_rows)
@@ -373,10 +370,10 @@ def open_jobs(arguments: Sequence[str], names: Sequence[str] | None = None) -> L
         if not is_url(local) and not Path(local).is_dir():
             raise NotFound(f"no such data dir: {argument}")
     _map_large_allocations()
-    engine = Engine(list(arguments))
+    sources = [resolve(a) for a in arguments]
     found = _Found()
     tails = Tails()
-    for source in engine.sources:
+    for source in sources:
         if source.data_dir is None:
             continue
         got = read_tails(source.data_dir)
@@ -388,7 +385,7 @@ def open_jobs(arguments: Sequence[str], names: Sequence[str] | None = None) -> L
             if (job, run) not in found.order:
                 found.order.append((job, run))
     lakes = list(
-        {(lake.fs.type_name, lake.root): lake for lake in (s.lake for s in engine.sources)}.values()
+        {(lake.fs.type_name, lake.root): lake for lake in (s.lake for s in sources)}.values()
     )
     for lake in lakes:
         for table in (*GPU_TABLES, *HOST_TABLES, HOST_SAMPLES.name):
@@ -405,7 +402,7 @@ def open_jobs(arguments: Sequence[str], names: Sequence[str] | None = None) -> L
         for rows in pieces:
             for key, part in _split_by_stream(rows):
                 found.stream(key).tails.setdefault(table, []).append(part)
-    meta = {t: _metadata(engine, lakes, tails, t) for t in PER_STREAM_TABLES}
+    meta = {t: _metadata(lakes, tails, t) for t in PER_STREAM_TABLES}
     jobs = _jobs(found, meta, names)
     skipped = list(tails.skipped)
     _note_left_out(jobs, skipped)
@@ -429,12 +426,20 @@ def _split_by_stream(rows: pa.Table) -> Iterator[tuple[StreamKey, pa.Table]]:
         yield (key["job"], key["run"], key["stream_id"]), rows.filter(mask)
 
 
-def _metadata(
-    engine: Engine, lakes: list[Lake], tails: Tails, table: str
-) -> list[dict[str, object]]:
-    rows: list[dict[str, object]] = (
-        engine.dataset(TABLES[table], lakes, tails).to_table().to_pylist()
-    )
+def _metadata(lakes: list[Lake], tails: Tails, table: str) -> list[dict[str, object]]:
+    """Every row of a small per-stream table: the lakes' files (job and run from their
+    partition path), then the log tails'."""
+    schema = TABLES[table].schema
+    rows: list[dict[str, object]] = []
+    for lake in lakes:
+        for path in published(lake, TABLES[table], tails.streams):
+            where = parse_partition(path)
+            if where is None:
+                continue
+            part = read_parquet(lake, path, schema, schema.names).to_pylist()
+            rows += [{"job": where[0], "run": where[1], **row} for row in part]
+    for part in tails.rows.get(table, ()):
+        rows += part.to_pylist()
     return rows
 
 

@@ -1,0 +1,48 @@
+"""host-stalls' evidence: the long gaps in each job's work on each GPU, and how much of
+each gap the job's host spent in CUDA API calls, and in synchronising ones.
+
+A whole host side gives it at once (``stall_cover_of``); a host side streamed past
+``advice.host_rows`` keeps only each job's calls clipped to its gaps, a batch's union
+at a time, until the job's processes are all read (``covered_by_parts``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from tfprof.collector.advice.host_calls import api_calls, calls_by_job
+from tfprof.collector.analysis.intervals import Gaps, Merged, covered, gaps
+from tfprof.collector.analysis.records import RecordSet
+
+MIN_GAP_NS = 100_000  # gaps of 100 us or more: between steps, not between kernels
+
+
+def long_gaps(busy: Merged, lo: np.ndarray, hi: np.ndarray) -> Gaps:
+    """Gaps of MIN_GAP_NS or more in each job's work on each GPU: ``busy`` grouped by
+    job * GPUs + GPU, ``lo`` and ``hi`` its first start and last end per group. The
+    only time host-stalls asks the host about."""
+    return gaps(busy, lo.reshape(-1), hi.reshape(-1), MIN_GAP_NS)
+
+
+@dataclass(frozen=True)
+class StallCover:
+    """Per long gap (a row of ``long_gaps``): ns of it the job's host spent in CUDA API
+    calls (any thread, any process), and in synchronising ones; the jobs with calls."""
+
+    api: np.ndarray
+    sync: np.ndarray
+    jobs: frozenset[int]
+
+
+def stall_cover_of(rs: RecordSet, idle: Gaps) -> StallCover:
+    """``StallCover`` of ``idle`` from every API call in ``rs.host``."""
+    calls = api_calls(rs)
+    syncs = api_calls(rs, sync_only=True)
+    job_of = idle.group // max(len(rs.gpus), 1)
+    return StallCover(
+        covered(calls_by_job(rs, calls), job_of, idle.start, idle.end),
+        covered(calls_by_job(rs, syncs), job_of, idle.start, idle.end),
+        frozenset(rs.host.job[calls].tolist()),
+    )
