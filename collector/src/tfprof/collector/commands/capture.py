@@ -23,6 +23,12 @@ if TYPE_CHECKING:
 RPC_TIMEOUT_S = 10.0
 
 
+def local_time(ns: int) -> str:
+    """A collector time (ns since the epoch) as this machine's local time, to the ms."""
+    ms = ns % 10**9 // 10**6
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ns / 1e9)) + f".{ms:03d}"
+
+
 def add_client_options(p: argparse.ArgumentParser) -> None:
     """How to reach a running collector (shared with ``captures``)."""
     p.add_argument(
@@ -175,7 +181,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def print_capture(capture: pb.Capture) -> None:
-    from tfprof.collector.commands.captures import local_time
     from tfprof.collector.terminal import TextWriter
 
     print(

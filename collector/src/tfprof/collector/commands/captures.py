@@ -9,20 +9,15 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from typing import TYPE_CHECKING
+
+from tfprof.collector.commands.capture import add_client_options, local_time, open_remote
 
 if TYPE_CHECKING:
     from tfprof.proto import collector_pb2 as pb
 
 
-def local_time(ns: int) -> str:
-    ms = ns % 10**9 // 10**6
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ns / 1e9)) + f".{ms:03d}"
-
-
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from tfprof.collector.commands.capture import add_client_options
 
     p = sub.add_parser(
         "captures",
@@ -45,7 +40,6 @@ def read_captures(args: argparse.Namespace) -> list[pb.Capture]:
     import grpc
 
     from tfprof.collector.captures import CaptureLog
-    from tfprof.collector.commands.capture import open_remote
     from tfprof.collector.errors import InvalidArgument
     from tfprof.collector.store import Store
     from tfprof.proto import collector_pb2 as pb
