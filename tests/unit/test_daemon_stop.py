@@ -94,7 +94,23 @@ def stored_stream(data: Path, job: str) -> StreamData:
     return stream
 
 
-def stop_and_check(
+def stop_while_connected(
+    collector: CollectorServer, socket_path: str, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    """A process connects and writes its frames, the daemon stops while it is still
+    connected: the daemon delivers every record once and ends the stream."""
+    thread, stop, status = daemon_thread(collector, socket_path, tmp_path / "spool")
+    hook = connect(socket_path)
+    try:
+        hook.sendall(hook_frames("svc"))
+        _check_stop(tmp_path / "data", hook, thread, stop, status, capsys)
+    finally:
+        stop.set()
+        hook.close()
+
+
+def _check_stop(
     data: Path,
     hook: socket.socket,
     thread: threading.Thread,
@@ -126,14 +142,7 @@ def test_a_stopped_daemon_delivers_what_it_read_and_ends_the_stream(
 ) -> None:
     # The process is still connected when the daemon stops: its stream used to be left
     # unfinished, what the daemon held for the collector lost with it.
-    thread, stop, status = daemon_thread(collector, socket_path, tmp_path / "spool")
-    hook = connect(socket_path)
-    try:
-        hook.sendall(hook_frames("svc"))
-        stop_and_check(tmp_path / "data", hook, thread, stop, status, capsys)
-    finally:
-        stop.set()
-        hook.close()
+    stop_while_connected(collector, socket_path, tmp_path, capsys)
 
 
 def test_a_connection_not_accepted_yet_when_the_daemon_stops_is_read(
@@ -147,14 +156,7 @@ def test_a_connection_not_accepted_yet_when_the_daemon_stops_is_read(
     # connection when it stopped (here its acceptor never runs): closing the socket
     # dropped the backlog, and the frames the process had handed over with it.
     monkeypatch.setattr(RelayServer, "start", lambda self: None)
-    thread, stop, status = daemon_thread(collector, socket_path, tmp_path / "spool")
-    hook = connect(socket_path)
-    try:
-        hook.sendall(hook_frames("svc"))
-        stop_and_check(tmp_path / "data", hook, thread, stop, status, capsys)
-    finally:
-        stop.set()
-        hook.close()
+    stop_while_connected(collector, socket_path, tmp_path, capsys)
 
 
 # -- the hook's side -------------------------------------------------------------------

@@ -176,3 +176,20 @@ def test_a_launch_call_over_two_seconds_widens_the_calls_duration_column() -> No
         calls = rs.launch_calls()
         assert calls.duration[rs.api].tolist() == want
     assert streamed.launch_calls().duration.dtype == np.int64
+
+
+def test_an_error_on_the_evidence_thread_reaches_the_reader(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``HostRows`` gathers its evidence on a thread of its own: what fails there is
+    raised by the host pass, never lost with the thread."""
+    from tests.unit.analysis_data import job, kernel, stream
+
+    def broken(*_: object) -> None:
+        raise RuntimeError("evidence failed")
+
+    monkeypatch.setattr(HostRows, "_in_gaps", broken)
+    call = {"kind": 5, "start": 0, "dur": 5, "correlation": 9, "name": 2}
+    jobs = [job("a", stream([call, kernel(10, 10, correlation=9)], pid=1))]
+    with pytest.raises(RuntimeError, match="evidence failed"):
+        prepare(jobs, select=HostRows())

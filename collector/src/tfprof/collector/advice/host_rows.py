@@ -58,12 +58,11 @@ class HostRows:
     def __init__(self, gaps: Gaps | None = None) -> None:
         """``gaps``: ``Context.long_gaps`` of the GPU table this pass reads, when the GPU
         rules' context had them (else ``start`` finds them again)."""
-        self._given_gaps = gaps
+        self._gaps = gaps
         self._sync = np.zeros(0, dtype=bool)  # per names id: a synchronising call
         self._step = np.zeros(0, dtype=bool)  # per names id: a step range
         self._gap_start: list[np.ndarray] = []  # per job: its long gaps (any GPU), merged
         self._gap_end: list[np.ndarray] = []
-        self._long_gaps = Gaps(_EMPTY, _EMPTY, _EMPTY)
         self._n_gpus = 1
         # The job being read (processes come job by job) and its calls in its gaps.
         self._job = -1
@@ -79,8 +78,9 @@ class HostRows:
 
     def start(self, rs: RecordSet) -> None:
         n = len(rs.jobs)
-        gaps = self._given_gaps if self._given_gaps is not None else Context(rs).long_gaps
-        self._long_gaps, self._given_gaps = gaps, None
+        if self._gaps is None:
+            self._gaps = Context(rs).long_gaps
+        gaps = self._gaps
         self._n_gpus = max(len(rs.gpus), 1)
         merged = merge_intervals(gaps.group // self._n_gpus, gaps.start, gaps.end, n)
         bounds = np.searchsorted(merged.group, np.arange(n + 1)).tolist()
@@ -161,7 +161,7 @@ class HostRows:
         self._api, self._in_sync = [], []
         if job < 0 or not api:
             return
-        gaps = self._long_gaps
+        gaps = self.long_gaps()
         mine = np.flatnonzero(gaps.group // self._n_gpus == job)
         for k in np.unique(gaps.group[mine]).tolist():  # a GPU's gaps: disjoint, in order
             rows = mine[gaps.group[mine] == k]
@@ -221,4 +221,4 @@ class HostRows:
         return list(self._steps)
 
     def long_gaps(self) -> Gaps:
-        return self._long_gaps
+        return self._gaps if self._gaps is not None else Gaps(_EMPTY, _EMPTY, _EMPTY)

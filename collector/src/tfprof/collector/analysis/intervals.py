@@ -137,16 +137,8 @@ def _merge_by_group(
 
 def _merge_one(start: np.ndarray, end: np.ndarray) -> Merged:
     """``merge_intervals`` of a single group: the times are the keys."""
-    order = np.argsort(start, kind="stable")
-    ks, ke = start[order].astype(np.int64, copy=False), end[order]
-    reach = np.maximum.accumulate(ke).astype(np.int64, copy=False)
-    first = np.empty(ks.shape[0], dtype=bool)
-    first[0] = True
-    np.greater(ks[1:], reach[:-1], out=first[1:])
-    heads = np.flatnonzero(first)
-    m_start = ks[heads]
-    m_end = reach[np.append(heads[1:] - 1, ks.shape[0] - 1)]
-    m_group = np.zeros(heads.shape[0], dtype=np.int64)
+    m_start, m_end = union(start, end)
+    m_group = np.zeros(m_start.shape[0], dtype=np.int64)
     busy = np.bincount(m_group, weights=m_end - m_start, minlength=1)
     return Merged(m_group, m_start, m_end, np.rint(busy).astype(np.int64), 1)
 
@@ -185,13 +177,9 @@ def covered_by_parts(
             p = np.searchsorted(times, a, side="left")
             # The last range takes the times at its end too.
             q = times.shape[0] if b == bounds[-1] else np.searchsorted(times, b, side="left")
-            t = times[p:q]
             out[p:q] = total
             if ms.shape[0]:
-                k = np.searchsorted(ms, t, side="right") - 1
-                kk = np.maximum(k, 0)
-                inside = length[kk] + np.clip(t - ms[kk], 0, me[kk] - ms[kk])
-                out[p:q] += np.where(k >= 0, inside, 0)
+                out[p:q] += _until(ms, me, length, times[p:q])
         total += int(length[-1])
     result: np.ndarray = before[1] - before[0]
     return result
@@ -212,14 +200,14 @@ def _time_ranges(parts: Sequence[tuple[np.ndarray, np.ndarray]], chunk_rows: int
 
 
 def union(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The union of intervals in any order, as (start, end) of disjoint intervals in
-    start order (touching intervals merge): ``merge_intervals`` of a single group."""
-    if not start.shape[0]:
-        return start.astype(np.int64), end.astype(np.int64)
+    """The union of intervals in any order, as (start, end) int64 of disjoint intervals
+    in start order (touching intervals merge)."""
     order = np.argsort(start, kind="stable")  # nearly sorted starts sort fastest stably
-    s, e = start[order], end[order]
+    s, e = start[order].astype(np.int64, copy=False), end[order]
     del order
-    reach = np.maximum.accumulate(e)
+    if not s.shape[0]:
+        return s, e.astype(np.int64, copy=False)
+    reach = np.maximum.accumulate(e).astype(np.int64, copy=False)
     head = np.empty(s.shape[0], dtype=bool)
     head[0] = True
     np.greater(s[1:], reach[:-1], out=head[1:])

@@ -48,6 +48,11 @@ class Source:
     data_dir: Path | None = None
 
 
+def distinct_lakes(sources: list[Source]) -> list[Lake]:
+    """The sources' lakes, each once (two data dirs may share one lake)."""
+    return list({(s.lake.fs.type_name, s.lake.root): s.lake for s in sources}.values())
+
+
 def resolve(argument: str) -> Source:
     """A collector data dir (its lake plus the logs not compacted yet), a lake directory,
     or a lake URL. A local path that does not exist is ``NotFound``."""

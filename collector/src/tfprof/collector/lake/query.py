@@ -15,7 +15,7 @@ import pyarrow.dataset as ds
 
 from tfprof.collector.errors import InvalidArgument
 from tfprof.collector.lake.fs import Lake
-from tfprof.collector.lake.location import Source, resolve
+from tfprof.collector.lake.location import Source, distinct_lakes, resolve
 from tfprof.collector.lake.schema import PARTITION, TABLES, Table
 from tfprof.collector.lake.tails import Tails, published, read_tails
 from tfprof.collector.lake.views import VIEWS
@@ -32,16 +32,12 @@ class Engine:
         tails = Tails()
         for source in self.sources:
             if source.data_dir is not None:
-                found = read_tails(source.data_dir)
-                tails.streams.update(found.streams)
-                for name, parts in found.rows.items():
-                    tails.rows.setdefault(name, []).extend(parts)
-                tails.skipped += found.skipped
+                read_tails(source.data_dir, tails)
         self.skipped = tails.skipped
-        lakes = {(lake.fs.type_name, lake.root): lake for lake in (s.lake for s in self.sources)}
+        lakes = distinct_lakes(self.sources)
         con = duckdb.connect()
         for table in TABLES.values():
-            con.register(table.name, self.dataset(table, list(lakes.values()), tails))
+            con.register(table.name, self.dataset(table, lakes, tails))
         for name, sql in VIEWS.items():
             con.execute(f"CREATE VIEW {name} AS {sql}")
         return con

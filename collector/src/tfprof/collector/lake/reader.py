@@ -29,7 +29,7 @@ import pyarrow.compute as pc
 
 from tfprof.collector.errors import NotFound
 from tfprof.collector.lake.fs import Lake, is_url, parquet_batches, read_parquet
-from tfprof.collector.lake.location import resolve
+from tfprof.collector.lake.location import distinct_lakes, resolve
 from tfprof.collector.lake.logstate import LogNotes
 from tfprof.collector.lake.schema import (
     DEVICES,
@@ -376,17 +376,11 @@ def open_jobs(arguments: Sequence[str], names: Sequence[str] | None = None) -> L
     for source in sources:
         if source.data_dir is None:
             continue
-        got = read_tails(source.data_dir)
-        tails.streams.update(got.streams)
-        tails.skipped += got.skipped
-        for name, pieces in got.rows.items():
-            tails.rows.setdefault(name, []).extend(pieces)
+        read_tails(source.data_dir, tails)
         for job, run, _run_dir in runs(source.data_dir / "jobs"):
             if (job, run) not in found.order:
                 found.order.append((job, run))
-    lakes = list(
-        {(lake.fs.type_name, lake.root): lake for lake in (s.lake for s in sources)}.values()
-    )
+    lakes = distinct_lakes(sources)
     for lake in lakes:
         for table in (*GPU_TABLES, *HOST_TABLES, HOST_SAMPLES.name):
             for path in published(lake, TABLES[table], tails.streams):

@@ -61,9 +61,10 @@ class Tails:
         self.rows.setdefault(table, []).append(rows.select(TABLES[table].full_schema.names))
 
 
-def read_tails(data_dir: Path) -> Tails:
-    """What of each stream of ``data_dir`` is not in the lake, from its log."""
-    tails = Tails()
+def read_tails(data_dir: Path, tails: Tails | None = None) -> Tails:
+    """What of each stream of ``data_dir`` is not in the lake, from its log (added to
+    ``tails``, the other data dirs' of one read, when given)."""
+    tails = Tails() if tails is None else tails
     collector = collector_id(data_dir) if (data_dir / "collector.id").exists() else "-"
     for job, run, run_dir in runs(data_dir / "jobs"):
         for stream_dir in stream_dirs(run_dir):
