@@ -45,15 +45,15 @@ def main() -> None:
     args = p.parse_args()
     print(f"{'phase':28s} {'seconds':>8s} {'RSS in':>10s} {'peak MiB':>10s} {'RSS out':>10s}")
     with phase("imports"):
-        from tfprof.collector.advice import HOST_RULES, RULES, HostRows
+        from tfprof.collector.advice import GPU_RULES_ONLY, HOST_RULES, RULES, HostRows
         from tfprof.collector.advice.base import Context
         from tfprof.collector.analysis.records import prepare_gpu_first
         from tfprof.collector.lake.reader import open_jobs
     with phase("open_jobs"):
         jobs = open_jobs([args.data_dir]).jobs
     with phase("GPU table"):
-        rs, host_pass = prepare_gpu_first(jobs)
-    ctx = Context(rs)
+        table = prepare_gpu_first(jobs)
+    ctx = Context(table.rs)
     with phase("host-stalls' gaps"):
         gaps = ctx.long_gaps
     gpu_rules = [r for r in RULES if r.NAME not in HOST_RULES]
@@ -63,9 +63,10 @@ def main() -> None:
             ctx.release(r.NAME for r in gpu_rules[i + 1 :])  # as advise frees them
     with phase("GPU context freed"):
         del ctx
+        table.release(GPU_RULES_ONLY)
     rows = HostRows(gaps)
     with phase("host pass"):
-        linked = host_pass.read(rs, rows)
+        linked = table.read(rows)
     ctx = Context(linked, rows)
     for rule in RULES:
         if rule.NAME in HOST_RULES:

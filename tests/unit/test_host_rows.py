@@ -83,9 +83,9 @@ def test_gpu_rules_first_then_the_host_pass_give_the_same_findings(
     expected = advise(_lake(dirs, since, until, None))
     assert {f.rule for f in expected} & HOST_RULES and {f.rule for f in expected} - HOST_RULES
     for rules in (None, ["host-stalls"], ["gpu-idle", "launch-bound"], list(RULE_NAMES)):
-        rs, host_pass = prepare_gpu_first(open_jobs([str(d) for d in dirs]).jobs, since, until)
-        assert len(rs.host) == 0 and rs.calls is None  # the host side is not read yet
-        got = advise_gpu_first(rs, host_pass, rules)
+        table = prepare_gpu_first(open_jobs([str(d) for d in dirs]).jobs, since, until)
+        assert len(table.rs.host) == 0 and table.rs.calls is None  # host side not read yet
+        got = advise_gpu_first(table, rules)
         assert got == [f for f in expected if rules is None or f.rule in rules], rules
 
 

@@ -22,14 +22,13 @@ import numpy as np
 
 from tfprof.collector.advice.base import Context
 from tfprof.collector.advice.host_calls import is_sync_call
-from tfprof.collector.advice.stall_cover import StallCover
+from tfprof.collector.advice.stall_cover import CallParts, StallCover
 from tfprof.collector.advice.step_syncs import StepSyncs, is_step, outermost, step_syncs
 from tfprof.collector.analysis.intervals import Gaps, covered_by_parts, merge_intervals, union
 from tfprof.collector.analysis.records import ProcessHost, RecordSet
 from tfprof.core.records import RecordKind
 
 _EMPTY = np.zeros(0, dtype=np.int64)
-_Parts = list[tuple[np.ndarray, np.ndarray]]
 
 
 class _Process:
@@ -66,8 +65,8 @@ class HostRows:
         self._n_gpus = 1
         # The job being read (processes come job by job) and its calls in its gaps.
         self._job = -1
-        self._api: _Parts = []
-        self._in_sync: _Parts = []
+        self._api = CallParts()
+        self._in_sync = CallParts()
         self._cover_api = _EMPTY  # per long gap, once its job is done
         self._cover_sync = _EMPTY
         self._jobs: set[int] = set()
@@ -137,8 +136,8 @@ class HostRows:
         if calls.shape[0]:
             self._jobs.add(job)
             sync = calls[self._sync[name[calls]]]
-            self._api.append(self._in_gaps(job, start[calls], end[calls]))
-            self._in_sync.append(self._in_gaps(job, start[sync], end[sync]))
+            self._api.add(*self._in_gaps(job, start[calls], end[calls]))
+            self._in_sync.add(*self._in_gaps(job, start[sync], end[sync]))
             p.calls.append((start[sync], end[sync], name[sync]))
         ranges = np.flatnonzero((kind == RecordKind.MARKER) & (c["thread"] != 0))
         if ranges.shape[0]:
@@ -157,8 +156,8 @@ class HostRows:
 
     def _finish_job(self) -> None:
         """How much of each of the job's long gaps its calls cover; the calls go."""
-        job, api, in_sync = self._job, self._api, self._in_sync
-        self._api, self._in_sync = [], []
+        job, api, in_sync = self._job, self._api.parts, self._in_sync.parts
+        self._api, self._in_sync = CallParts(), CallParts()
         if job < 0 or not api:
             return
         gaps = self.long_gaps()

@@ -3,7 +3,7 @@ each gap the job's host spent in CUDA API calls, and in synchronising ones.
 
 A whole host side gives it at once (``stall_cover_of``); a host side streamed past
 ``advice.host_rows`` keeps only each job's calls clipped to its gaps, a batch's union
-at a time, until the job's processes are all read (``covered_by_parts``).
+at a time (``CallParts``), until the job's processes are all read (``covered_by_parts``).
 """
 
 from __future__ import annotations
@@ -13,10 +13,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from tfprof.collector.advice.host_calls import api_calls, calls_by_job
-from tfprof.collector.analysis.intervals import Gaps, Merged, covered, gaps
+from tfprof.collector.analysis.intervals import Gaps, Merged, covered, gaps, merged_parts
 from tfprof.collector.analysis.records import RecordSet
 
 MIN_GAP_NS = 100_000  # gaps of 100 us or more: between steps, not between kernels
+# Intervals a job's parts may hold before they are merged (64 MiB of them).
+MERGE_ROWS = 1 << 22
 
 
 def long_gaps(busy: Merged, lo: np.ndarray, hi: np.ndarray) -> Gaps:
@@ -24,6 +26,29 @@ def long_gaps(busy: Merged, lo: np.ndarray, hi: np.ndarray) -> Gaps:
     job * GPUs + GPU, ``lo`` and ``hi`` its first start and last end per group. The
     only time host-stalls asks the host about."""
     return gaps(busy, lo.reshape(-1), hi.reshape(-1), MIN_GAP_NS)
+
+
+class CallParts:
+    """One job's calls in its gaps, a union per batch (``covered_by_parts``' parts).
+
+    The processes of a job run at the same time, so their calls overlap (ranks
+    synchronise together): once the parts hold MERGE_ROWS intervals and twice what the
+    last merge left, they are merged into their union. What is held stays near the
+    size of the job's union, not of every process's, and merges cost as much, in all,
+    as one pass over the parts (each at twice the size of the one before)."""
+
+    def __init__(self, merge_rows: int = MERGE_ROWS) -> None:
+        self.parts: list[tuple[np.ndarray, np.ndarray]] = []
+        self._merge_rows = merge_rows
+        self._rows = 0
+        self._after_merge = 0
+
+    def add(self, start: np.ndarray, end: np.ndarray) -> None:
+        self.parts.append((start, end))
+        self._rows += start.shape[0]
+        if self._rows >= max(self._merge_rows, 2 * self._after_merge):
+            self.parts = merged_parts(self.parts)
+            self._rows = self._after_merge = sum(s.shape[0] for s, _ in self.parts)
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 
+from tfprof.collector.allocator import reusing_heap
 from tfprof.collector.analysis.host_records import HOST_KINDS, HostRecords, LaunchCalls
 from tfprof.collector.model import StreamData
 from tfprof.collector.prepare import TimeWindow, prepare_stream
@@ -33,7 +34,7 @@ _T = TypeVar("_T")
 # three batches at once (one read ahead, one linked, one with the selector's thread).
 # Smaller batches measured more resident memory at 100M records, not less: their
 # columns fall under glibc's mmap threshold and fragment the heap.
-BATCH_ROWS = 1 << 20
+BATCH_ROWS = 1 << 19
 # The record columns a batch holds: what linking and selectors read, and what the host
 # table holds of the rows kept.
 HOST_READ = (
@@ -150,10 +151,19 @@ def read_host(
 ) -> RecordSet:
     """``rs`` (the GPU table, unlinked) with its records linked, ``host`` holding the
     rows ``select`` keeps and ``calls`` the linked calls."""
-    from tfprof.collector.analysis.records import (
-        ProcessHost,
-        _clip,
-    )
+    with reusing_heap():  # batches of the same sizes, made and freed over and over
+        return _read_host(rs, table, spans, window, select, batch_rows)
+
+
+def _read_host(
+    rs: RecordSet,
+    table: _Table,
+    spans: Sequence[ProcessSpan],
+    window: TimeWindow,
+    select: HostSelector,
+    batch_rows: int,
+) -> RecordSet:
+    from tfprof.collector.analysis.records import ProcessHost, _clip
 
     n = len(rs)
     # Narrow while every value fits (calls are fewer than GPU rows; a latency over 2 s

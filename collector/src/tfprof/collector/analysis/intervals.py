@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -143,6 +143,39 @@ def _merge_one(start: np.ndarray, end: np.ndarray) -> Merged:
     return Merged(m_group, m_start, m_end, np.rint(busy).astype(np.int64), 1)
 
 
+def _range_unions(
+    parts: Sequence[tuple[np.ndarray, np.ndarray]], chunk_rows: int
+) -> Iterator[tuple[int, int, np.ndarray, np.ndarray]]:
+    """The union of ``parts`` (each (start, end) of disjoint intervals in start order: a
+    union itself) one time range at a time, each range holding about ``chunk_rows`` of
+    the parts' intervals: (range start, range end, the union's intervals clipped to the
+    range). The ranges cover all of int64, in order."""
+    parts = [(s, e) for s, e in parts if s.shape[0]]
+    if not parts:
+        return
+    first = np.array([int(s[0]) for s, _ in parts], dtype=np.int64)
+    last = np.array([int(e[-1]) for _, e in parts], dtype=np.int64)  # ends rise too
+    for a, b in itertools.pairwise(_time_ranges(parts, chunk_rows)):
+        pieces = []
+        for i in np.flatnonzero((first < b) & (last > a)).tolist():
+            s, e = parts[i]
+            lo, hi = np.searchsorted(e, a, side="right"), np.searchsorted(s, b, side="left")
+            pieces.append((np.maximum(s[lo:hi], a), np.minimum(e[lo:hi], b)))
+        ms, me = union(np.concatenate([p for p, _ in pieces] or [_NONE]),
+                       np.concatenate([p for _, p in pieces] or [_NONE]))  # fmt: skip
+        del pieces
+        yield a, b, ms, me
+
+
+def merged_parts(
+    parts: Sequence[tuple[np.ndarray, np.ndarray]], chunk_rows: int = 1 << 20
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The union of ``parts`` (as ``covered_by_parts`` takes them) as parts again, one
+    per time range: disjoint and in order, fewer intervals where the parts overlapped,
+    and never a copy of every interval at once beyond the result."""
+    return [(ms, me) for _, _, ms, me in _range_unions(parts, chunk_rows) if ms.shape[0]]
+
+
 def covered_by_parts(
     parts: Sequence[tuple[np.ndarray, np.ndarray]],
     start: np.ndarray,
@@ -152,31 +185,20 @@ def covered_by_parts(
     """For each ``[start, end)`` (disjoint intervals in start order, as one group's
     gaps), how much of it the union of ``parts`` covers (ns); each part is (start, end)
     of disjoint intervals in start order (a union itself). The union of the parts is
-    never whole in memory: it is made one time range at a time, each range holding
-    about ``chunk_rows`` of the parts' intervals, and each query end's coverage is the
-    union's length before it."""
+    never whole in memory: it is made one time range at a time (``_range_unions``), and
+    each query end's coverage is the union's length before it."""
     n = start.shape[0]
-    parts = [(s, e) for s, e in parts if s.shape[0]]
-    if not n or not parts:
+    if not n or not any(s.shape[0] for s, _ in parts):
         return np.zeros(n, dtype=np.int64)
     before = (np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64))  # at start, end
-    first = np.array([int(s[0]) for s, _ in parts], dtype=np.int64)
-    last = np.array([int(e[-1]) for _, e in parts], dtype=np.int64)  # ends rise too
     total = 0
-    bounds = _time_ranges(parts, chunk_rows)
-    for a, b in itertools.pairwise(bounds):
-        pieces = []
-        for i in np.flatnonzero((first < b) & (last > a)).tolist():
-            s, e = parts[i]
-            lo, hi = np.searchsorted(e, a, side="right"), np.searchsorted(s, b, side="left")
-            pieces.append((np.maximum(s[lo:hi], a), np.minimum(e[lo:hi], b)))
-        ms, me = union(np.concatenate([p for p, _ in pieces] or [_NONE]),
-                       np.concatenate([p for _, p in pieces] or [_NONE]))  # fmt: skip
+    top = int(np.iinfo(np.int64).max)
+    for a, b, ms, me in _range_unions(parts, chunk_rows):
         length = np.concatenate(([0], np.cumsum(me - ms)))
         for times, out in zip((start, end), before, strict=True):
             p = np.searchsorted(times, a, side="left")
             # The last range takes the times at its end too.
-            q = times.shape[0] if b == bounds[-1] else np.searchsorted(times, b, side="left")
+            q = times.shape[0] if b == top else np.searchsorted(times, b, side="left")
             out[p:q] = total
             if ms.shape[0]:
                 out[p:q] += _until(ms, me, length, times[p:q])

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from dataclasses import dataclass, replace
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -227,45 +227,57 @@ def prepare(
     ``host``, API calls, ranges and memory records are left out (``RecordSet.host`` is
     empty, no GPU record is linked): the GPU-only views and rules need none of them.
     With ``select``, the host side is streamed in batches of ``batch_rows`` once the
-    GPU table is whole (``prepare_gpu_first``, ``HostPass``).
+    GPU table is whole (``prepare_gpu_first``, ``GpuFirst``).
     """
     if select is not None and host:
-        rs, later = prepare_gpu_first(jobs, since_ns, until_ns)
-        return later.read(rs, select, batch_rows or BATCH_ROWS)
-    return _prepare(jobs, since_ns, until_ns, linked=host)[0]
+        return prepare_gpu_first(jobs, since_ns, until_ns).read(select, batch_rows or BATCH_ROWS)
+    return _prepare(jobs, since_ns, until_ns, linked=host).rs
 
 
-@dataclass(frozen=True)
-class HostPass:
-    """The host side of a GPU table read by ``prepare_gpu_first``, not read yet."""
+@dataclass
+class GpuFirst:
+    """A GPU table read by ``prepare_gpu_first`` (``rs``) and its host side, not read
+    yet (``read``). It holds the table so that what no later reader needs can be
+    released from it (``release``): the caller keeps no other reference."""
 
+    rs: RecordSet
     _table: _Table
     _spans: tuple[ProcessSpan, ...]
     _window: TimeWindow
 
-    def read(self, rs: RecordSet, select: HostSelector, batch_rows: int = BATCH_ROWS) -> RecordSet:
-        """``rs`` (the GPU table this pass belongs to) with the host side streamed past
-        ``select`` in batches of ``batch_rows`` (``host_pass``): ``RecordSet.host``
+    def release(self, columns: Sequence[str]) -> None:
+        """Free the GPU table's ``columns``: each reads as zeros from then on (what only
+        the GPU rules read, before the host side is)."""
+        n = len(self.rs)
+        zeros: dict[str, Any] = {}  # replace() checks the names are RecordSet's fields
+        for c in columns:
+            zeros[c] = np.broadcast_to(np.zeros(1, getattr(self.rs, c).dtype), (n,))
+        self.rs = replace(self.rs, **zeros)
+
+    def read(self, select: HostSelector, batch_rows: int = BATCH_ROWS) -> RecordSet:
+        """The GPU table with the host side streamed past ``select`` in batches of
+        ``batch_rows`` (``host_pass``), also ``rs`` from then on: ``RecordSet.host``
         holds only the rows it keeps, GPU records are linked to their calls
         (``RecordSet.calls``) but not attributed to ops (``op`` and ``queue`` are -1):
         what the advice rules read, without holding any process's host side whole."""
-        return read_host(rs, self._table, self._spans, self._window, select, batch_rows)
+        self.rs = read_host(self.rs, self._table, self._spans, self._window, select, batch_rows)
+        return self.rs
 
 
 def prepare_gpu_first(
     jobs: Sequence[JobData], since_ns: int | None = None, until_ns: int | None = None
-) -> tuple[RecordSet, HostPass]:
+) -> GpuFirst:
     """The GPU table (as ``prepare(host=False)``) and its host side, read only when
-    asked (``HostPass.read``): what reads the GPU records alone (the GPU rules) runs,
+    asked (``GpuFirst.read``): what reads the GPU records alone (the GPU rules) runs,
     and frees what it made, before any host record is read."""
     return _prepare(jobs, since_ns, until_ns, linked=False)
 
 
 def _prepare(
     jobs: Sequence[JobData], since_ns: int | None, until_ns: int | None, linked: bool
-) -> tuple[RecordSet, HostPass]:
+) -> GpuFirst:
     """``prepare`` without a selector; with ``linked`` the host side is read with the
-    GPU records and linked to them, else left out (to be read by the ``HostPass``)."""
+    GPU records and linked to them, else left out (to be read by ``GpuFirst.read``)."""
     if since_ns is not None and until_ns is not None and since_ns >= until_ns:
         raise AnalysisError(f"the window is empty: since {since_ns} >= until {until_ns} (ns)")
     window = TimeWindow(since_ns, until_ns)
@@ -327,7 +339,7 @@ def _prepare(
         calls=None,
         **columns,
     )
-    return rs, HostPass(table, tuple(spans), window)
+    return GpuFirst(rs, table, tuple(spans), window)
 
 
 @runtime_checkable

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from typing import TextIO
 
 from tfprof.collector.analysis.records import (
-    HostPass,
+    GpuFirst,
     HostSelector,
     RecordSet,
     prepare,
@@ -64,7 +64,7 @@ def load_record_set(
         return prepare(jobs, since, until, host=host, select=select)
 
 
-def load_gpu_first(args: argparse.Namespace) -> tuple[RecordSet, HostPass]:
+def load_gpu_first(args: argparse.Namespace) -> GpuFirst:
     """The GPU table to analyse and its host side, read later (``prepare_gpu_first``)."""
     from tfprof.collector.terminal import progress
 

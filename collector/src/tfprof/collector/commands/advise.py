@@ -65,8 +65,9 @@ def run(args: argparse.Namespace) -> int:
         raise InvalidArgument("--top must be >= 0")
     if needs_host(args.rule):
         # The GPU rules first, then the host side streamed process by process.
-        rs, host_pass = load_gpu_first(args)
-        findings = advise_gpu_first(rs, host_pass, args.rule)
+        table = load_gpu_first(args)
+        findings = advise_gpu_first(table, args.rule)
+        rs = table.rs
     else:
         rs = load_record_set(args, host=False)
         findings = advise(rs, args.rule)

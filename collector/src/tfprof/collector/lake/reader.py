@@ -17,7 +17,6 @@ by name, runs oldest first); runs found only in lakes follow, by job and run id.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import logging
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -27,6 +26,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tfprof.collector.allocator import map_large_allocations, return_freed_memory
 from tfprof.collector.errors import NotFound
 from tfprof.collector.lake.fs import Lake, is_url, parquet_batches, read_parquet
 from tfprof.collector.lake.location import distinct_lakes, resolve
@@ -122,7 +122,7 @@ class LakeStream(StreamData):
         finally:
             self.records, self.strings = empty_records(), [""]
             self.host_samples = empty_host()
-            _return_freed_memory()
+            return_freed_memory()
 
     def host_batches(
         self, columns: Sequence[str], batch_rows: int
@@ -136,7 +136,7 @@ class LakeStream(StreamData):
                 records = _records({table: [rows]}, columns, strings, (table,))
                 del rows
                 yield records, strings.strings
-            _return_freed_memory()
+            return_freed_memory()
 
     def record_times(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """(start_ns, duration_ns) of the stream's records, a table at a time, without
@@ -146,7 +146,7 @@ class LakeStream(StreamData):
             if rows is not None and rows.num_rows:
                 yield (rows.column("start_ns").to_numpy(), rows.column("duration_ns").to_numpy())
             del rows
-            _return_freed_memory()
+            return_freed_memory()
 
     def host_sample_times(self) -> np.ndarray:
         rows = _read(self.parts, HOST_SAMPLES.name, ["time_ns"])
@@ -154,40 +154,6 @@ class LakeStream(StreamData):
             return np.zeros(0, np.int64)
         times: np.ndarray = rows.column("time_ns").to_numpy()
         return times
-
-
-def _return_freed_memory() -> None:
-    pa.default_memory_pool().release_unused()
-    if _LIBC is not None:  # the heap's free pages too, not only its top
-        _LIBC.malloc_trim(0)
-
-
-def _libc() -> ctypes.CDLL | None:
-    """glibc, for its allocator's knobs; None elsewhere: that allocator is left as it is."""
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-    except OSError:
-        return None
-    return libc if hasattr(libc, "mallopt") and hasattr(libc, "malloc_trim") else None
-
-
-_LIBC = _libc()
-# glibc's M_MMAP_THRESHOLD (malloc.h): allocations of at least this many bytes get their
-# own mapping, returned to the system when freed. 4 MiB: every column of a stream is
-# mapped (held once, returned when it is released), while the many smaller temporaries
-# of the analyses reuse heap pages instead of faulting in fresh ones each time (1 MiB:
-# advise over 10M records spent 2.4 s of its 6 s in the kernel, 4 MiB: 1.1 of 4.2).
-_M_MMAP_THRESHOLD = -3
-_MMAP_THRESHOLD_BYTES = 4 << 20
-
-
-def _map_large_allocations() -> None:
-    """Stop glibc from raising its mmap threshold after large frees (up to 32 MiB):
-    each stream's columns would then come from the heap and, fragmented by what the
-    table keeps, stay resident after the stream is released (measured: +50% peak RSS
-    over 10M records)."""
-    if _LIBC is not None:
-        _LIBC.mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD_BYTES)
 
 
 def _read(parts: StreamParts, table: str, columns: Sequence[str]) -> pa.Table | None:
@@ -369,7 +335,7 @@ def open_jobs(arguments: Sequence[str], names: Sequence[str] | None = None) -> L
         local = argument.removeprefix("file://")
         if not is_url(local) and not Path(local).is_dir():
             raise NotFound(f"no such data dir: {argument}")
-    _map_large_allocations()
+    map_large_allocations()
     sources = [resolve(a) for a in arguments]
     found = _Found()
     tails = Tails()
