@@ -14,6 +14,7 @@ import pytest
 
 from tests.traces import shared_traces
 from tfprof.collector.advice import HOST_RULES, RULE_NAMES, HostRows, advise, advise_gpu_first
+from tfprof.collector.analysis import host_pass
 from tfprof.collector.analysis.records import ProcessHost, RecordSet, prepare, prepare_gpu_first
 from tfprof.collector.importer import import_files
 from tfprof.collector.lake.compact import compact_data_dir
@@ -89,8 +90,15 @@ def test_gpu_rules_first_then_the_host_pass_give_the_same_findings(
         assert got == [f for f in expected if rules is None or f.rule in rules], rules
 
 
-def test_records_are_linked_as_from_the_whole_host_side(dirs: list[Path]) -> None:
-    """Each GPU record's call (its duration and name) and launch latency, in batches."""
+@pytest.mark.parametrize("by_id", [True, False])
+def test_records_are_linked_as_from_the_whole_host_side(
+    dirs: list[Path], by_id: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each GPU record's call (its duration and name) and launch latency, in batches;
+    calls found in an array indexed by correlation id, and by binary search."""
+    if not by_id:
+        monkeypatch.setattr(host_pass, "DENSE_IDS", 0)
+        monkeypatch.setattr(host_pass, "DENSE_MIN_IDS", 0)
     whole = _lake(dirs, None, None, None)
     streamed = _lake(dirs, None, None, HostRows(), batch_rows=61)
     assert (streamed.api >= 0).tolist() == (whole.api >= 0).tolist()

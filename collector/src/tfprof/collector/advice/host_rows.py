@@ -29,6 +29,7 @@ from tfprof.collector.analysis.records import ProcessHost, RecordSet
 from tfprof.core.records import RecordKind
 
 _EMPTY = np.zeros(0, dtype=np.int64)
+_NEVER = np.iinfo(np.int64).max  # after every time
 
 
 class _Process:
@@ -151,7 +152,10 @@ class HostRows:
         for, and what lies outside the gaps of those kept costs nothing."""
         gs, ge = self._gap_start[job], self._gap_end[job]
         s, e = union(start, end)  # fewer rows to search for, in order (cache-friendly)
-        hit = np.searchsorted(gs, e, side="left") > np.searchsorted(ge, s, side="right")
+        # The first gap ending after an interval starts overlaps it when it starts
+        # before the interval ends (the gaps are disjoint, in order).
+        after = np.searchsorted(ge, s, side="right")
+        hit = np.take(np.append(gs, _NEVER), after) < e
         return s[hit], e[hit]
 
     def _finish_job(self) -> None:
@@ -180,8 +184,10 @@ class HostRows:
             return
         # A range around one holding a call holds it too: the outermost ranges holding
         # a call are the outermost of those holding one, batch after batch.
-        calls = p.call_starts
-        held = np.searchsorted(calls, end, "right") > np.searchsorted(calls, start, "left")
+        # A range holds a call when the first call at or after its start is not after
+        # its end.
+        after = np.searchsorted(p.call_starts, start, "left")
+        held = np.take(np.append(p.call_starts, _NEVER), after) <= end
         thread = np.concatenate((p.held[0], c["thread"][ranges][held] & 0xFFFFFFFF))
         s = np.concatenate((p.held[1], start[held]))
         e = np.concatenate((p.held[2], end[held]))

@@ -35,6 +35,11 @@ _T = TypeVar("_T")
 # Smaller batches measured more resident memory at 100M records, not less: their
 # columns fall under glibc's mmap threshold and fragment the heap.
 BATCH_ROWS = 1 << 19
+# Correlation ids are looked up in an array indexed by id (4 bytes per id up to the
+# largest) while that holds at most DENSE_IDS per GPU record waiting or DENSE_MIN_IDS in
+# all (4 MiB), else by binary search.
+DENSE_IDS = 16
+DENSE_MIN_IDS = 1 << 20
 # The record columns a batch holds: what linking and selectors read, and what the host
 # table holds of the rows kept.
 HOST_READ = (
@@ -108,20 +113,37 @@ class _Links:
         self.end = np.zeros(n, dtype=np.int64)  # the call's unclipped end (latency)
         self.duration = np.zeros(n, dtype=np.int64)  # its clipped duration
         self.name = np.zeros(n, dtype=np.int32)
+        self._index: np.ndarray | None = None  # id index by id (``_find``)
 
     def add(self, correlation: np.ndarray, end: np.ndarray, duration: np.ndarray,
             name: np.ndarray) -> None:  # fmt: skip
         if not self.ids.shape[0]:
             return
-        corr = correlation.astype(np.int64, copy=False)
-        pos = np.minimum(np.searchsorted(self.ids, corr), self.ids.shape[0] - 1)
-        hit = np.flatnonzero((self.ids[pos] == corr) & (corr != 0))
-        at = pos[hit]
+        at, hit = self._find(correlation)
         seen = np.bincount(at, minlength=self.calls.shape[0])  # ufunc.at is far slower
         np.minimum(self.calls + np.minimum(seen, 2), 2, out=self.calls, casting="unsafe")
         self.end[at] = end[hit]
         self.duration[at] = duration[hit]
         self.name[at] = name[hit]
+
+    def _find(self, correlation: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(the id index of each call whose id a GPU record waits for, those calls)."""
+        corr = correlation.astype(np.int64, copy=False)
+        most = max(DENSE_IDS * self.ids.shape[0], DENSE_MIN_IDS)
+        dense = int(self.ids[0]) > 0 and int(self.ids[-1]) < most
+        if self._index is None and dense:
+            # CUDA numbers the calls of a process one after the other: an array indexed
+            # by id is small, and a lookup in it beats a binary search.
+            self._index = np.full(int(self.ids[-1]) + 2, -1, dtype=np.int32)
+            self._index[self.ids] = np.arange(self.ids.shape[0], dtype=np.int32)
+        if self._index is not None:
+            top = self._index.shape[0] - 1  # slots 0 and top hold -1: ids not waited for
+            pos = self._index[np.clip(corr, 0, top)]
+            hit = np.flatnonzero(pos >= 0)
+            return pos[hit], hit
+        pos = np.minimum(np.searchsorted(self.ids, corr), self.ids.shape[0] - 1)
+        hit = np.flatnonzero((self.ids[pos] == corr) & (corr != 0))
+        return pos[hit], hit
 
     def finish(self, start: np.ndarray, api: np.ndarray,
                first_call: int) -> tuple[LaunchCalls, np.ndarray, np.ndarray]:  # fmt: skip

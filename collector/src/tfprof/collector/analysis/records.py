@@ -21,6 +21,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from tfprof.collector.allocator import reusing_heap
 from tfprof.collector.analysis.errors import AnalysisError
 from tfprof.collector.analysis.host_pass import BATCH_ROWS, ProcessSpan, read_host
 from tfprof.collector.analysis.host_records import (
@@ -285,38 +286,41 @@ def _prepare(
     job_refs: list[JobRef] = []
     processes: list[ProcessRef] = []
     spans: list[ProcessSpan] = []
-    for j, (job, label) in enumerate(zip(jobs, job_labels(jobs), strict=True)):
-        # Streams of one process (a reconnect) share a task label and correlation ids.
-        by_task: dict[str, list[tuple[StreamData, str, int]]] = {}
-        for stream, task in zip(job.streams, task_labels(job), strict=True):
-            processes.append(ProcessRef(j, task, stream.host, stream.pid))
-            by_task.setdefault(task, []).append((stream, task, len(processes) - 1))
-        host_stats: dict[int, _SampleStats | None] = {}
-        for group in by_task.values():
-            lo = table.gpu_rows
-            with _loaded([s for s, _, _ in group], linked):
-                prepared = [
-                    (prepare_stream(s, window, label, task), process) for s, task, process in group
-                ]
-                table.add(prepared, window, j, linked)
-                for s, _, process in group:
-                    host_stats[process] = _sample_stats(s, window)
-            del prepared
-            spans.append(ProcessSpan(j, tuple(group), label, lo, table.gpu_rows))
-        job_refs.append(
-            JobRef(
-                label,
-                job.name,
-                job.run_id,
-                len(job.streams),
-                job.dropped.total,
-                tuple(sorted({s.source for s in job.streams if s.source})),
-                _host_stats([host_stats[p] for p in sorted(host_stats)]),
-                tuple(job.skipped)
-                + tuple(f"{s.task}: {w}" for s in job.streams for w in s.skipped),
-                _lost_records(job),
+    # Process after process, columns of about the same sizes made and freed.
+    with reusing_heap():
+        for j, (job, label) in enumerate(zip(jobs, job_labels(jobs), strict=True)):
+            # Streams of one process (a reconnect) share a task label and correlation ids.
+            by_task: dict[str, list[tuple[StreamData, str, int]]] = {}
+            for stream, task in zip(job.streams, task_labels(job), strict=True):
+                processes.append(ProcessRef(j, task, stream.host, stream.pid))
+                by_task.setdefault(task, []).append((stream, task, len(processes) - 1))
+            host_stats: dict[int, _SampleStats | None] = {}
+            for group in by_task.values():
+                lo = table.gpu_rows
+                with _loaded([s for s, _, _ in group], linked):
+                    prepared = [
+                        (prepare_stream(s, window, label, task), process)
+                        for s, task, process in group
+                    ]
+                    table.add(prepared, window, j, linked)
+                    for s, _, process in group:
+                        host_stats[process] = _sample_stats(s, window)
+                del prepared
+                spans.append(ProcessSpan(j, tuple(group), label, lo, table.gpu_rows))
+            job_refs.append(
+                JobRef(
+                    label,
+                    job.name,
+                    job.run_id,
+                    len(job.streams),
+                    job.dropped.total,
+                    tuple(sorted({s.source for s in job.streams if s.source})),
+                    _host_stats([host_stats[p] for p in sorted(host_stats)]),
+                    tuple(job.skipped)
+                    + tuple(f"{s.task}: {w}" for s in job.streams for w in s.skipped),
+                    _lost_records(job),
+                )
             )
-        )
     columns = table.columns()
     host_records = HostRecords(**table.host_columns())
     starts, ends = columns["start"], columns["end"]

@@ -28,6 +28,7 @@ import pyarrow.compute as pc
 
 from tfprof.collector.allocator import map_large_allocations, return_freed_memory
 from tfprof.collector.errors import NotFound
+from tfprof.collector.lake.arrays import numbers
 from tfprof.collector.lake.fs import Lake, is_url, parquet_batches, read_parquet
 from tfprof.collector.lake.location import distinct_lakes, resolve
 from tfprof.collector.lake.logstate import LogNotes
@@ -144,7 +145,7 @@ class LakeStream(StreamData):
         for table in (*GPU_TABLES, *HOST_TABLES):
             rows = _read(self.parts, table, ["start_ns", "duration_ns"])
             if rows is not None and rows.num_rows:
-                yield (rows.column("start_ns").to_numpy(), rows.column("duration_ns").to_numpy())
+                yield numbers(rows.column("start_ns")), numbers(rows.column("duration_ns"))
             del rows
             return_freed_memory()
 
@@ -152,7 +153,7 @@ class LakeStream(StreamData):
         rows = _read(self.parts, HOST_SAMPLES.name, ["time_ns"])
         if rows is None:
             return np.zeros(0, np.int64)
-        times: np.ndarray = rows.column("time_ns").to_numpy()
+        times = numbers(rows.column("time_ns"))
         return times
 
 
@@ -201,7 +202,7 @@ class _Strings:
             if not isinstance(chunk, pa.DictionaryArray):
                 chunk = pc.dictionary_encode(chunk)
             table = np.array([self._id(v) for v in chunk.dictionary.to_pylist()], np.int32)
-            indices = chunk.indices.fill_null(0).to_numpy(zero_copy_only=False)
+            indices = numbers(chunk.indices, null=0)
             out.append(table[indices] if len(table) else np.zeros(len(chunk), np.int32))
         return np.concatenate(out) if out else np.zeros(0, np.int32)
 
@@ -261,7 +262,7 @@ def _records(
                 elif pa.types.is_dictionary(rows.schema.field(lake_names[c]).type):
                     columns[c].append(strings.ids(rows.column(lake_names[c])))
                 else:
-                    values = rows.column(lake_names[c]).to_numpy()
+                    values = numbers(rows.column(lake_names[c]))
                     columns[c].append(values.astype(_DTYPES.get(c, np.int64), copy=False))
             del rows
     n = sum(p.shape[0] for p in columns["kind"])
@@ -285,11 +286,11 @@ def read_host_samples(parts: StreamParts) -> dict[str, np.ndarray]:
     rows = _read(parts, HOST_SAMPLES.name, HOST_COLUMNS)
     if rows is None or not rows.num_rows:
         return empty_host()
-    order = np.argsort(rows.column("time_ns").to_numpy(), kind="stable")
+    order = np.argsort(numbers(rows.column("time_ns")), kind="stable")
     out = {}
     for c in HOST_COLUMNS:
         dtype = np.float64 if c == "cpu_percent" else np.int64
-        out[c] = rows.column(c).to_numpy().astype(dtype)[order]
+        out[c] = numbers(rows.column(c)).astype(dtype)[order]
     # Host samples are stored on the collector clock: no shift is left to apply.
     return out
 
