@@ -34,7 +34,7 @@ _T = TypeVar("_T")
 # three batches at once (one read ahead, one linked, one with the selector's thread).
 # Smaller batches measured more resident memory at 100M records, not less: their
 # columns fall under glibc's mmap threshold and fragment the heap.
-BATCH_ROWS = 1 << 19
+BATCH_ROWS = 1 << 18
 # Correlation ids are looked up in an array indexed by id (4 bytes per id up to the
 # largest) while that holds at most DENSE_IDS per GPU record waiting or DENSE_MIN_IDS in
 # all (4 MiB), else by binary search.
@@ -107,9 +107,10 @@ class _Links:
             np.flatnonzero(np.concatenate(([True], ids[1:] != ids[:-1]))) if ids.shape[0] else ids
         )
         self.ids = ids[first]
-        self.per_id = np.diff(np.append(first, ids.shape[0]))  # GPU records per id
+        # GPU records per id (a process's rows: int32, as ``rows``)
+        self.per_id = np.diff(np.append(first, ids.shape[0])).astype(np.int32)
         n = self.ids.shape[0]
-        self.calls = np.zeros(n, dtype=np.int32)  # calls seen per id (2: ambiguous)
+        self.calls = np.zeros(n, dtype=np.int8)  # calls seen per id (2: ambiguous)
         self.end = np.zeros(n, dtype=np.int64)  # the call's unclipped end (latency)
         self.duration = np.zeros(n, dtype=np.int64)  # its clipped duration
         self.name = np.zeros(n, dtype=np.int32)
@@ -151,9 +152,9 @@ class _Links:
         column of the process's GPU rows, whose ``start`` is given); the linked calls'
         columns, and the linked rows with their launch latency."""
         linked = self.calls == 1
-        call = np.full(self.ids.shape[0], -1, dtype=np.int64)
-        call[linked] = first_call + np.arange(int(np.count_nonzero(linked)))
-        per_row = np.repeat(np.arange(self.ids.shape[0]), self.per_id)
+        call = np.full(self.ids.shape[0], -1, dtype=api.dtype)
+        call[linked] = first_call + np.arange(int(np.count_nonzero(linked)), dtype=api.dtype)
+        per_row = np.repeat(np.arange(self.ids.shape[0], dtype=np.int32), self.per_id)
         rows = self.rows[linked[per_row]]
         per_row = per_row[linked[per_row]]
         api[rows] = call[per_row]
