@@ -315,6 +315,29 @@ def test_coverage_by_parts_equals_coverage_by_their_whole_union(
         assert got.tolist() == want.tolist(), (sizes, chunk)
 
 
+def test_call_parts_merged_as_they_grow_cover_as_all_of_them() -> None:
+    """A job's call unions merged whenever they double (``CallParts``) hold fewer
+    intervals where the processes overlap, and cover every gap as all of them do."""
+    from tfprof.collector.advice.stall_cover import CallParts
+    from tfprof.collector.analysis.intervals import covered_by_parts
+
+    rng = np.random.default_rng(29)
+    merged, kept = CallParts(merge_rows=50), CallParts(merge_rows=1 << 40)
+    for _ in range(40):  # processes at the same times: their unions overlap
+        k = int(rng.integers(0, 40))
+        start = rng.integers(0, 2_000, k) * 10
+        one = merge_intervals(np.zeros(k, dtype=np.int64), start, start + 30, 1)
+        merged.add(one.start, one.end)
+        kept.add(one.start, one.end)
+    held = sum(s.shape[0] for s, _ in merged.parts)
+    assert len(kept.parts) == 40 and held < sum(s.shape[0] for s, _ in kept.parts) // 4
+    cuts = np.unique(rng.integers(-100, 20_100, 301))
+    q_start, q_end = cuts[0:-1:2], cuts[1::2]
+    want = covered_by_parts(kept.parts, q_start, q_end)
+    assert want.sum() > 0
+    assert covered_by_parts(merged.parts, q_start, q_end).tolist() == want.tolist()
+
+
 def test_coverage_group_by_group_equals_the_keyed_search(monkeypatch: pytest.MonkeyPatch) -> None:
     """``covered`` one group at a time (few groups of many busy intervals) gives the
     keyed search's answer, also for groups without intervals and past the last one."""

@@ -51,7 +51,7 @@ def map_large_allocations() -> None:
     each stream's columns would then come from the heap and, fragmented by what the
     table keeps, stay resident after the stream is released (measured: +50% peak RSS
     over 10M records)."""
-    if _LIBC is not None and not _reusing:
+    if _LIBC is not None:
         _LIBC.mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD_BYTES)
 
 

@@ -32,8 +32,8 @@ if TYPE_CHECKING:
 _T = TypeVar("_T")
 # Rows per batch: a few tens of MB of columns whatever the stream's size, and up to
 # three batches at once (one read ahead, one linked, one with the selector's thread).
-# Smaller batches measured more resident memory at 100M records, not less: their
-# columns fall under glibc's mmap threshold and fragment the heap.
+# 256K rows: at 100M records advise peaked at 1,950 MiB, 2,037 with 512K rows, and took
+# no longer at 10M (the pass reuses the heap, allocator.reusing_heap).
 BATCH_ROWS = 1 << 18
 # Correlation ids are looked up in an array indexed by id (4 bytes per id up to the
 # largest) while that holds at most DENSE_IDS per GPU record waiting or DENSE_MIN_IDS in
@@ -114,7 +114,12 @@ class _Links:
         self.end = np.zeros(n, dtype=np.int64)  # the call's unclipped end (latency)
         self.duration = np.zeros(n, dtype=np.int64)  # its clipped duration
         self.name = np.zeros(n, dtype=np.int32)
-        self._index: np.ndarray | None = None  # id index by id (``_find``)
+        # CUDA numbers the calls of a process one after the other: an array of id
+        # indices by id is small, and a lookup in it beats a binary search.
+        self._index: np.ndarray | None = None
+        if n and int(self.ids[0]) > 0 and int(self.ids[-1]) < max(DENSE_IDS * n, DENSE_MIN_IDS):
+            self._index = np.full(int(self.ids[-1]) + 2, -1, dtype=np.int32)
+            self._index[self.ids] = np.arange(n, dtype=np.int32)
 
     def add(self, correlation: np.ndarray, end: np.ndarray, duration: np.ndarray,
             name: np.ndarray) -> None:  # fmt: skip
@@ -130,13 +135,6 @@ class _Links:
     def _find(self, correlation: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(the id index of each call whose id a GPU record waits for, those calls)."""
         corr = correlation.astype(np.int64, copy=False)
-        most = max(DENSE_IDS * self.ids.shape[0], DENSE_MIN_IDS)
-        dense = int(self.ids[0]) > 0 and int(self.ids[-1]) < most
-        if self._index is None and dense:
-            # CUDA numbers the calls of a process one after the other: an array indexed
-            # by id is small, and a lookup in it beats a binary search.
-            self._index = np.full(int(self.ids[-1]) + 2, -1, dtype=np.int32)
-            self._index[self.ids] = np.arange(self.ids.shape[0], dtype=np.int32)
         if self._index is not None:
             top = self._index.shape[0] - 1  # slots 0 and top hold -1: ids not waited for
             pos = self._index[np.clip(corr, 0, top)]
