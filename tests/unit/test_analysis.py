@@ -286,8 +286,9 @@ def test_coverage_by_parts_equals_coverage_by_their_whole_union(
 ) -> None:
     """The union of several unions covers each interval as their union made at once does,
     whatever the time ranges it is made in (down to one per interval): equal starts,
-    touching and nested intervals, queries (disjoint, in order) before, across and after
-    every part, empty parts."""
+    touching and nested intervals, queries before, across and after every part (one
+    GPU's gaps: disjoint, in order; several GPUs': overlapping, in no order), empty
+    parts."""
     from tfprof.collector.analysis import intervals
     from tfprof.collector.analysis.intervals import covered, covered_by_parts
 
@@ -312,6 +313,12 @@ def test_coverage_by_parts_equals_coverage_by_their_whole_union(
         q_start, q_end = cuts[0:-1:2], cuts[1::2]
         got = covered_by_parts(parts, q_start, q_end, chunk_rows=chunk)
         want = covered(whole, np.zeros(q_start.shape[0], dtype=np.int64), q_start, q_end)
+        assert got.tolist() == want.tolist(), (sizes, chunk)
+        # Several GPUs' gaps at once: overlapping, nested, empty, in no order.
+        o_start = rng.integers(-1_000, 101_000, 400)
+        o_end = o_start + rng.integers(0, 30_000, 400)
+        got = covered_by_parts(parts, o_start, o_end, chunk_rows=chunk)
+        want = covered(whole, np.zeros(o_start.shape[0], dtype=np.int64), o_start, o_end)
         assert got.tolist() == want.tolist(), (sizes, chunk)
 
 

@@ -165,13 +165,10 @@ class HostRows:
         if job < 0 or not api:
             return
         gaps = self.long_gaps()
-        mine = np.flatnonzero(gaps.group // self._n_gpus == job)
-        for k in np.unique(gaps.group[mine]).tolist():  # a GPU's gaps: disjoint, in order
-            rows = mine[gaps.group[mine] == k]
-            rows = rows[np.argsort(gaps.start[rows], kind="stable")]
-            s, e = gaps.start[rows], gaps.end[rows]
-            self._cover_api[rows] = covered_by_parts(api, s, e)
-            self._cover_sync[rows] = covered_by_parts(in_sync, s, e)
+        mine = np.flatnonzero(gaps.group // self._n_gpus == job)  # all its GPUs' at once
+        s, e = gaps.start[mine], gaps.end[mine]
+        self._cover_api[mine] = covered_by_parts(api, s, e)
+        self._cover_sync[mine] = covered_by_parts(in_sync, s, e)
 
     def _ranges(self, p: _Process, ranges: np.ndarray, c: Mapping[str, np.ndarray]) -> None:
         if p.call_starts is None:  # API calls come before ranges
@@ -198,8 +195,12 @@ class HostRows:
         self._later(self._end_process)
 
     def end(self) -> None:
-        self._done()
-        self._finish_job()  # the last job's calls go before any host rule runs
+        """The last job's calls are measured against its gaps on the evidence thread,
+        while the host rules that do not ask for them run (launch-bound)."""
+        self._later(self._end_job)
+
+    def _end_job(self) -> None:
+        self._finish_job()
         self._job = -1
 
     def _end_process(self) -> None:
@@ -218,7 +219,8 @@ class HostRows:
 
     # HostEvidence
     def stall_cover(self) -> StallCover:
-        self.end()
+        self._done()
+        self._end_job()  # nothing left when ``end`` was called (as the host pass does)
         return StallCover(self._cover_api, self._cover_sync, frozenset(self._jobs))
 
     def step_syncs(self) -> list[StepSyncs]:

@@ -182,28 +182,34 @@ def covered_by_parts(
     end: np.ndarray,
     chunk_rows: int = 1 << 20,
 ) -> np.ndarray:
-    """For each ``[start, end)`` (disjoint intervals in start order, as one group's
-    gaps), how much of it the union of ``parts`` covers (ns); each part is (start, end)
-    of disjoint intervals in start order (a union itself). The union of the parts is
-    never whole in memory: it is made one time range at a time (``_range_unions``), and
-    each query end's coverage is the union's length before it."""
+    """For each ``[start, end)``, in any order and overlapping as they may (the gaps of
+    several GPUs), how much of it the union of ``parts`` covers (ns); each part is
+    (start, end) of disjoint intervals in start order (a union itself). The union of the
+    parts is never whole in memory: it is made one time range at a time
+    (``_range_unions``), once for all the queries, and each query's coverage is the
+    union's length before its end less that before its start."""
     n = start.shape[0]
     if not n or not any(s.shape[0] for s, _ in parts):
         return np.zeros(n, dtype=np.int64)
-    before = (np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64))  # at start, end
+    # Every query time, ascending: a range of the union answers a run of them.
+    times = np.concatenate((start, end)).astype(np.int64, copy=False)
+    order = np.argsort(times, kind="stable")
+    times = times[order]
+    before = np.empty(2 * n, dtype=np.int64)  # the union's length before each time
     total = 0
     top = int(np.iinfo(np.int64).max)
     for a, b, ms, me in _range_unions(parts, chunk_rows):
         length = np.concatenate(([0], np.cumsum(me - ms)))
-        for times, out in zip((start, end), before, strict=True):
-            p = np.searchsorted(times, a, side="left")
-            # The last range takes the times at its end too.
-            q = times.shape[0] if b == top else np.searchsorted(times, b, side="left")
-            out[p:q] = total
-            if ms.shape[0]:
-                out[p:q] += _until(ms, me, length, times[p:q])
+        p = np.searchsorted(times, a, side="left")
+        # The last range takes the times at its end too.
+        q = times.shape[0] if b == top else np.searchsorted(times, b, side="left")
+        before[p:q] = total
+        if ms.shape[0]:
+            before[p:q] += _until(ms, me, length, times[p:q])
         total += int(length[-1])
-    result: np.ndarray = before[1] - before[0]
+    at = np.empty(2 * n, dtype=np.int64)
+    at[order] = before
+    result: np.ndarray = at[n:] - at[:n]
     return result
 
 
