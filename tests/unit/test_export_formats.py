@@ -58,7 +58,9 @@ def chrome_tracks(trace: dict[str, Any]) -> Counter[str]:
 
 def perfetto_view(packets: list[Any]) -> dict[str, Any]:
     """Resolve interning: slices as dicts with their process and thread names and their
-    duration (begin and end paired per track), counters per track."""
+    duration (begin and end paired per track), counters per track. Slices are read as
+    trace_processor reads them: sorted by timestamp, in the file's order among equal
+    ones (its TraceSorter), an end closing the track's latest open slice."""
     names: dict[int, str] = {}
     cats: dict[int, str] = {}
     ann: dict[int, str] = {}
@@ -71,6 +73,7 @@ def perfetto_view(packets: list[Any]) -> dict[str, Any]:
     open_slices: dict[int, list[dict[str, Any]]] = {}
     ends = 0
     counter_values: dict[str, list[float]] = {}
+    events: list[Any] = []
     for p in packets:
         assert p.trusted_packet_sequence_id == 1
         if p.HasField("interned_data"):
@@ -90,36 +93,36 @@ def perfetto_view(packets: list[Any]) -> dict[str, Any]:
             elif d.HasField("counter"):
                 counters[d.uuid] = (d.parent_uuid, d.name)
         if p.HasField("track_event"):
-            ev = p.track_event
-            if ev.type == ev.TYPE_SLICE_BEGIN:
-                args = {}
-                for a in ev.debug_annotations:
-                    which = a.WhichOneof("value")
-                    value = getattr(a, which)
-                    args[ann[a.name_iid]] = strings[value] if which == "string_value_iid" else value
-                pid, thread = threads[ev.track_uuid]
-                begin = {
-                    "track": procs[pid],
-                    "thread": thread,
-                    "name": names[ev.name_iid],
-                    "cat": cats[ev.category_iids[0]],
-                    "ts": p.timestamp,
-                    "args": args,
-                }
-                begins.append(begin)
-                open_slices.setdefault(ev.track_uuid, []).append(begin)
-            elif ev.type == ev.TYPE_SLICE_END:
-                ends += 1
-                begin = open_slices[ev.track_uuid].pop()
-                begin["dur"] = p.timestamp - begin["ts"]
-            elif ev.type == ev.TYPE_COUNTER:
-                parent, series = counters[ev.track_uuid]
-                value = (
-                    ev.double_counter_value
-                    if ev.HasField("double_counter_value")
-                    else ev.counter_value
-                )
-                counter_values.setdefault(f"{proc_uuids[parent]}:{series}", []).append(value)
+            events.append(p)
+    for p in sorted(events, key=lambda p: p.timestamp):  # stable: the file's order in ties
+        ev = p.track_event
+        if ev.type == ev.TYPE_SLICE_BEGIN:
+            args = {}
+            for a in ev.debug_annotations:
+                which = a.WhichOneof("value")
+                value = getattr(a, which)
+                args[ann[a.name_iid]] = strings[value] if which == "string_value_iid" else value
+            pid, thread = threads[ev.track_uuid]
+            begin = {
+                "track": procs[pid],
+                "thread": thread,
+                "name": names[ev.name_iid],
+                "cat": cats[ev.category_iids[0]],
+                "ts": p.timestamp,
+                "args": args,
+            }
+            begins.append(begin)
+            open_slices.setdefault(ev.track_uuid, []).append(begin)
+        elif ev.type == ev.TYPE_SLICE_END:
+            ends += 1
+            begin = open_slices[ev.track_uuid].pop()
+            begin["dur"] = p.timestamp - begin["ts"]
+        elif ev.type == ev.TYPE_COUNTER:
+            parent, series = counters[ev.track_uuid]
+            value = (
+                ev.double_counter_value if ev.HasField("double_counter_value") else ev.counter_value
+            )
+            counter_values.setdefault(f"{proc_uuids[parent]}:{series}", []).append(value)
     return {"slices": begins, "ends": ends, "counters": counter_values, "names": names}
 
 

@@ -1,6 +1,7 @@
 """Perfetto packets encoded from columns (export/protowire.py, perfetto_rows.py): the
-bytes parse with protobuf's own classes into exactly the messages meant, canonically
-encoded, and every slice, name, arg, track and counter of a timeline survives."""
+bytes parse with protobuf's own classes into exactly the messages meant, each column of
+varints at its widest, and every slice, name, arg, track and counter of a timeline
+survives."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import io
 import math
 import zlib
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -27,13 +29,14 @@ from tfprof.collector.export.protowire import (
     varints,
 )
 from tfprof.collector.timeline import Timeline
+from tfprof.core.records import RecordKind
 
 pftrace = pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
 
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 
-def test_varints_are_protobufs_own() -> None:
+def test_varints_parse_as_protobufs_own_each_column_at_its_widest() -> None:
     rng = np.random.default_rng(7)
     edges = [0, 1, 127, 128, 16383, 16384, (1 << 21) - 1, 1 << 21, INT64_MAX, -1, INT64_MIN]
     for values in (
@@ -48,7 +51,8 @@ def test_varints_are_protobufs_own() -> None:
         data = encode_rows(message(tag(4, LEN), field), rows)  # TrackEvent.debug_annotations
         event = pftrace.TrackEvent.FromString(data)
         assert [a.int_value for a in event.debug_annotations] == values.tolist()
-        assert len(event.SerializeToString()) == len(data)  # canonical: no byte to spare
+        widest = max(len(varint(v)) for v in values.tolist())
+        assert len(data) == rows * (3 + widest)  # tag, size, tag, value: every row alike
 
 
 def test_optional_pieces_and_nested_sizes() -> None:
@@ -79,7 +83,6 @@ def test_optional_pieces_and_nested_sizes() -> None:
             for a in packet.track_event.debug_annotations
         ]
         assert annotations == ([(3, number)] if has else []) + [(5, double)]
-    assert len(trace.SerializeToString()) == len(data)
 
 
 def _view(timeline: Timeline, **kw: Any) -> dict[str, Any]:
@@ -181,12 +184,73 @@ def test_a_gathered_selection_encodes_each_slice_as_alone() -> None:
     assert as_run(np.arange(4, 9)) == slice(4, 9)
     assert not isinstance(as_run(np.array([4, 6, 5, 7])), slice)  # the span of a run, not one
     assert len(timeline.slices[0]) > 90
+    parsed = pftrace.Trace.FromString  # rows alone are narrower: compare the messages
     together = slice_packets(track, sel, uuids, _fresh_interned(timeline))
     interned = _fresh_interned(timeline)
     alone = b"".join(slice_packets(track, np.array([i]), uuids, interned) for i in sel.tolist())
-    assert together == alone
+    assert parsed(together) == parsed(alone)
     run = slice_packets(track, np.arange(10, 60), uuids, _fresh_interned(timeline))
     interned = _fresh_interned(timeline)
-    assert run == b"".join(
-        slice_packets(track, np.array([i]), uuids, interned) for i in range(10, 60)
+    assert parsed(run) == parsed(
+        b"".join(slice_packets(track, np.array([i]), uuids, interned) for i in range(10, 60))
     )
+
+
+def _stream_track(rows: list[dict[str, int]]) -> Any:
+    from tests.unit.test_merge import stream
+    from tfprof.collector.merge import build_timeline
+    from tfprof.collector.model import JobData
+
+    timeline = build_timeline([JobData("j", "r", [stream(rows)])])
+    return next(t for t in timeline.slices if t.name.endswith("stream:7"))
+
+
+def test_a_chunk_of_several_kinds_goes_a_kind_at_a_time_unless_times_touch() -> None:
+    """A stream's kernels, copies and memsets are encoded a kind at a time (rows of one
+    kind are all as wide), unless one kind's slice begins when another's begins or ends:
+    trace_processor orders equal times by the file, so those keep their time order."""
+    from tests.unit.test_merge import kernel, memcpy, memset
+    from tfprof.collector.export.perfetto_rows import kind_blocks
+
+    apart = [kernel(0, 10), memcpy(20, 5), kernel(30, 10), memset(50, 5), kernel(60, 10)]
+    track = _stream_track(apart)
+    assert [b.tolist() for b in kind_blocks(track, 0, 5)] == [[0, 2, 4], [1], [3]]
+    assert [b.tolist() for b in kind_blocks(track, 1, 4)] == [[2], [1], [3]]
+    # A kernel ending as the next kernel begins: one kind, no order to keep.
+    same_kind = _stream_track([kernel(0, 10), kernel(10, 10), memcpy(30, 5)])
+    assert [b.tolist() for b in kind_blocks(same_kind, 0, 3)] == [[0, 1], [2]]
+    for touching in (
+        [kernel(0, 10), memcpy(10, 5), kernel(30, 10)],  # a copy begins as a kernel ends
+        [memcpy(0, 10), kernel(10, 5), memcpy(30, 10)],  # a kernel begins as a copy ends
+        [kernel(0, 10), memset(0, 0), kernel(30, 10)],  # a memset begins with a kernel
+    ):
+        track = _stream_track(touching)
+        assert [b.tolist() for b in kind_blocks(track, 0, 3)] == [[0, 1, 2]]
+
+
+def test_slices_of_kinds_encoded_apart_read_back_as_in_time_order() -> None:
+    """Read as trace_processor reads them, a stream encoded a kind at a time gives the
+    slices that one time-ordered run gives."""
+    from tests.unit.test_merge import kernel, memcpy, memset, stream
+    from tfprof.collector.merge import build_timeline
+    from tfprof.collector.model import JobData
+
+    rng = np.random.default_rng(12)
+    makers: list[Callable[[int, int], dict[str, int]]] = [kernel, memcpy, memset]
+    rows, t = [], 0
+    for _ in range(600):
+        duration = int(rng.integers(1, 50))
+        rows.append(makers[int(rng.integers(0, 3))](t, duration))
+        t += duration + int(rng.integers(0, 3))  # touching now and then
+    timeline = build_timeline([JobData("j", "r", [stream(rows)])])
+    view = _view(timeline, chunk_events=40)
+    on_stream = [s for s in view["slices"] if s["track"].endswith("stream:7")]
+    category = {
+        RecordKind.KERNEL: "kernel",
+        RecordKind.MEMCPY: "memcpy",
+        RecordKind.MEMSET: "memset",
+    }
+    assert [(s["ts"], s["dur"], s["cat"]) for s in on_stream] == [
+        (r["start_ns"] - rows[0]["start_ns"], r["duration_ns"], category[RecordKind(r["kind"])])
+        for r in rows
+    ]

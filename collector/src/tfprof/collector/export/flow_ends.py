@@ -70,6 +70,15 @@ class ChunkFlows:
     out_ids: np.ndarray
     in_ids: np.ndarray
 
+    def rows(self, index: np.ndarray) -> ChunkFlows:
+        """The flows of the slices ``index`` (ascending) of the run, numbered as they are
+        in ``index``."""
+        at = np.full(self.in_ids.shape[0], -1, dtype=np.int64)
+        at[index] = np.arange(index.shape[0])
+        out = at[self.out_rows]
+        kept = out >= 0
+        return ChunkFlows(out[kept], self.out_ids[kept], self.in_ids[index])
+
     def out_counts(self) -> np.ndarray:
         """How many flows each slice starts."""
         counts: np.ndarray = np.bincount(self.out_rows, minlength=self.in_ids.shape[0])

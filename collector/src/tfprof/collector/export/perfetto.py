@@ -51,7 +51,13 @@ from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pftrace
 
 from tfprof.collector.export.flow_ends import TrackFlows
 from tfprof.collector.export.output import BinaryOutput, BlockPipeline
-from tfprof.collector.export.perfetto_rows import SEQUENCE_ID, Interned, Packets, slice_layout
+from tfprof.collector.export.perfetto_rows import (
+    SEQUENCE_ID,
+    Interned,
+    Packets,
+    kind_blocks,
+    slice_layout,
+)
 from tfprof.collector.export.protowire import LEN, tag, varint
 from tfprof.collector.timeline import (
     CounterTrack,
@@ -240,19 +246,26 @@ class PerfettoReporter:
         uuids = np.asarray([self._uuids.thread(t) for t in track.thread_ids], dtype=np.int64)
         for a, b in self._runs(index, len(track)):
             flows = self._flows.chunk(index, a, b) if self._flows else None
-            packets = slice_layout(track, np.arange(a, b), uuids, self._interned, flows)
-            interned = self._interned
-            if interned.new_strings or interned.new_categories:
-                trace = pftrace.Trace()
-                data = self._packet(trace).interned_data
-                for iid, value in interned.new_strings:
-                    data.debug_annotation_string_values.add(iid=iid, str=value.encode())
-                for iid, value in interned.new_categories:
-                    data.event_categories.add(iid=iid, name=value)
-                interned.new_strings.clear()
-                interned.new_categories.clear()
-                packets = Packets(packets.pieces, packets.rows, trace.SerializeToString())
-            yield packets
+            for rows in kind_blocks(track, a, b):
+                mine = (
+                    flows.rows(rows - a) if flows is not None and rows.shape[0] < b - a else flows
+                )
+                yield self._interning(slice_layout(track, rows, uuids, self._interned, mine))
+
+    def _interning(self, packets: Packets) -> Packets:
+        """``packets`` after a packet of the strings and categories they intern first."""
+        interned = self._interned
+        if not (interned.new_strings or interned.new_categories):
+            return packets
+        trace = pftrace.Trace()
+        data = self._packet(trace).interned_data
+        for iid, value in interned.new_strings:
+            data.debug_annotation_string_values.add(iid=iid, str=value.encode())
+        for iid, value in interned.new_categories:
+            data.event_categories.add(iid=iid, name=value)
+        interned.new_strings.clear()
+        interned.new_categories.clear()
+        return Packets(packets.pieces, packets.rows, trace.SerializeToString())
 
     def _runs(self, index: int, n: int) -> Iterator[tuple[int, int]]:
         """Runs of the track's slices encoded at once: chunks, and a run of its own for

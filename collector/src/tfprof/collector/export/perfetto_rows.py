@@ -290,6 +290,31 @@ def _kind_rows(kinds: np.ndarray) -> tuple[list[int | None], list[np.ndarray]]:
     return present, index
 
 
+def kind_blocks(track: SliceTrack, a: int, b: int) -> list[np.ndarray]:
+    """The slices ``[a, b)`` of ``track`` as blocks of one kind each (ascending within),
+    encoded one after the other: rows of one kind are all as wide (``protowire``), so
+    a block is one copy, not a byte mask. Or the run whole, in time order, when the
+    order of the file could change what a reader makes of it: trace_processor sorts
+    packets by timestamp, the file's order only among equal ones, so a begin at the
+    time another kind's slice begins or ends keeps its place (a stack of slices is
+    built in that order)."""
+    kinds = track.kind[a:b]
+    run = [np.arange(a, b)]
+    if b - a < 2 or int(kinds.min()) == int(kinds.max()):
+        return run
+    start = track.start_ns[a:b]  # ascending
+    same_start = start[1:] == start[:-1]
+    if bool((same_start & (kinds[1:] != kinds[:-1])).any()):
+        return run  # of equal starts, any two kinds are next to each other somewhere
+    # Of the slices starting when one ends, all are of one kind (above): the first's.
+    end = start + track.duration_ns[a:b]
+    at = np.minimum(np.searchsorted(start, end), start.shape[0] - 1)
+    if bool(((start[at] == end) & (kinds[at] != kinds)).any()):
+        return run
+    present = np.flatnonzero(np.bincount(kinds - int(kinds.min()))) + int(kinds.min())
+    return [a + np.flatnonzero(kinds == k) for k in present.tolist()]
+
+
 def as_run(sel: np.ndarray) -> np.ndarray | slice:
     """``sel`` as a slice when it is consecutive slices (a chunk of a track): the
     track's columns are then read as views, not gathered."""
@@ -407,4 +432,12 @@ def slice_layout(
     return Packets([*message(_PACKET, begin), *message(_PACKET, end)], rows)
 
 
-__all__ = ["SEQUENCE_ID", "Interned", "Packets", "slice_layout", "slice_packets", "split_args"]
+__all__ = [
+    "SEQUENCE_ID",
+    "Interned",
+    "Packets",
+    "kind_blocks",
+    "slice_layout",
+    "slice_packets",
+    "split_args",
+]

@@ -2,12 +2,14 @@
 
 A row is a sequence of pieces: literal bytes (tags, and fields whose value is the same
 on every row) and ``Field``s, whose bytes differ per row. Every field is laid out at its
-widest in a byte matrix, and says how many of its bytes each row keeps: a varint is its
-low groups first, so a shorter value is a prefix of the slot, an absent field keeps no
-byte and a present one exactly its canonical encoding. ``encode_rows`` fills the matrix
-a field at a time and drops what no row keeps (only when some field's length varies);
-the result is the rows' bytes, one after the other, as protobuf's own serialiser writes
-them.
+widest in a byte matrix, and says how many of its bytes each row keeps: an absent field
+keeps none. A column of varints is written at its widest value's width on every row: a
+shorter value carries groups of zero after its own, with the continuation bit set, as
+protobuf's wire format allows (every parser reads a varint of up to ten bytes; protobuf's
+own serialiser writes the shortest). The rows of a chunk of one kind are then all as
+wide: ``encode_rows`` fills the matrix a field at a time and its bytes are the rows',
+one after the other, with nothing to drop. Only rows that differ in shape (an optional
+field some have, alternatives per kind) drop what they do not keep.
 
 Lengths of nested messages are fields too (``message``): the sum of what their pieces
 keep on each row, so each row's message carries exactly its own size.
@@ -39,15 +41,12 @@ def varint(value: int) -> bytes:
     return bytes(out)
 
 
-def _two_byte_tables() -> tuple[np.ndarray, np.ndarray]:
+def _two_byte_table() -> np.ndarray:
     values = np.arange(1 << 14, dtype=np.int64)
-    low = (values & 0x7F) | np.where(values >= 0x80, 0x80, 0)
-    octets = np.stack([low, values >> 7], axis=1).astype(np.uint8)
-    lengths = np.where(values >= 0x80, 2, 1).astype(np.int64)
-    return octets, lengths
+    return np.stack([(values & 0x7F) | 0x80, values >> 7], axis=1).astype(np.uint8)
 
 
-_SMALL_OCTETS, _SMALL_LENGTHS = _two_byte_tables()  # the varints of 0 .. 2**14 - 1
+_TWO_BYTES = _two_byte_table()  # 0 .. 2**14 - 1 as two-byte varints
 
 
 @dataclass(frozen=True)
@@ -95,8 +94,8 @@ Piece = bytes | Field | Group | Choice
 
 
 def varints(values: np.ndarray) -> Piece:
-    """The canonical varint of each value (int64 < 0 take ten bytes): a literal when
-    every row has the same value."""
+    """The varint of each value, every row as wide as the widest (int64 < 0 take ten
+    bytes): a literal when every row has the same value."""
     rows = values.shape[0]
     if rows == 0:
         return b""
@@ -106,20 +105,14 @@ def varints(values: np.ndarray) -> Piece:
     if low >= 0 and high < 0x80:
         return Field(values.astype(np.uint8).reshape(rows, 1), 1)
     if low >= 0 and high < 1 << 14:
-        lengths = np.take(_SMALL_LENGTHS, values)
-        uniform = high < 0x80 or low >= 0x80
-        return Field(np.take(_SMALL_OCTETS, values, axis=0), 2 if uniform else lengths)
+        return Field(np.take(_TWO_BYTES, values, axis=0), 2)
     unsigned = values.astype(np.uint64, copy=False)
     width = len(varint(high if low >= 0 else low))
-    lengths = np.ones(rows, dtype=np.int64)
-    for k in range(1, width):
-        lengths += unsigned >= np.uint64(1 << (7 * k))
     data = np.empty((rows, width), dtype=np.uint8)
     for k in range(width):
         group = (unsigned >> np.uint64(7 * k)).astype(np.uint8) & np.uint8(0x7F)
-        data[:, k] = group | ((lengths > k + 1).view(np.uint8) << np.uint8(7))
-    short, long = int(lengths.min()), int(lengths.max())
-    return Field(data, long if short == long else lengths)
+        data[:, k] = group | np.uint8(0x80 if k < width - 1 else 0)
+    return Field(data, width)
 
 
 def fixed64(values: np.ndarray) -> Field:
@@ -159,6 +152,8 @@ def optional(pieces: Sequence[Piece], present: np.ndarray) -> list[Piece]:
     """The pieces on the rows ``present``; nothing of them on the others."""
     if present.all():
         return list(pieces)
+    if not present.any():
+        return []
     return [Group(tuple(pieces), np.where(present, _total(pieces), 0), present)]
 
 
