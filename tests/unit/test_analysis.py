@@ -286,11 +286,10 @@ def test_coverage_by_parts_equals_coverage_by_their_whole_union(
 ) -> None:
     """The union of several unions covers each interval as their union made at once does,
     whatever the time ranges it is made in (down to one per interval): equal starts,
-    touching and nested intervals, queries before, across and after every part (one
-    GPU's gaps: disjoint, in order; several GPUs': overlapping, in no order), empty
-    parts."""
+    touching and nested intervals, queries (disjoint, in order) before, across and after
+    every part, several groups of them in one pass, empty parts."""
     from tfprof.collector.analysis import intervals
-    from tfprof.collector.analysis.intervals import covered, covered_by_parts
+    from tfprof.collector.analysis.intervals import covered, covered_by_parts, covers_by_parts
 
     monkeypatch.setattr(intervals, "_SAMPLE", sample)
 
@@ -314,12 +313,12 @@ def test_coverage_by_parts_equals_coverage_by_their_whole_union(
         got = covered_by_parts(parts, q_start, q_end, chunk_rows=chunk)
         want = covered(whole, np.zeros(q_start.shape[0], dtype=np.int64), q_start, q_end)
         assert got.tolist() == want.tolist(), (sizes, chunk)
-        # Several GPUs' gaps at once: overlapping, nested, empty, in no order.
-        o_start = rng.integers(-1_000, 101_000, 400)
-        o_end = o_start + rng.integers(0, 30_000, 400)
-        got = covered_by_parts(parts, o_start, o_end, chunk_rows=chunk)
-        want = covered(whole, np.zeros(o_start.shape[0], dtype=np.int64), o_start, o_end)
-        assert got.tolist() == want.tolist(), (sizes, chunk)
+        # Several GPUs' gaps in one pass over the union: each group as if alone.
+        other = np.unique(rng.integers(-1_000, 101_000, 301) // 3 * 3)
+        groups = [(q_start, q_end), (other[0:-1:2], other[1::2]), (q_end[:0], q_end[:0])]
+        for (gs, ge), got in zip(groups, covers_by_parts(parts, groups, chunk), strict=True):
+            want = covered(whole, np.zeros(gs.shape[0], dtype=np.int64), gs, ge)
+            assert got.tolist() == want.tolist(), (sizes, chunk)
 
 
 def test_call_parts_merged_as_they_grow_cover_as_all_of_them() -> None:

@@ -32,7 +32,8 @@ def _steady(ctx: Context) -> np.ndarray:
     # np.unique's, took 0.12 s at 10M records; this takes a few ms).
     earliest = np.full(int(key.max()) + 1, np.iinfo(np.int64).max, dtype=np.int64)
     np.minimum.at(earliest, key, start)
-    at_first = np.flatnonzero(start == earliest[key])  # a few per pair
+    at_first = np.flatnonzero(start == np.take(earliest, key))  # a few per pair
+    del start
     _, first = np.unique(key[at_first], return_index=True)
     keep = np.ones(kernels.shape[0], dtype=bool)
     keep[at_first[first]] = False
@@ -45,7 +46,11 @@ def _pair_codes(job: np.ndarray, name: np.ndarray) -> np.ndarray:
     used = np.zeros(int(name.max()) + 1, dtype=bool)
     used[name] = True
     code = np.cumsum(used) - 1
-    codes: np.ndarray = job.astype(np.int64) * int(code[-1] + 1) + code[name]
+    pairs = (int(job.max()) + 1) * int(code[-1] + 1)
+    wide = np.dtype(np.int32 if pairs < 2**31 else np.int64)  # 4 bytes a kernel if they fit
+    codes: np.ndarray = job.astype(wide)
+    codes *= int(code[-1] + 1)
+    codes += code.astype(wide)[name]
     if int(codes.max()) > 4 * codes.shape[0] + (1 << 20):  # many jobs: keep it small
         codes = np.unique(codes, return_inverse=True)[1].reshape(-1)
     return codes

@@ -43,6 +43,11 @@ class CallParts:
         self._rows = 0
         self._after_merge = 0
 
+    @property
+    def rows(self) -> int:
+        """Intervals held."""
+        return self._rows
+
     def add(self, start: np.ndarray, end: np.ndarray) -> None:
         self.parts.append((start, end))
         self._rows += start.shape[0]

@@ -182,35 +182,40 @@ def covered_by_parts(
     end: np.ndarray,
     chunk_rows: int = 1 << 20,
 ) -> np.ndarray:
-    """For each ``[start, end)``, in any order and overlapping as they may (the gaps of
-    several GPUs), how much of it the union of ``parts`` covers (ns); each part is
-    (start, end) of disjoint intervals in start order (a union itself). The union of the
-    parts is never whole in memory: it is made one time range at a time
-    (``_range_unions``), once for all the queries, and each query's coverage is the
-    union's length before its end less that before its start."""
-    n = start.shape[0]
-    if not n or not any(s.shape[0] for s, _ in parts):
-        return np.zeros(n, dtype=np.int64)
-    # Every query time, ascending: a range of the union answers a run of them.
-    times = np.concatenate((start, end)).astype(np.int64, copy=False)
-    order = np.argsort(times, kind="stable")
-    times = times[order]
-    before = np.empty(2 * n, dtype=np.int64)  # the union's length before each time
+    """For each ``[start, end)`` (disjoint intervals in start order, as one GPU's gaps),
+    how much of it the union of ``parts`` covers (ns): ``covers_by_parts`` of one group."""
+    return covers_by_parts(parts, [(start, end)], chunk_rows)[0]
+
+
+def covers_by_parts(
+    parts: Sequence[tuple[np.ndarray, np.ndarray]],
+    groups: Sequence[tuple[np.ndarray, np.ndarray]],
+    chunk_rows: int = 1 << 20,
+) -> list[np.ndarray]:
+    """For each group of intervals (start, end: disjoint, in start order, as one GPU's
+    gaps), how much of each the union of ``parts`` covers (ns); each part is (start,
+    end) of disjoint intervals in start order (a union itself). The union of the parts
+    is never whole in memory: it is made one time range at a time (``_range_unions``),
+    once for every group (the gaps of a job's GPUs), and each query end's coverage is
+    the union's length before it."""
+    befores = [(np.zeros(s.shape[0], dtype=np.int64), np.zeros(s.shape[0], dtype=np.int64))
+               for s, _ in groups]  # fmt: skip
+    if not any(s.shape[0] for s, _ in groups) or not any(s.shape[0] for s, _ in parts):
+        return [e - s for s, e in befores]
     total = 0
     top = int(np.iinfo(np.int64).max)
     for a, b, ms, me in _range_unions(parts, chunk_rows):
         length = np.concatenate(([0], np.cumsum(me - ms)))
-        p = np.searchsorted(times, a, side="left")
-        # The last range takes the times at its end too.
-        q = times.shape[0] if b == top else np.searchsorted(times, b, side="left")
-        before[p:q] = total
-        if ms.shape[0]:
-            before[p:q] += _until(ms, me, length, times[p:q])
+        for (start, end), before in zip(groups, befores, strict=True):
+            for times, out in zip((start, end), before, strict=True):
+                p = np.searchsorted(times, a, side="left")
+                # The last range takes the times at its end too.
+                q = times.shape[0] if b == top else np.searchsorted(times, b, side="left")
+                out[p:q] = total
+                if ms.shape[0]:
+                    out[p:q] += _until(ms, me, length, times[p:q])
         total += int(length[-1])
-    at = np.empty(2 * n, dtype=np.int64)
-    at[order] = before
-    result: np.ndarray = at[n:] - at[:n]
-    return result
+    return [e - s for s, e in befores]
 
 
 _NONE = np.zeros(0, dtype=np.int64)
