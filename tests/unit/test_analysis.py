@@ -289,7 +289,7 @@ def test_coverage_by_parts_equals_coverage_by_their_whole_union(
     touching and nested intervals, queries (disjoint, in order) before, across and after
     every part, several groups of them in one pass, empty parts."""
     from tfprof.collector.analysis import intervals
-    from tfprof.collector.analysis.intervals import covered, covered_by_parts, covers_by_parts
+    from tfprof.collector.analysis.intervals import covered, covers_by_parts
 
     monkeypatch.setattr(intervals, "_SAMPLE", sample)
 
@@ -310,7 +310,7 @@ def test_coverage_by_parts_equals_coverage_by_their_whole_union(
         # Queries as one group's gaps: disjoint, in order, touching some of the time.
         cuts = np.unique(rng.integers(-1_000, 101_000, 801) // 7 * 7)
         q_start, q_end = cuts[0:-1:2], cuts[1::2]
-        got = covered_by_parts(parts, q_start, q_end, chunk_rows=chunk)
+        (got,) = covers_by_parts(parts, [(q_start, q_end)], chunk_rows=chunk)
         want = covered(whole, np.zeros(q_start.shape[0], dtype=np.int64), q_start, q_end)
         assert got.tolist() == want.tolist(), (sizes, chunk)
         # Several GPUs' gaps in one pass over the union: each group as if alone.
@@ -325,7 +325,7 @@ def test_call_parts_merged_as_they_grow_cover_as_all_of_them() -> None:
     """A job's call unions merged whenever they double (``CallParts``) hold fewer
     intervals where the processes overlap, and cover every gap as all of them do."""
     from tfprof.collector.advice.stall_cover import CallParts
-    from tfprof.collector.analysis.intervals import covered_by_parts
+    from tfprof.collector.analysis.intervals import covers_by_parts
 
     rng = np.random.default_rng(29)
     merged, kept = CallParts(merge_rows=50), CallParts(merge_rows=1 << 40)
@@ -339,9 +339,10 @@ def test_call_parts_merged_as_they_grow_cover_as_all_of_them() -> None:
     assert len(kept.parts) == 40 and held < sum(s.shape[0] for s, _ in kept.parts) // 4
     cuts = np.unique(rng.integers(-100, 20_100, 301))
     q_start, q_end = cuts[0:-1:2], cuts[1::2]
-    want = covered_by_parts(kept.parts, q_start, q_end)
+    (want,) = covers_by_parts(kept.parts, [(q_start, q_end)])
     assert want.sum() > 0
-    assert covered_by_parts(merged.parts, q_start, q_end).tolist() == want.tolist()
+    (got,) = covers_by_parts(merged.parts, [(q_start, q_end)])
+    assert got.tolist() == want.tolist()
 
 
 def test_coverage_group_by_group_equals_the_keyed_search(monkeypatch: pytest.MonkeyPatch) -> None:

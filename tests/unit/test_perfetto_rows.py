@@ -61,18 +61,30 @@ def test_optional_pieces_and_nested_sizes() -> None:
     present = rng.random(rows) < 0.5
     numbers = rng.integers(0, 1 << 40, rows)
     doubles = rng.random(rows) * 1e6
-    body = [
-        tag(9, VARINT) + varint(1),  # TrackEvent.type
-        *optional(
-            message(tag(4, LEN), [tag(1, VARINT) + varint(3), tag(4, VARINT), varints(numbers)]),
-            present,
-        ),
-        tag(10, VARINT),  # name_iid
-        varints(numbers % 1000),
-        *message(tag(4, LEN), [tag(1, VARINT) + varint(5), tag(5, 1), fixed64(doubles)]),
-    ]
-    packets = message(tag(1, LEN), [tag(8, VARINT), varints(numbers), *message(tag(11, LEN), body)])
-    data = encode_rows(packets, rows)
+
+    def encoded(present: np.ndarray) -> bytes:
+        body = [
+            tag(9, VARINT) + varint(1),  # TrackEvent.type
+            *optional(
+                message(
+                    tag(4, LEN), [tag(1, VARINT) + varint(3), tag(4, VARINT), varints(numbers)]
+                ),
+                present,
+            ),
+            tag(10, VARINT),  # name_iid
+            varints(numbers % 1000),
+            *message(tag(4, LEN), [tag(1, VARINT) + varint(5), tag(5, 1), fixed64(doubles)]),
+        ]
+        track_event = message(tag(11, LEN), body)
+        return encode_rows(
+            message(tag(1, LEN), [tag(8, VARINT), varints(numbers), *track_event]), rows
+        )
+
+    data = encoded(present)
+    # The rows that have the optional annotation carry exactly it, and nothing more:
+    # tag, size, name (2 bytes), value tag, and the value at its column's widest.
+    widest = len(varint(int(numbers.max())))
+    assert len(data) - len(encoded(np.zeros(rows, dtype=bool))) == int(present.sum()) * (5 + widest)
     trace = pftrace.Trace.FromString(data)
     assert len(trace.packet) == rows
     rows_out = zip(trace.packet, present.tolist(), numbers.tolist(), doubles.tolist(), strict=True)

@@ -3,7 +3,7 @@ each gap the job's host spent in CUDA API calls, and in synchronising ones.
 
 A whole host side gives it at once (``stall_cover_of``); a host side streamed past
 ``advice.host_rows`` keeps only each job's calls clipped to its gaps, a batch's union
-at a time (``CallParts``), until the job's processes are all read (``covered_by_parts``).
+at a time (``CallParts``), until the job's processes are all read (``covers_by_parts``).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def long_gaps(busy: Merged, lo: np.ndarray, hi: np.ndarray) -> Gaps:
 
 
 class CallParts:
-    """One job's calls in its gaps, a union per batch (``covered_by_parts``' parts).
+    """One job's calls in its gaps, a union per batch (``covers_by_parts``' parts).
 
     The processes of a job run at the same time, so their calls overlap (ranks
     synchronise together): once the parts hold MERGE_ROWS intervals and twice what the

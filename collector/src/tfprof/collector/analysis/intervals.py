@@ -170,21 +170,10 @@ def _range_unions(
 def merged_parts(
     parts: Sequence[tuple[np.ndarray, np.ndarray]], chunk_rows: int = 1 << 20
 ) -> list[tuple[np.ndarray, np.ndarray]]:
-    """The union of ``parts`` (as ``covered_by_parts`` takes them) as parts again, one
+    """The union of ``parts`` (as ``covers_by_parts`` takes them) as parts again, one
     per time range: disjoint and in order, fewer intervals where the parts overlapped,
     and never a copy of every interval at once beyond the result."""
     return [(ms, me) for _, _, ms, me in _range_unions(parts, chunk_rows) if ms.shape[0]]
-
-
-def covered_by_parts(
-    parts: Sequence[tuple[np.ndarray, np.ndarray]],
-    start: np.ndarray,
-    end: np.ndarray,
-    chunk_rows: int = 1 << 20,
-) -> np.ndarray:
-    """For each ``[start, end)`` (disjoint intervals in start order, as one GPU's gaps),
-    how much of it the union of ``parts`` covers (ns): ``covers_by_parts`` of one group."""
-    return covers_by_parts(parts, [(start, end)], chunk_rows)[0]
 
 
 def covers_by_parts(
@@ -219,7 +208,7 @@ def covers_by_parts(
 
 
 _NONE = np.zeros(0, dtype=np.int64)
-_SAMPLE = 1024  # one start in this many places the time ranges of covered_by_parts
+_SAMPLE = 1024  # one start in this many places the time ranges of covers_by_parts
 
 
 def _time_ranges(parts: Sequence[tuple[np.ndarray, np.ndarray]], chunk_rows: int) -> list[int]:
