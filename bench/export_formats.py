@@ -5,8 +5,9 @@ Prints figures, asserts nothing. The timeline is ``export_vs_tf_timeline.make_jo
 copies, 2% memsets) plus host samples every 500 ms. Each format is measured in a fresh
 child process, so its peak RSS is its own: ``base`` is the child's peak after building
 the timeline, ``peak`` after writing it, ``write`` is what writing added on top.
-``write s`` is wall time, ``cpu s`` the process's CPU time over the same span (both
-threads: the Perfetto writer deflates on a second one); ``MB/1M`` is the file's size per
+``write s`` is wall time, ``cpu s`` the process's CPU time over the same span (every
+thread: the writers finish and compress blocks on two more), each format's module
+imported before the clock starts; ``MB/1M`` is the file's size per
 million records. ``chrome`` is the default ``.json.gz``, ``chrome-json`` plain ``.json``.
 
     .venv/bin/python bench/export_formats.py --records 1000000
@@ -24,6 +25,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -45,7 +47,7 @@ def _peak_mib() -> float:
 
 def child(name: str, records: int, out_dir: str) -> dict[str, float | int | str]:
     from bench.export_vs_tf_timeline import make_job
-    from tfprof.collector.export import write_timeline
+    from tfprof.collector.export import reporter_for, write_timeline
     from tfprof.collector.merge import build_timeline
 
     job = make_job(records)
@@ -62,6 +64,9 @@ def child(name: str, records: int, out_dir: str) -> dict[str, float | int | str]
     timeline = build_timeline([job])
     base = _peak_mib()
     fmt, file_name = FORMATS[name]
+    # The format's module is imported before the clock starts: once per process, however
+    # large the trace (Perfetto's generated protobuf classes take ~40 ms to import).
+    reporter_for(file_name, fmt)(timeline)
     started, cpu = time.perf_counter(), time.process_time()
     target = write_timeline(timeline, os.path.join(out_dir, file_name), fmt)
     seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
@@ -72,8 +77,8 @@ def child(name: str, records: int, out_dir: str) -> dict[str, float | int | str]
         "records": records,
         "slices": timeline.num_slices,
         "bytes": target.stat().st_size,
-        "write_s": round(seconds, 2),
-        "cpu_s": round(cpu, 2),
+        "write_s": round(seconds, 3),
+        "cpu_s": round(cpu, 3),
         "base_rss_mib": round(base),
         "peak_rss_mib": round(peak),
         "write_rss_mib": round(peak - base),
@@ -89,6 +94,13 @@ def main() -> None:
     parser.add_argument(
         "--dir", default=None, help="where the files are written (default: the temp dir)"
     )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="measure the formats this many times, in turn (the machine's speed drifts: "
+        "formats compared within a round compare fairly)",
+    )
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--out", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -99,22 +111,39 @@ def main() -> None:
           f"{args.dir or tempfile.gettempdir()}")  # fmt: skip
     header = f"{'format':<12} {'file':<16} {'slices':>10} {'MB':>8} {'MB/1M':>7} {'write s':>8} "
     print(header + f"{'cpu s':>6} {'base MiB':>9} {'peak MiB':>9} {'write MiB':>10}")
-    for fmt in args.formats.split(","):
-        with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
-            cmd = [sys.executable, __file__, "--child", fmt, "--records", str(args.records)]
-            result = subprocess.run(
-                [*cmd, "--out", tmp], capture_output=True, text=True, check=False
-            )
-            if result.returncode:
-                print(f"{fmt:<12} failed: {result.stderr.strip().splitlines()[-1:]}")
-                continue
-            r = json.loads(result.stdout.strip().splitlines()[-1])
-            per_million = r["bytes"] / 1e6 / (r["records"] / 1e6)
-            print(
-                f"{r['format']:<12} {r['file']:<16} {r['slices']:>10,} {r['bytes'] / 1e6:>8.1f} "
-                f"{per_million:>7.1f} {r['write_s']:>8.2f} {r['cpu_s']:>6.2f} "
-                f"{r['base_rss_mib']:>9} {r['peak_rss_mib']:>9} {r['write_rss_mib']:>10}"
-            )
+    formats = args.formats.split(",")
+    seconds: list[dict[str, float]] = []
+    for _ in range(max(1, args.rounds)):
+        seconds.append({})
+        for fmt in formats:
+            r = _measure(fmt, args.records, args.dir)
+            if r is not None:
+                seconds[-1][fmt] = float(r["write_s"])
+    if "perfetto" in formats and "chrome-json" in formats:
+        ratios = [
+            f"{s['perfetto'] / s['chrome-json']:.2f}"
+            for s in seconds
+            if s.get("chrome-json") and "perfetto" in s
+        ]
+        print(f"perfetto / chrome-json write time, each round: {', '.join(ratios)}")
+
+
+def _measure(fmt: str, records: int, out_dir: str | None) -> dict[str, Any] | None:
+    """One format written by a child process: its figures, printed as a row."""
+    with tempfile.TemporaryDirectory(dir=out_dir) as tmp:
+        cmd = [sys.executable, __file__, "--child", fmt, "--records", str(records)]
+        result = subprocess.run([*cmd, "--out", tmp], capture_output=True, text=True, check=False)
+    if result.returncode:
+        print(f"{fmt:<12} failed: {result.stderr.strip().splitlines()[-1:]}")
+        return None
+    r: dict[str, Any] = json.loads(result.stdout.strip().splitlines()[-1])
+    per_million = r["bytes"] / 1e6 / (r["records"] / 1e6)
+    print(
+        f"{r['format']:<12} {r['file']:<16} {r['slices']:>10,} {r['bytes'] / 1e6:>8.1f} "
+        f"{per_million:>7.1f} {r['write_s']:>8.2f} {r['cpu_s']:>6.2f} "
+        f"{r['base_rss_mib']:>9} {r['peak_rss_mib']:>9} {r['write_rss_mib']:>10}"
+    )
+    return r
 
 
 if __name__ == "__main__":

@@ -45,6 +45,15 @@ def test_varints_parse_as_protobufs_own_each_column_at_its_widest() -> None:
         rng.integers(0, 1 << 14, 300),
         rng.integers(0, 128, 300),
         np.full(5, 300),
+        # every width of 3 to 9 bytes, its edges included (3 to 8: one word per value)
+        *(
+            np.concatenate(
+                [rng.integers(0, 1 << 7 * w, 50), [(1 << 7 * (w - 1)), (1 << 7 * w) - 1]]
+            )
+            for w in range(3, 10)
+        ),
+        rng.integers(0, 1 << 16, 300).astype(np.uint16),  # as the lake holds some columns
+        rng.integers(0, 1 << 32, 300).astype(np.uint32),
     ):
         field = [tag(4, VARINT), varints(values)]  # DebugAnnotation.int_value
         rows = values.shape[0]
@@ -231,10 +240,14 @@ def test_a_chunk_of_several_kinds_goes_a_kind_at_a_time_unless_times_touch() -> 
     # A kernel ending as the next kernel begins: one kind, no order to keep.
     same_kind = _stream_track([kernel(0, 10), kernel(10, 10), memcpy(30, 5)])
     assert [b.tolist() for b in kind_blocks(same_kind, 0, 3)] == [[0, 1], [2]]
+    # Slices that overlap (two lanes): the one starting as another ends is not the next.
+    overlapping = _stream_track([kernel(0, 20), kernel(5, 20), memcpy(40, 5)])
+    assert [b.tolist() for b in kind_blocks(overlapping, 0, 3)] == [[0, 1], [2]]
     for touching in (
         [kernel(0, 10), memcpy(10, 5), kernel(30, 10)],  # a copy begins as a kernel ends
         [memcpy(0, 10), kernel(10, 5), memcpy(30, 10)],  # a kernel begins as a copy ends
         [kernel(0, 10), memset(0, 0), kernel(30, 10)],  # a memset begins with a kernel
+        [kernel(0, 20), kernel(5, 30), memcpy(20, 5)],  # ... as an overlapped kernel ends
     ):
         track = _stream_track(touching)
         assert [b.tolist() for b in kind_blocks(track, 0, 3)] == [[0, 1, 2]]

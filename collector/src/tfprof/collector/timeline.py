@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from tfprof.core.tracks import TrackKey
+from tfprof.core.tracks import TrackKey, TrackKind
 
 GroupBy = Literal["job", "gpu"]
 
@@ -77,6 +77,17 @@ class SliceTrack:
     def end_ns(self) -> np.ndarray:
         end: np.ndarray = self.start_ns + self.duration_ns
         return end
+
+    def known_value(self, name: str) -> int | None:
+        """The value every slice has in record column ``name`` when the key says it
+        without reading the column: a stream track's rows are those of one (device,
+        stream) (``merge._split_by_stream``). None for every other column and track."""
+        if self.key.kind is TrackKind.STREAM:
+            if name == "device":
+                return self.key.gpu
+            if name == "stream":
+                return self.key.stream
+        return None
 
     def column(self, name: str, select: np.ndarray | slice | None = None) -> np.ndarray:
         """A record column (``RECORD_COLUMNS``) for this track's slices, or a selection."""

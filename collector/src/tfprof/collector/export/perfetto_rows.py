@@ -147,7 +147,8 @@ def split_args(
 @dataclass(frozen=True)
 class _Values:
     """One arg on the rows of one kind: its DebugAnnotation value field and encoding,
-    the values, and which of the rows have one (None: all of them)."""
+    the values (one per row; or, for a varint every row has, that one value), and which
+    of the rows have one (None: all of them)."""
 
     tag: bytes
     varint: bool  # else fixed64 (a double)
@@ -170,9 +171,12 @@ def _doubles(values: np.ndarray, present: np.ndarray | None = None) -> _Values:
 def _value(
     arg: SliceArg, picked: Selection, duration_ns: np.ndarray, interned: Interned
 ) -> _Values:
-    columns = [picked.column(c) for c in arg.columns]
     if arg.type is ArgType.INT:
-        return _int(columns[0])
+        known = picked.track.known_value(arg.columns[0])
+        if known is not None:  # one value on every row: a literal, no column read
+            return _int(np.array([known], dtype=np.int64))
+        return _int(picked.column(arg.columns[0]))
+    columns = [picked.column(c) for c in arg.columns]
     if arg.type is ArgType.LABEL:
         assert arg.labels is not None
         return _strings(interned.label_iids(arg.labels, columns[0]))
@@ -308,8 +312,14 @@ def kind_blocks(track: SliceTrack, a: int, b: int) -> list[np.ndarray]:
         return run  # of equal starts, any two kinds are next to each other somewhere
     # Of the slices starting when one ends, all are of one kind (above): the first's.
     end = start + track.duration_ns[a:b]
-    at = np.minimum(np.searchsorted(start, end), start.shape[0] - 1)
-    if bool(((start[at] == end) & (kinds[at] != kinds)).any()):
+    if bool((end[:-1] <= start[1:]).all()):
+        # No slice overlaps the next (a stream runs one at a time): the first to start
+        # when a slice ends, if any, is the next one.
+        touching = (end[:-1] == start[1:]) & (kinds[1:] != kinds[:-1])
+    else:
+        at = np.minimum(np.searchsorted(start, end), start.shape[0] - 1)
+        touching = (start[at] == end) & (kinds[at] != kinds)
+    if bool(touching.any()):
         return run
     present = np.flatnonzero(np.bincount(kinds - int(kinds.min()))) + int(kinds.min())
     return [a + np.flatnonzero(kinds == k) for k in present.tolist()]

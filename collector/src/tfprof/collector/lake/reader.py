@@ -79,7 +79,7 @@ READ_COLUMNS = (
 # Columns held narrower than int64 while a stream is loaded: signed, and wide enough for
 # every value their lake type holds (names: stream-local string ids). The rest, ids
 # and times that analyses shift and combine, stay int64.
-_DTYPES: dict[str, type] = {
+LOADED_DTYPES: dict[str, type] = {
     "name": np.int32, "category": np.int32, "return_value": np.int32,
     "copy_kind": np.int16, "src_kind": np.int16, "dst_kind": np.int16,
     "sync_type": np.int16, "memory_op": np.int16,
@@ -220,7 +220,7 @@ def read_records(
     parts: StreamParts, tables: Sequence[str], read: Sequence[str] = READ_COLUMNS
 ) -> tuple[dict[str, np.ndarray], list[str]]:
     """The stream's records of ``tables`` as ``RECORD_COLUMNS`` (int64 unless narrower in
-    ``_DTYPES``; the columns not in ``read`` are zeros that take no memory) and its
+    ``LOADED_DTYPES``; the columns not in ``read`` are zeros that take no memory) and its
     string table. ``read`` may name any record column: the analyses read
     ``READ_COLUMNS``, the timeline exports every column (launch geometry included)."""
     strings = _Strings()
@@ -258,12 +258,12 @@ def _records(
             columns["kind"].append(np.full(n, _KIND_OF[name], np.int8))
             for c in read:
                 if c not in lake_names:
-                    columns[c].append(np.zeros(n, _DTYPES.get(c, np.int64)))
+                    columns[c].append(np.zeros(n, LOADED_DTYPES.get(c, np.int64)))
                 elif pa.types.is_dictionary(rows.schema.field(lake_names[c]).type):
                     columns[c].append(strings.ids(rows.column(lake_names[c])))
                 else:
                     values = numbers(rows.column(lake_names[c]))
-                    columns[c].append(values.astype(_DTYPES.get(c, np.int64), copy=False))
+                    columns[c].append(values.astype(LOADED_DTYPES.get(c, np.int64), copy=False))
             del rows
     n = sum(p.shape[0] for p in columns["kind"])
     zeros = np.broadcast_to(np.int64(0), (n,))
