@@ -37,7 +37,8 @@ _T = TypeVar("_T")
 BATCH_ROWS = 1 << 18
 # Correlation ids are looked up in an array indexed by id (4 bytes per id up to the
 # largest) while that holds at most DENSE_IDS per GPU record waiting or DENSE_MIN_IDS in
-# all (4 MiB), else by binary search.
+# all (4 MiB), else by binary search of the calls a bit per id says are waited for
+# (most calls launch nothing: at 10M records, 2.4% of them were searched for).
 DENSE_IDS = 16
 DENSE_MIN_IDS = 1 << 20
 # The record columns a batch holds: what linking and selectors read, and what the host
@@ -117,9 +118,16 @@ class _Links:
         # CUDA numbers the calls of a process one after the other: an array of id
         # indices by id is small, and a lookup in it beats a binary search.
         self._index: np.ndarray | None = None
+        self._waited = np.zeros(0, dtype=np.uint8)  # a bit per id from ids[0] to ids[-1]
         if n and int(self.ids[0]) > 0 and int(self.ids[-1]) < max(DENSE_IDS * n, DENSE_MIN_IDS):
             self._index = np.full(int(self.ids[-1]) + 2, -1, dtype=np.int32)
             self._index[self.ids] = np.arange(n, dtype=np.int32)
+        elif n:
+            offset = self.ids - self.ids[0]
+            byte = offset >> 3  # ascending: the ids are sorted, each once
+            first = np.flatnonzero(np.concatenate(([True], byte[1:] != byte[:-1])))
+            self._waited = np.zeros(int(byte[-1]) + 1, dtype=np.uint8)
+            self._waited[byte[first]] = np.add.reduceat(1 << (offset & 7), first)
 
     def add(self, correlation: np.ndarray, end: np.ndarray, duration: np.ndarray,
             name: np.ndarray) -> None:  # fmt: skip
@@ -140,9 +148,12 @@ class _Links:
             pos = self._index[np.clip(corr, 0, top)]
             hit = np.flatnonzero(pos >= 0)
             return pos[hit], hit
-        pos = np.minimum(np.searchsorted(self.ids, corr), self.ids.shape[0] - 1)
-        hit = np.flatnonzero((self.ids[pos] == corr) & (corr != 0))
-        return pos[hit], hit
+        low, high = int(self.ids[0]), int(self.ids[-1])
+        inside = np.flatnonzero((corr >= low) & (corr <= high))
+        bit = corr[inside] - low
+        waited = (np.take(self._waited, bit >> 3) >> (bit & 7).astype(np.uint8)) & 1
+        hit = inside[waited.astype(bool)]
+        return np.searchsorted(self.ids, corr[hit]), hit
 
     def finish(self, start: np.ndarray, api: np.ndarray,
                first_call: int) -> tuple[LaunchCalls, np.ndarray, np.ndarray]:  # fmt: skip
