@@ -123,11 +123,10 @@ class _Links:
             self._index = np.full(int(self.ids[-1]) + 2, -1, dtype=np.int32)
             self._index[self.ids] = np.arange(n, dtype=np.int32)
         elif n:
-            offset = self.ids - self.ids[0]
-            byte = offset >> 3  # ascending: the ids are sorted, each once
-            first = np.flatnonzero(np.concatenate(([True], byte[1:] != byte[:-1])))
+            offset = self.ids - self.ids[0]  # each id once: a byte's bits sum to their OR
+            byte, at = np.unique(offset >> 3, return_index=True)
             self._waited = np.zeros(int(byte[-1]) + 1, dtype=np.uint8)
-            self._waited[byte[first]] = np.add.reduceat(1 << (offset & 7), first)
+            self._waited[byte] = np.add.reduceat(1 << (offset & 7), at)
 
     def add(self, correlation: np.ndarray, end: np.ndarray, duration: np.ndarray,
             name: np.ndarray) -> None:  # fmt: skip

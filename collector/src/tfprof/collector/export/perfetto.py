@@ -73,7 +73,7 @@ from tfprof.core.slice_args import BY_KIND, OTHER_CATEGORY, SLICE_CATEGORIES
 NAMES_PER_PACKET = 4096
 # Slices encoded at once. Fewer, larger blocks (about 7 MB of packets each) spend less
 # per block in Python: at 2**16 a million records were written in ~0.25 s against ~0.31 s
-# at 2**14, for ~18 MiB more memory (bench/export_formats.py).
+# at 2**14, holding 18 MiB while writing against 5 (bench/export_formats.py).
 CHUNK_SLICES = 1 << 16
 WIDE_FLOWS = 8  # a call starting more flows than this is encoded on its own
 _COMPRESSED_PACKET = tag(1, LEN)  # Trace.packet holding only TracePacket.compressed_packets

@@ -17,12 +17,10 @@ by name, runs oldest first); runs found only in lakes follow, by job and run id.
 from __future__ import annotations
 
 import contextlib
-import importlib
 import logging
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import ModuleType
 
 import numpy as np
 import pyarrow as pa
@@ -91,12 +89,6 @@ LOADED_DTYPES: dict[str, type] = {
     "registers": np.uint16, "static_smem": np.uint32, "dynamic_smem": np.uint32,
     "context": np.uint32, "dst_device": np.uint16, "cbid": np.uint16,
 }  # fmt: skip
-
-
-def _compute() -> ModuleType:
-    """``pyarrow.compute``, imported on first use: ~25 ms that reading the lake's
-    segments (summary, advise, export) does not need."""
-    return importlib.import_module("pyarrow.compute")
 
 
 @dataclass
@@ -207,7 +199,11 @@ class _Strings:
         out = []
         for chunk in column.chunks:
             if not isinstance(chunk, pa.DictionaryArray):
-                chunk = _compute().dictionary_encode(chunk)
+                # Imported where used: ~25 ms that reading segments (summary, advise,
+                # export: dictionary columns) does not need.
+                import pyarrow.compute as pc
+
+                chunk = pc.dictionary_encode(chunk)
             table = np.array([self._id(v) for v in chunk.dictionary.to_pylist()], np.int32)
             indices = numbers(chunk.indices, null=0)
             out.append(table[indices] if len(table) else np.zeros(len(chunk), np.int32))
@@ -311,6 +307,8 @@ class LakeJobs:
 
     def first_event_ns(self) -> int | None:
         """The earliest record start over every stream (for ``+OFFSET`` times)."""
+        import pyarrow.compute as pc  # where used, as in _Strings.ids
+
         firsts = []
         for job in self.jobs:
             for stream in job.streams:
@@ -318,7 +316,7 @@ class LakeJobs:
                 for table in (*GPU_TABLES, *HOST_TABLES):
                     rows = _read(stream.parts, table, ["start_ns"])
                     if rows is not None and rows.num_rows:
-                        firsts.append(_compute().min(rows.column("start_ns")).as_py())
+                        firsts.append(pc.min(rows.column("start_ns")).as_py())
         return min(firsts) if firsts else None
 
 
@@ -385,7 +383,8 @@ def _split_by_stream(rows: pa.Table) -> Iterator[tuple[StreamKey, pa.Table]]:
         [rows.column("job"), rows.column("run"), rows.column("stream_id").cast(pa.string())],
         names=["job", "run", "stream_id"],
     )
-    pc = _compute()
+    import pyarrow.compute as pc  # where used, as in _Strings.ids
+
     for key in keys.group_by(["job", "run", "stream_id"]).aggregate([]).to_pylist():
         mask = pc.and_(
             pc.and_(pc.equal(keys.column("job"), key["job"]),
