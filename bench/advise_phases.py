@@ -2,7 +2,9 @@
 the order ``advise_gpu_first`` runs them (open the jobs, read the GPU table, each GPU
 rule on one shared context, the host pass, each host rule), on a data dir that
 bench/summary_scale.py built. Each phase's peak is its own: the kernel's high-water
-mark is reset before it (/proc/self/clear_refs). Prints figures; asserts nothing.
+mark is reset before it (/proc/self/clear_refs). Each phase runs alone here: advise
+itself runs the GPU rules while the host pass reads, up to ``CONCURRENT_GPU_ROWS`` GPU
+records. Prints figures; asserts nothing.
 
     .venv/bin/python bench/advise_phases.py /work/benchdata/10000000x4
 """
@@ -45,6 +47,9 @@ def main() -> None:
     args = p.parse_args()
     print(f"{'phase':28s} {'seconds':>8s} {'RSS in':>10s} {'peak MiB':>10s} {'RSS out':>10s}")
     with phase("imports"):
+        from tfprof.collector.config import import_numpy_without_blas_threads
+
+        import_numpy_without_blas_threads()  # as the CLI does first
         from tfprof.collector.advice import GPU_RULES_ONLY, HOST_RULES, RULES, HostRows
         from tfprof.collector.advice.base import Context
         from tfprof.collector.analysis.records import prepare_gpu_first

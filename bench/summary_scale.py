@@ -32,8 +32,6 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
-
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_TRACE = REPO.parent / "shared" / "data" / "traces" / "kineto-hta" / "simple_add.json.gz"
 LOOP_GAP_NS = 1_000_000
@@ -49,6 +47,8 @@ EXPORTS = {"chrome": "out.json.gz", "perfetto": "out.pftrace", "xplane": "out.xp
 
 def store_records(data_dir: Path, trace_path: Path, records: int, processes: int) -> None:
     """Write ``records`` tiled records as ``processes`` streams, then compact them."""
+    import numpy as np  # not at the top: a child's numpy is the CLI's to import
+
     from tfprof.collector.lake.compact import compact_data_dir
     from tfprof.collector.lake.location import lake_of
     from tfprof.collector.lake.segments import collector_id

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from tests.traces import shared_traces
+from tfprof.collector import advice
 from tfprof.collector.advice import HOST_RULES, RULE_NAMES, HostRows, advise, advise_gpu_first
 from tfprof.collector.analysis import host_pass
 from tfprof.collector.analysis.records import ProcessHost, RecordSet, prepare, prepare_gpu_first
@@ -74,12 +75,16 @@ def test_host_rows_give_the_whole_host_sides_findings(
         assert advise(chosen, [rule], rows) == [f for f in expected if f.rule == rule], rule
 
 
-@pytest.mark.parametrize("windowed", [False, True])
+@pytest.mark.parametrize(("windowed", "concurrent"), [(False, True), (True, True),
+                                                     (False, False), (True, False)])  # fmt: skip
 def test_gpu_rules_first_then_the_host_pass_give_the_same_findings(
-    dirs: list[Path], windowed: bool
+    dirs: list[Path], windowed: bool, concurrent: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """What ``advise`` runs: the GPU rules on the GPU table alone, then the host side
-    streamed for the host rules; every rule, one rule, GPU and host rules mixed."""
+    streamed for the host rules; every rule, one rule, GPU and host rules mixed. The GPU
+    rules run while the host side is read, or (a larger table) before it."""
+    if not concurrent:
+        monkeypatch.setattr(advice, "CONCURRENT_GPU_ROWS", 0)
     since, until = _window(dirs) if windowed else (None, None)
     expected = advise(_lake(dirs, since, until, None))
     assert {f.rule for f in expected} & HOST_RULES and {f.rule for f in expected} - HOST_RULES

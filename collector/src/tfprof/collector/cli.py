@@ -14,7 +14,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from tfprof.collector.commands import COMMANDS
+from tfprof.collector.config import import_numpy_without_blas_threads
 from tfprof.core.errors import TfprofError
 from tfprof.core.version import __version__
 
@@ -52,6 +52,8 @@ class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from tfprof.collector.commands import COMMANDS  # imports numpy: after main's first line
+
     parser = argparse.ArgumentParser(
         prog="tfprof-collector",
         description="Collect GPU activity streamed by tfprof agents; merge, export and analyse it.",
@@ -86,6 +88,7 @@ def _setup_logging(level: str) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    import_numpy_without_blas_threads()
     args = build_parser().parse_args(argv)
     _setup_logging(str(args.log_level or "INFO"))
     try:
