@@ -11,6 +11,11 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = [
+    pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="OpenBLAS starts no threads on 1 core"),
+    pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="threads listed in /proc"),
+]
+
 # ``--version``: the parser (every command's module, numpy among them) is built and no
 # command runs. OpenBLAS's threads carry the process's name; Arrow's allocator starts
 # one of its own name (jemalloc_bg_thd).
@@ -32,15 +37,11 @@ def _probe(**env: str) -> list[str]:
     return run.stdout.split()[-3:]
 
 
-@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="OpenBLAS starts no threads on 1 core")
-@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="threads listed in /proc")
 def test_numpy_starts_no_blas_threads_and_the_environment_is_put_back() -> None:
     threads, variable, numpy_loaded = _probe()
     assert (threads, variable, numpy_loaded) == ("1", "None", "True")
 
 
-@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="OpenBLAS starts no threads on 1 core")
-@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="threads listed in /proc")
 def test_a_users_own_blas_setting_is_kept() -> None:
     threads, variable, numpy_loaded = _probe(OPENBLAS_NUM_THREADS="2")
     assert (threads, variable, numpy_loaded) == ("2", "2", "True")
