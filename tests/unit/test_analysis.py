@@ -5,13 +5,20 @@ from __future__ import annotations
 
 import io
 import json
+from typing import Literal
 
 import numpy as np
 import pytest
 
 from tfprof.collector.analysis import AnalysisError, Filters, prepare, view_report
 from tfprof.collector.analysis.gpus import gpu_rows
-from tfprof.collector.analysis.intervals import covered, gaps, group_keys, merge_intervals
+from tfprof.collector.analysis.intervals import (
+    covered,
+    gaps,
+    group_keys,
+    merge_intervals,
+    search_sorted,
+)
 from tfprof.collector.analysis.jobs import job_rows
 from tfprof.collector.analysis.kernels import kernel_rows
 from tfprof.collector.analysis.memcpy import memcpy_rows
@@ -42,6 +49,17 @@ def test_covered_counts_only_the_same_group() -> None:
     m = merge_intervals(a(0, 1), a(10, 0), a(20, 100), 2)
     got = covered(m, a(0, 0, 1), a(5, 15, 50), a(15, 30, 60))
     assert list(got) == [5, 5, 10]
+
+
+@pytest.mark.parametrize("side", ["left", "right"])
+def test_search_sorted_finds_what_a_binary_search_finds(side: Literal["left", "right"]) -> None:
+    """Both in order, ties between them and within each, either side, empty inputs."""
+    rng = np.random.default_rng(3)
+    for na, nv in ((0, 5), (5, 0), (1, 1), (200, 1000), (1000, 200)):
+        a_ = np.sort(rng.integers(0, 300, na))
+        v = np.sort(rng.integers(-10, 310, nv))
+        got = search_sorted(a_, v, side)
+        assert got.tolist() == np.searchsorted(a_, v, side).tolist(), (na, nv)
 
 
 def test_gaps_include_edges_and_empty_groups() -> None:

@@ -24,6 +24,7 @@ from tfprof.collector.lake.reader import open_jobs
 from tfprof.collector.lake.segments import collector_id
 from tfprof.collector.model import StreamData
 from tfprof.collector.store import Store
+from tfprof.core.records import RecordKind
 
 KINETO = ("kineto-hta/simple_add.json.gz", "kineto-hta/event_sync_multi_stream.json.gz")
 TF = ("tf-timeline-ikhlestov/GPU_timeline_02_step_0.json",)
@@ -206,3 +207,33 @@ def test_an_error_on_the_evidence_thread_reaches_the_reader(
     jobs = [job("a", stream([call, kernel(10, 10, correlation=9)], pid=1))]
     with pytest.raises(RuntimeError, match="evidence failed"):
         prepare(jobs, select=HostRows())
+
+
+@pytest.mark.parametrize("order", ["in start order", "last first"])
+def test_a_range_holds_the_calls_inside_it_in_any_row_order(dirs: list[Path], order: str) -> None:
+    """Without step ranges, the outermost ranges holding a synchronising call are the
+    steps: whichever order a batch's ranges come in (searched for in order, or not)."""
+    jobs = open_jobs([str(d) for d in dirs]).jobs
+    rows = HostRows()
+    rows.start(prepare_gpu_first(jobs).rs)
+    names = ["", "cudaStreamSynchronize", "outer", "inner", "idle"]
+    # Three calls; "outer" holds them all, "inner" (inside it) one, "idle" none.
+    calls: dict[str, list[int]] = {
+        "kind": [RecordKind.API] * 3, "start": [100, 300, 500], "end": [110, 310, 510],
+        "name": [1, 1, 1],
+    }  # fmt: skip
+    ranges: dict[str, list[int]] = {
+        "kind": [RecordKind.MARKER] * 3, "start": [50, 90, 600], "end": [1000, 200, 700],
+        "name": [2, 3, 4],
+    }  # fmt: skip
+    for batch in (calls, ranges):
+        cols = {c: np.array(v if order == "in start order" else v[::-1], dtype=np.int64)
+                for c, v in batch.items()}  # fmt: skip
+        n = cols["kind"].shape[0]
+        cols |= {"job": np.zeros(n, np.int32), "process": np.zeros(n, np.int32),
+                 "thread": np.ones(n, np.int64)}  # fmt: skip
+        rows(ProcessHost(cols, names))
+    rows.end_process()
+    rows.end()
+    (found,) = rows.step_syncs()
+    assert found.per_step.tolist() == [3]

@@ -24,7 +24,13 @@ from tfprof.collector.advice.base import Context
 from tfprof.collector.advice.host_calls import is_sync_call
 from tfprof.collector.advice.stall_cover import CallParts, StallCover
 from tfprof.collector.advice.step_syncs import StepSyncs, is_step, outermost, step_syncs
-from tfprof.collector.analysis.intervals import Gaps, covers_by_parts, merge_intervals, union
+from tfprof.collector.analysis.intervals import (
+    Gaps,
+    covers_by_parts,
+    merge_intervals,
+    search_sorted,
+    union,
+)
 from tfprof.collector.analysis.records import ProcessHost, RecordSet
 from tfprof.core.records import RecordKind
 
@@ -153,10 +159,10 @@ class HostRows:
         none of the job's gaps left out: only how much of each gap they cover is asked
         for, and what lies outside the gaps of those kept costs nothing."""
         gs, ge = self._gap_start[job], self._gap_end[job]
-        s, e = union(start, end)  # fewer rows to search for, in order (cache-friendly)
+        s, e = union(start, end)  # fewer rows to search for, in order
         # The first gap ending after an interval starts overlaps it when it starts
         # before the interval ends (the gaps are disjoint, in order).
-        after = np.searchsorted(ge, s, side="right")
+        after = search_sorted(ge, s, side="right")
         hit = np.take(np.append(gs, _NEVER), after) < e
         return s[hit], e[hit]
 
@@ -180,7 +186,9 @@ class HostRows:
     def _ranges(self, p: _Process, ranges: np.ndarray, c: Mapping[str, np.ndarray]) -> None:
         if p.call_starts is None:  # API calls come before ranges
             p.call_starts = np.sort(p.sync_calls()[0])
-        name, start, end = c["name"][ranges], c["start"][ranges], c["end"][ranges]
+        # A batch of ranges only (as the host pass reads them): its columns, not copies.
+        rows = slice(None) if ranges.shape[0] == c["kind"].shape[0] else ranges
+        name, start, end = c["name"][rows], c["start"][rows], c["end"][rows]
         steps = self._step[name]
         if steps.any():
             p.steps.append((start[steps], end[steps]))
@@ -190,9 +198,11 @@ class HostRows:
         # a call are the outermost of those holding one, batch after batch.
         # A range holds a call when the first call at or after its start is not after
         # its end.
-        after = np.searchsorted(p.call_starts, start, "left")
+        # Ranges come in start order from a trace's tracer; checked, not assumed.
+        in_order = bool(np.all(start[1:] >= start[:-1]))
+        after = (search_sorted if in_order else np.searchsorted)(p.call_starts, start, "left")
         held = np.take(np.append(p.call_starts, _NEVER), after) <= end
-        thread = np.concatenate((p.held[0], c["thread"][ranges][held] & 0xFFFFFFFF))
+        thread = np.concatenate((p.held[0], c["thread"][rows][held] & 0xFFFFFFFF))
         s = np.concatenate((p.held[1], start[held]))
         e = np.concatenate((p.held[2], end[held]))
         top = outermost(thread, s, e)

