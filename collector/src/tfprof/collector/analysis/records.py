@@ -557,18 +557,20 @@ class _Table:
         self.gpu_rows += m
         if m == 0:
             return
-        start, end, fraction = _clip(prep.start[idx], prep.end[idx], window)
+        # Every row a GPU record (a read without the host side): views, not copies.
+        rows: np.ndarray | slice = slice(None) if m == prep.start.shape[0] else idx
+        start, end, fraction = _clip(prep.start[rows], prep.end[rows], window)
         parts = self._parts
-        parts["kind"].append(prep.column("kind")[idx].astype(np.int8))
+        parts["kind"].append(prep.column("kind")[rows].astype(np.int8, copy=False))
         parts["start"].append(start)
         parts["end"].append(end)
         parts["job"].append(np.full(m, job, dtype=np.int32))
         parts["process"].append(np.full(m, process, dtype=np.int32))
-        device = prep.column("device")[idx].astype(np.int32)  # CUDA ordinals
+        device = prep.column("device")[rows].astype(np.int32, copy=False)  # CUDA ordinals
         parts["gpu"].append(self._gpus.ids(prep.stream, device))
-        parts["name"].append(name[idx])
+        parts["name"].append(name[rows])
         for c in _COLUMNS:
-            values = device if c == "device" else prep.column(c)[idx]
+            values = device if c == "device" else prep.column(c)[rows]
             if c == "bytes" and fraction is not None:
                 values = np.rint(values * fraction).astype(np.int64)
             parts[c].append(_narrow(values, _NARROW.get(c)))
