@@ -43,6 +43,10 @@ _TRIM_THRESHOLD_BYTES = 128 << 10  # glibc's default
 # threshold as well, so that a batch's columns came from the heap, saved no more time
 # and held 150 MiB more at 100M records.)
 _REUSE_TRIM_THRESHOLD_BYTES = 64 << 20
+# While reusing large blocks too (``reusing_large_blocks``), blocks up to this size come
+# from the heap (glibc's largest default threshold), and this much free stays at its top.
+_LARGE_MMAP_THRESHOLD_BYTES = 32 << 20
+_LARGE_TRIM_THRESHOLD_BYTES = 256 << 20
 _reusing = 0  # phases inside ``reusing_heap`` (threads of one pass share it)
 
 
@@ -84,4 +88,28 @@ def reusing_heap() -> Iterator[None]:
             return_freed_memory()
 
 
-__all__ = ["map_large_allocations", "return_freed_memory", "reusing_heap"]
+@contextlib.contextmanager
+def reusing_large_blocks() -> Iterator[None]:
+    """``reusing_heap`` for the analyses' temporaries of several MiB as well (sorts and
+    searches over a few million intervals): they come from the heap and are reused
+    rather than mapped, faulted in and unmapped each time. Only where what the phase
+    holds is small next to its memory bound: freed blocks stay with the process until
+    it ends (advise over 10M records: 0.57 s in the kernel against 0.92, 611 MiB peak
+    against 547)."""
+    global _reusing
+    if _LIBC is not None and not _reusing:
+        _LIBC.mallopt(_M_MMAP_THRESHOLD, _LARGE_MMAP_THRESHOLD_BYTES)
+        _LIBC.mallopt(_M_TRIM_THRESHOLD, _LARGE_TRIM_THRESHOLD_BYTES)
+    _reusing += 1
+    try:
+        yield
+    finally:
+        _reusing -= 1
+        if not _reusing:
+            if _LIBC is not None:
+                _LIBC.mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD_BYTES)
+                _LIBC.mallopt(_M_TRIM_THRESHOLD, _TRIM_THRESHOLD_BYTES)
+            return_freed_memory()
+
+
+__all__ = ["map_large_allocations", "return_freed_memory", "reusing_heap", "reusing_large_blocks"]

@@ -27,6 +27,7 @@ from tfprof.collector.advice import (
 )
 from tfprof.collector.advice.base import Context, Finding
 from tfprof.collector.advice.host_rows import HostRows
+from tfprof.collector.allocator import reusing_large_blocks
 from tfprof.collector.analysis.errors import AnalysisError
 from tfprof.collector.analysis.records import GpuFirst, RecordSet
 
@@ -85,7 +86,8 @@ def advise_gpu_first(table: GpuFirst, rules: Sequence[str] | None = None) -> lis
     streamed past ``HostRows``). ``table.rs`` is then the linked set the host rules read.
 
     Up to ``CONCURRENT_GPU_ROWS`` GPU records the GPU rules run on a thread while the host
-    side is read, the two on two cores; above, first, and what they computed is freed,
+    side is read, the two on two cores, and the rules' temporaries of several MiB are
+    reused (``allocator.reusing_large_blocks``); above, first, and what they computed is freed,
     with the GPU columns only they read, before the host side is read: the GPU rules'
     intermediates and the host rules' evidence are never held together."""
     chosen = _chosen(rules)
@@ -100,17 +102,20 @@ def advise_gpu_first(table: GpuFirst, rules: Sequence[str] | None = None) -> lis
         return _ranked(_check(ctx, gpu_rules))
     rows = HostRows(gaps)
     if len(table.rs) <= CONCURRENT_GPU_ROWS:
-        with ThreadPoolExecutor(1, thread_name_prefix="tfprof-gpu-rules") as pool:
-            gpu_findings = pool.submit(_check, ctx, gpu_rules)
-            table.read(rows)
-            findings = gpu_findings.result()
-        del ctx, gpu_findings
-        table.release(GPU_RULES_ONLY)
-    else:
-        findings = _check(ctx, gpu_rules)
-        del ctx
-        table.release(GPU_RULES_ONLY)
-        table.read(rows)
+        # Well inside the memory bound: the temporaries of several MiB are reused too.
+        with reusing_large_blocks():
+            with ThreadPoolExecutor(1, thread_name_prefix="tfprof-gpu-rules") as pool:
+                gpu_findings = pool.submit(_check, ctx, gpu_rules)
+                table.read(rows)
+                findings = gpu_findings.result()
+            del ctx, gpu_findings
+            table.release(GPU_RULES_ONLY)
+            findings += _check(Context(table.rs, rows), host_rules)
+        return _ranked(findings)
+    findings = _check(ctx, gpu_rules)
+    del ctx
+    table.release(GPU_RULES_ONLY)
+    table.read(rows)
     findings += _check(Context(table.rs, rows), host_rules)
     return _ranked(findings)
 
