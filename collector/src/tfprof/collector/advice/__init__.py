@@ -29,6 +29,7 @@ from tfprof.collector.advice.base import Context, Finding
 from tfprof.collector.advice.host_rows import HostRows
 from tfprof.collector.allocator import reusing_large_blocks
 from tfprof.collector.analysis.errors import AnalysisError
+from tfprof.collector.analysis.intervals import Gaps
 from tfprof.collector.analysis.records import GpuFirst, RecordSet
 
 RULES: tuple[ModuleType, ...] = (
@@ -95,16 +96,18 @@ def advise_gpu_first(table: GpuFirst, rules: Sequence[str] | None = None) -> lis
     gpu_rules = [r for r in chosen if r.NAME not in HOST_RULES]
     # Names the host pass adds go to the table's list: the GPU rules' copy stays as it is.
     ctx = Context(replace(table.rs, names=tuple(table.rs.names)))
-    # host-stalls' gaps come from the GPU busy time the GPU rules compute: found now,
-    # while that is cached, they are not merged from every GPU record again later.
-    gaps = ctx.long_gaps if host_stalls in host_rules else None
     if not host_rules:
         return _ranked(_check(ctx, gpu_rules))
-    rows = HostRows(gaps)
+    # host-stalls' gaps come from the GPU busy time the GPU rules compute: found first,
+    # while that is cached, they are not merged from every GPU record again later.
+    stalls = host_stalls in host_rules
     if len(table.rs) <= CONCURRENT_GPU_ROWS:
         # Well inside the memory bound: the temporaries of several MiB are reused too.
         with reusing_large_blocks():
             with ThreadPoolExecutor(1, thread_name_prefix="tfprof-gpu-rules") as pool:
+                # On the rules' thread, the host pass meanwhile: only the evidence
+                # thread waits for them.
+                rows = HostRows(pool.submit(_long_gaps, ctx) if stalls else None)
                 gpu_findings = pool.submit(_check, ctx, gpu_rules)
                 table.read(rows)
                 findings = gpu_findings.result()
@@ -112,12 +115,17 @@ def advise_gpu_first(table: GpuFirst, rules: Sequence[str] | None = None) -> lis
             table.release(GPU_RULES_ONLY)
             findings += _check(Context(table.rs, rows), host_rules)
         return _ranked(findings)
+    rows = HostRows(ctx.long_gaps if stalls else None)
     findings = _check(ctx, gpu_rules)
     del ctx
     table.release(GPU_RULES_ONLY)
     table.read(rows)
     findings += _check(Context(table.rs, rows), host_rules)
     return _ranked(findings)
+
+
+def _long_gaps(ctx: Context) -> Gaps:
+    return ctx.long_gaps
 
 
 def _chosen(rules: Sequence[str] | None) -> list[ModuleType]:

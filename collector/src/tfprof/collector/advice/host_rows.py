@@ -15,6 +15,7 @@ host side is ever whole and little of it is kept:
 from __future__ import annotations
 
 import itertools
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 
@@ -63,10 +64,14 @@ class _Process:
 class HostRows:
     """A ``HostSelector`` gathering the host rules' evidence (a ``HostEvidence``)."""
 
-    def __init__(self, gaps: Gaps | None = None) -> None:
+    def __init__(self, gaps: Gaps | Future[Gaps] | None = None) -> None:
         """``gaps``: ``Context.long_gaps`` of the GPU table this pass reads, when the GPU
-        rules' context had them (else ``start`` finds them again)."""
-        self._gaps = gaps
+        rules' context had them (else ``start`` finds them again), or their future: the
+        evidence thread waits for them, the host pass does not."""
+        self._gaps: Gaps | None = None
+        self._gaps_later = gaps
+        self._split_lock = threading.Lock()
+        self._n_jobs = 0
         self._sync = np.zeros(0, dtype=bool)  # per names id: a synchronising call
         self._step = np.zeros(0, dtype=bool)  # per names id: a step range
         self._gap_start: list[np.ndarray] = []  # per job: its long gaps (any GPU), merged
@@ -85,17 +90,30 @@ class HostRows:
         self._pending: Future[None] | None = None
 
     def start(self, rs: RecordSet) -> None:
-        n = len(rs.jobs)
-        if self._gaps is None:
-            self._gaps = Context(rs).long_gaps
-        gaps = self._gaps
+        self._n_jobs = len(rs.jobs)
         self._n_gpus = max(len(rs.gpus), 1)
-        merged = merge_intervals(gaps.group // self._n_gpus, gaps.start, gaps.end, n)
-        bounds = np.searchsorted(merged.group, np.arange(n + 1)).tolist()
-        self._gap_start = [merged.start[a:b] for a, b in itertools.pairwise(bounds)]
-        self._gap_end = [merged.end[a:b] for a, b in itertools.pairwise(bounds)]
-        self._cover_api = np.zeros(gaps.start.shape[0], dtype=np.int64)
-        self._cover_sync = np.zeros(gaps.start.shape[0], dtype=np.int64)
+        if self._gaps_later is None:
+            self._gaps_later = Context(rs).long_gaps
+        if isinstance(self._gaps_later, Gaps):
+            self._split()
+
+    def _split(self) -> Gaps:
+        """The long gaps (waited for), and each job's merged, once."""
+        with self._split_lock:
+            if self._gaps is not None:
+                return self._gaps
+            later = self._gaps_later
+            gaps = later.result() if isinstance(later, Future) else later
+            assert gaps is not None, "start() comes first"
+            n = self._n_jobs
+            merged = merge_intervals(gaps.group // self._n_gpus, gaps.start, gaps.end, n)
+            bounds = np.searchsorted(merged.group, np.arange(n + 1)).tolist()
+            self._gap_start = [merged.start[a:b] for a, b in itertools.pairwise(bounds)]
+            self._gap_end = [merged.end[a:b] for a, b in itertools.pairwise(bounds)]
+            self._cover_api = np.zeros(gaps.start.shape[0], dtype=np.int64)
+            self._cover_sync = np.zeros(gaps.start.shape[0], dtype=np.int64)
+            self._gaps = gaps
+            return gaps
 
     def _learn(self, names: Sequence[str]) -> None:
         known = self._sync.shape[0]
@@ -158,6 +176,7 @@ class HostRows:
         """The union of the calls ``[start, end)``, those of its intervals that overlap
         none of the job's gaps left out: only how much of each gap they cover is asked
         for, and what lies outside the gaps of those kept costs nothing."""
+        self._split()
         gs, ge = self._gap_start[job], self._gap_end[job]
         s, e = union(start, end)  # fewer rows to search for, in order
         # The first gap ending after an interval starts overlaps it when it starts
@@ -243,6 +262,7 @@ class HostRows:
     def stall_cover(self) -> StallCover:
         self._done()
         self._end_job()  # nothing left when ``end`` was called (as the host pass does)
+        self.long_gaps()  # a cover of zeros per gap, when no call was in one
         return StallCover(self._cover_api, self._cover_sync, frozenset(self._jobs))
 
     def step_syncs(self) -> list[StepSyncs]:
@@ -250,4 +270,6 @@ class HostRows:
         return list(self._steps)
 
     def long_gaps(self) -> Gaps:
-        return self._gaps if self._gaps is not None else Gaps(_EMPTY, _EMPTY, _EMPTY)
+        if self._gaps_later is None:  # never started
+            return Gaps(_EMPTY, _EMPTY, _EMPTY)
+        return self._split()
