@@ -55,7 +55,8 @@ def test_covered_counts_only_the_same_group() -> None:
 def test_search_sorted_finds_what_a_binary_search_finds(side: Literal["left", "right"]) -> None:
     """Both in order, ties between them and within each, either side, empty inputs."""
     rng = np.random.default_rng(3)
-    for na, nv in ((0, 5), (5, 0), (1, 1), (200, 1000), (1000, 200)):
+    # Merged (the values as many, or the array up to 4 times longer) or searched.
+    for na, nv in ((0, 5), (5, 0), (1, 1), (200, 1000), (700, 200), (1000, 200)):
         a_ = np.sort(rng.integers(0, 300, na))
         v = np.sort(rng.integers(-10, 310, nv))
         got = search_sorted(a_, v, side)

@@ -98,6 +98,10 @@ def _read_ahead(batches: Iterator[_T]) -> Iterator[_T]:
             del batch
 
 
+_NO_WORDS = np.zeros(0, dtype=np.uint64)
+_NO_COUNTS = np.zeros(0, dtype=np.int32)
+
+
 class _Links:
     """One process's GPU records waiting for their calls, by correlation id."""
 
@@ -109,36 +113,42 @@ class _Links:
         first = (
             np.flatnonzero(np.concatenate(([True], ids[1:] != ids[:-1]))) if ids.shape[0] else ids
         )
-        self.ids = ids[first]
         # GPU records per id (a process's rows: int32, as ``rows``)
         self.per_id = np.diff(np.append(first, ids.shape[0])).astype(np.int32)
-        n = self.ids.shape[0]
+        ids = ids[first]  # each id once, ascending; only the lookups below keep them
+        del first
+        n = self.n_ids = ids.shape[0]
         self.calls = np.zeros(n, dtype=np.int8)  # calls seen per id (2: ambiguous)
         self.end = np.zeros(n, dtype=np.int64)  # the call's unclipped end (latency)
         self.duration = np.zeros(n, dtype=np.int64)  # its clipped duration
         self.name = np.zeros(n, dtype=np.int32)
+        self._low, self._high = (int(ids[0]), int(ids[-1])) if n else (0, -1)
         # CUDA numbers the calls of a process one after the other: an array of id
         # indices by id is small, and a lookup in it beats a binary search.
         self._index: np.ndarray | None = None
-        self._waited = np.zeros(0, dtype=np.uint64)  # a bit per id from ids[0] to ids[-1]
-        self._before = np.zeros(0, dtype=np.int32)  # waited-for ids before each word
-        if n and int(self.ids[0]) > 0 and int(self.ids[-1]) < max(DENSE_IDS * n, DENSE_MIN_IDS):
-            self._index = np.full(int(self.ids[-1]) + 2, -1, dtype=np.int32)
-            self._index[self.ids] = np.arange(n, dtype=np.int32)
+        self._waited = _NO_WORDS  # a bit per id from the lowest to the highest
+        self._before = _NO_COUNTS  # waited-for ids before each word
+        if n and self._low > 0 and self._high < max(DENSE_IDS * n, DENSE_MIN_IDS):
+            self._index = np.full(self._high + 2, -1, dtype=np.int32)
+            self._index[ids] = np.arange(n, dtype=np.int32)
         elif n:
-            offset = (self.ids - self.ids[0]).astype(np.uint64)
-            word = offset >> np.uint64(6)
-            at = np.flatnonzero(np.concatenate(([True], word[1:] != word[:-1])))  # ids sorted
-            self._waited = np.zeros(int(word[-1]) + 1, dtype=np.uint64)
+            # Column by column, each freed once used: at 100M records a process waits
+            # for 4M ids, and this runs while the GPU table is held.
+            ids -= self._low  # each id's offset
+            bits = np.left_shift(np.uint64(1), (ids & 63).astype(np.uint64))
+            ids >>= 6  # each id's word
+            at = np.flatnonzero(np.concatenate(([True], ids[1:] != ids[:-1])))  # sorted
+            self._waited = np.zeros(int(ids[-1]) + 1, dtype=np.uint64)
             # Each id once: a word's bits sum to their OR.
-            bits = np.left_shift(np.uint64(1), offset & np.uint64(63))
-            self._waited[word[at]] = np.add.reduceat(bits, at)
-            per_word = np.bincount(word.astype(np.intp), minlength=self._waited.shape[0])
-            self._before = (np.cumsum(per_word) - per_word).astype(np.int32)
+            self._waited[ids[at]] = np.add.reduceat(bits, at)
+            del ids, bits, at
+            counts = popcount(self._waited)
+            self._before = np.cumsum(counts, dtype=np.int32)
+            self._before -= counts
 
     def add(self, correlation: np.ndarray, end: np.ndarray, duration: np.ndarray,
             name: np.ndarray) -> None:  # fmt: skip
-        if not self.ids.shape[0]:
+        if not self.n_ids:
             return
         at, hit = self._find(correlation)
         seen = np.bincount(at, minlength=self.calls.shape[0])  # ufunc.at is far slower
@@ -156,7 +166,7 @@ class _Links:
             pos = self._index[np.clip(corr, 0, top)]
             hit = np.flatnonzero(pos >= 0)
             return pos[hit], hit
-        low, high = int(self.ids[0]), int(self.ids[-1])
+        low, high = self._low, self._high
         inside = np.flatnonzero((corr >= low) & (corr <= high))
         offset = (corr[inside] - low).astype(np.uint64)
         word = (offset >> np.uint64(6)).astype(np.intp)
@@ -173,16 +183,21 @@ class _Links:
         """Write each linked GPU record's call (ids from ``first_call``) into ``api`` (a
         column of the process's GPU rows, whose ``start`` is given); the linked calls'
         columns, and the linked rows with their launch latency."""
+        # The lookups are done: freed before the outputs are made (at 100M records the
+        # last process's are made at the pass's peak).
+        self._index, self._waited, self._before = None, _NO_WORDS, _NO_COUNTS
         linked = self.calls == 1
-        call = np.full(self.ids.shape[0], -1, dtype=api.dtype)
+        call = np.full(self.n_ids, -1, dtype=api.dtype)
         call[linked] = first_call + np.arange(int(np.count_nonzero(linked)), dtype=api.dtype)
-        per_row = np.repeat(np.arange(self.ids.shape[0], dtype=np.int32), self.per_id)
+        per_row = np.repeat(np.arange(self.n_ids, dtype=np.int32), self.per_id)
         rows = self.rows[linked[per_row]]
         per_row = per_row[linked[per_row]]
         api[rows] = call[per_row]
         # As HTA's launch statistics: a record starting before its call's end is 0. A
         # record clipped at the window's start began before any call in the window ended.
-        latency = np.maximum(start[rows] - self.end[per_row], 0)
+        latency = start[rows]  # in place: at 100M records this runs at the pass's peak
+        latency -= self.end[per_row]
+        np.maximum(latency, 0, out=latency)
         return LaunchCalls(self.duration[linked], self.name[linked]), rows, latency
 
 
@@ -214,7 +229,11 @@ def read_host(
     """``rs`` (the GPU table, unlinked) with its records linked, ``host`` holding the
     rows ``select`` keeps and ``calls`` the linked calls."""
     with reusing_heap():  # batches of the same sizes, made and freed over and over
-        return _read_host(rs, table, spans, window, select, batch_rows)
+        linked = _read_host(rs, table, spans, window, select, batch_rows)
+    # What the selector does once it has seen every row (host-stalls' covers: at 100M
+    # records the pass's peak) starts from a heap that gave back what the batches freed.
+    select.end()
+    return linked
 
 
 def _read_host(
@@ -265,7 +284,7 @@ def _read_host(
                                          calls)  # fmt: skip
         if late.shape[0] and int(late.max()) > np.iinfo(latency.dtype).max:
             latency = latency.astype(np.int64)
-        latency[span.lo + rows] = late
+        latency[span.lo : span.hi][rows] = late
         del rows, late
         k = int(found.duration.shape[0])
         if k and int(found.duration.max()) > np.iinfo(call_duration.dtype).max:
@@ -274,7 +293,6 @@ def _read_host(
         call_name[calls : calls + k] = found.name
         calls += k
         del links, found
-    select.end()
     return dataclasses.replace(
         rs,
         names=table.names.names,

@@ -209,6 +209,9 @@ def covers_by_parts(
 
 
 _NONE = np.zeros(0, dtype=np.int64)
+# ``search_sorted`` merges while the array searched is at most this many times the
+# values searched for (500K among 150K: 3.9 ms against 5.0 by binary search).
+MERGE_SEARCH_RATIO = 4
 _SAMPLE = 1024  # one start in this many places the time ranges of covers_by_parts
 
 
@@ -227,7 +230,11 @@ def search_sorted(
 ) -> np.ndarray:
     """``np.searchsorted(a, v, side)`` for ``v`` in order too: the two merged by one
     stable sort (which merges sorted runs in linear time) rather than a binary search
-    per value (for 262K values among 62K, 2.4 ms against 5.2)."""
+    per value (for 262K values among 62K, 2.4 ms against 5.2), unless ``a`` is much the
+    longer: then the binary searches cost less, and nothing the size of ``a`` is made
+    (a batch's calls among 100M records' gaps)."""
+    if a.shape[0] > MERGE_SEARCH_RATIO * v.shape[0]:
+        return np.searchsorted(a, v, side)
     if side == "right":  # ties: the values of ``a`` first, counted as before
         order = np.argsort(np.concatenate((a, v)), kind="stable")
         pos = np.flatnonzero(order >= a.shape[0])
