@@ -115,10 +115,10 @@ def test_malformed_records_are_a_merge_error() -> None:
 
 def test_name_table_shares_ids_across_streams() -> None:
     table = NameTable([""])
-    first = table.intern_column(["", "relu", "gemm"], np.array([2, 1, 0, 7]), unnamed=0)
+    first = table.intern_column(["", "relu", "gemm"], np.array([2, 1, 0, 7, 3, -3]), unnamed=0)
     second = table.intern_column(["", "gemm"], np.array([1, 1]), unnamed=0)
     assert table.names == ("", "relu", "gemm")  # in local id order: reproducible
-    assert first.tolist() == [2, 1, 0, 0]  # 0 and out-of-range ids: no name
+    assert first.tolist() == [2, 1, 0, 0, 0, 0]  # 0 and out-of-range ids: no name
     assert second.tolist() == [2, 2]
     merge_style = NameTable().intern_column(["", "gemm"], np.array([0, 1]), unnamed=-1)
     assert merge_style.tolist() == [-1, 0]

@@ -211,12 +211,12 @@ class NameTable:
         interned in ascending local id order, so the table's order is reproducible.
         """
         n = len(strings)
-        valid = (name > 0) & (name < n)
-        idx = np.where(valid, name, 0)
-        table = np.full(max(n, 1), unnamed, dtype=np.int32)
-        for i in small_unique(idx).tolist():
-            if i:
-                table[i] = self.intern(strings[i])
+        # Ids below 1 land on 0 and ids past the strings on n: both stay ``unnamed``.
+        idx = np.clip(name, 0, n)
+        table = np.full(n + 1, unnamed, dtype=np.int32)
+        used = np.flatnonzero(np.bincount(idx, minlength=n + 1)[1:n]) + 1
+        for i in used.tolist():
+            table[i] = self.intern(strings[i])
         ids: np.ndarray = table[idx]
         return ids
 

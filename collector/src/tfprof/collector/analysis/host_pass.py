@@ -265,7 +265,9 @@ def _read_host(
                 prep = prepare_stream(batch, window, span.job_label, task)
                 kind = prep.column("kind")
                 name = table.names.intern_column(batch.strings, prep.column("name"), unnamed=0)
-                calls_in = np.flatnonzero(kind == RecordKind.API)
+                api_rows = np.flatnonzero(kind == RecordKind.API)
+                # A batch of calls only (as the lake's are read): its columns, no copies.
+                calls_in = slice(None) if api_rows.shape[0] == kind.shape[0] else api_rows
                 start, end, _ = _clip(prep.start, prep.end, window)
                 links.add(prep.column("correlation")[calls_in], prep.end[calls_in],
                           end[calls_in] - start[calls_in], name[calls_in])  # fmt: skip
