@@ -44,7 +44,8 @@ _TRIM_THRESHOLD_BYTES = 128 << 10  # glibc's default
 # and held 150 MiB more at 100M records.)
 _REUSE_TRIM_THRESHOLD_BYTES = 64 << 20
 # While reusing large blocks too (``reusing_large_blocks``), blocks up to this size come
-# from the heap (glibc's largest default threshold), and this much free stays at its top.
+# from the heap (as far as glibc's own adjustment ever raises the threshold on 64-bit),
+# and this much free stays at its top.
 _LARGE_MMAP_THRESHOLD_BYTES = 32 << 20
 _LARGE_TRIM_THRESHOLD_BYTES = 256 << 20
 _reusing = 0  # phases inside ``reusing_heap`` (threads of one pass share it)

@@ -87,10 +87,10 @@ def advise_gpu_first(table: GpuFirst, rules: Sequence[str] | None = None) -> lis
     streamed past ``HostRows``). ``table.rs`` is then the linked set the host rules read.
 
     Up to ``CONCURRENT_GPU_ROWS`` GPU records the GPU rules run on a thread while the host
-    side is read, the two on two cores, and the rules' temporaries of several MiB are
-    reused (``allocator.reusing_large_blocks``); above, first, and what they computed is freed,
-    with the GPU columns only they read, before the host side is read: the GPU rules'
-    intermediates and the host rules' evidence are never held together."""
+    side is read, the two on two cores, and temporaries of several MiB are reused
+    (``allocator.reusing_large_blocks``). Above, the GPU rules run first, and what they
+    computed is freed, with the GPU columns only they read, before the host side is
+    read: their intermediates and the host rules' evidence are never held together."""
     chosen = _chosen(rules)
     host_rules = [r for r in chosen if r.NAME in HOST_RULES]
     gpu_rules = [r for r in chosen if r.NAME not in HOST_RULES]
