@@ -49,6 +49,7 @@ _REUSE_TRIM_THRESHOLD_BYTES = 64 << 20
 _LARGE_MMAP_THRESHOLD_BYTES = 32 << 20
 _LARGE_TRIM_THRESHOLD_BYTES = 256 << 20
 _reusing = 0  # phases inside ``reusing_heap`` (threads of one pass share it)
+_mmap_set = False  # the first of them set the mmap threshold
 
 
 def map_large_allocations() -> None:
@@ -70,37 +71,34 @@ def return_freed_memory() -> None:
         _LIBC.malloc_trim(0)
 
 
-@contextlib.contextmanager
-def reusing_heap() -> Iterator[None]:
+def reusing_heap() -> contextlib.AbstractContextManager[None]:
     """A phase that allocates and frees the same sizes over and over (batches): what it
     frees stays with the process (Arrow's pool, up to 64 MiB at the heap's top) for
     the next batch until the phase ends, then goes back (``return_freed_memory``)."""
-    global _reusing
-    if _LIBC is not None and not _reusing:
-        _LIBC.mallopt(_M_TRIM_THRESHOLD, _REUSE_TRIM_THRESHOLD_BYTES)
-    _reusing += 1
-    try:
-        yield
-    finally:
-        _reusing -= 1
-        if not _reusing:
-            if _LIBC is not None:
-                _LIBC.mallopt(_M_TRIM_THRESHOLD, _TRIM_THRESHOLD_BYTES)
-            return_freed_memory()
+    return _reusing_phase(_REUSE_TRIM_THRESHOLD_BYTES, None)
 
 
-@contextlib.contextmanager
-def reusing_large_blocks() -> Iterator[None]:
+def reusing_large_blocks() -> contextlib.AbstractContextManager[None]:
     """``reusing_heap`` for the analyses' temporaries of several MiB as well (sorts and
     searches over a few million intervals): they come from the heap and are reused
     rather than mapped, faulted in and unmapped each time. Only where what the phase
     holds is small next to its memory bound: freed blocks stay with the process until
     it ends (advise over 10M records: 0.57 s in the kernel against 0.92, 611 MiB peak
     against 547)."""
-    global _reusing
-    if _LIBC is not None and not _reusing:
-        _LIBC.mallopt(_M_MMAP_THRESHOLD, _LARGE_MMAP_THRESHOLD_BYTES)
-        _LIBC.mallopt(_M_TRIM_THRESHOLD, _LARGE_TRIM_THRESHOLD_BYTES)
+    return _reusing_phase(_LARGE_TRIM_THRESHOLD_BYTES, _LARGE_MMAP_THRESHOLD_BYTES)
+
+
+@contextlib.contextmanager
+def _reusing_phase(trim: int, mmap: int | None) -> Iterator[None]:
+    """glibc's thresholds set when the first phase begins (phases nest, and threads of
+    one pass share one) and put back, and what was freed returned, when the last ends."""
+    global _reusing, _mmap_set
+    if not _reusing:
+        _mmap_set = mmap is not None
+        if _LIBC is not None:
+            _LIBC.mallopt(_M_TRIM_THRESHOLD, trim)
+            if mmap is not None:
+                _LIBC.mallopt(_M_MMAP_THRESHOLD, mmap)
     _reusing += 1
     try:
         yield
@@ -108,8 +106,9 @@ def reusing_large_blocks() -> Iterator[None]:
         _reusing -= 1
         if not _reusing:
             if _LIBC is not None:
-                _LIBC.mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD_BYTES)
                 _LIBC.mallopt(_M_TRIM_THRESHOLD, _TRIM_THRESHOLD_BYTES)
+                if _mmap_set:
+                    _LIBC.mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD_BYTES)
             return_freed_memory()
 
 
