@@ -177,6 +177,13 @@ def prepare_jobs(jobs: Sequence[JobData], window: TimeWindow | None = None) -> l
     return prepared
 
 
+def rows_of(rows: np.ndarray, n: int) -> np.ndarray | slice:
+    """``rows`` (ascending indices among ``n``) to index columns with: when they are all
+    ``n`` (a batch of one kind, as the lake is read), a slice, so that each column taken
+    is a view rather than a copy."""
+    return slice(None) if rows.shape[0] == n else rows
+
+
 def small_unique(values: np.ndarray) -> np.ndarray:
     """Distinct values, ascending, of a column of small non-negative ids (bincount, no sort)."""
     if values.shape[0] and int(values.min()) >= 0 and int(values.max()) < (1 << 20):

@@ -33,6 +33,7 @@ from tfprof.collector.analysis.intervals import (
     union,
 )
 from tfprof.collector.analysis.records import ProcessHost, RecordSet
+from tfprof.collector.prepare import rows_of
 from tfprof.core.records import RecordKind
 
 _EMPTY = np.zeros(0, dtype=np.int64)
@@ -205,8 +206,7 @@ class HostRows:
     def _ranges(self, p: _Process, ranges: np.ndarray, c: Mapping[str, np.ndarray]) -> None:
         if p.call_starts is None:  # API calls come before ranges
             p.call_starts = np.sort(p.sync_calls()[0])
-        # A batch of ranges only (as the host pass reads them): its columns, not copies.
-        rows = slice(None) if ranges.shape[0] == c["kind"].shape[0] else ranges
+        rows = rows_of(ranges, c["kind"].shape[0])
         name, start, end = c["name"][rows], c["start"][rows], c["end"][rows]
         steps = self._step[name]
         if steps.any():

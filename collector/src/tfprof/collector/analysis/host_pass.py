@@ -23,7 +23,7 @@ import numpy as np
 from tfprof.collector.allocator import reusing_heap
 from tfprof.collector.analysis.host_records import HOST_KINDS, HostRecords, LaunchCalls
 from tfprof.collector.model import StreamData
-from tfprof.collector.prepare import TimeWindow, prepare_stream
+from tfprof.collector.prepare import TimeWindow, prepare_stream, rows_of
 from tfprof.core.records import RecordKind
 
 if TYPE_CHECKING:
@@ -265,9 +265,7 @@ def _read_host(
                 prep = prepare_stream(batch, window, span.job_label, task)
                 kind = prep.column("kind")
                 name = table.names.intern_column(batch.strings, prep.column("name"), unnamed=0)
-                api_rows = np.flatnonzero(kind == RecordKind.API)
-                # A batch of calls only (as the lake's are read): its columns, no copies.
-                calls_in = slice(None) if api_rows.shape[0] == kind.shape[0] else api_rows
+                calls_in = rows_of(np.flatnonzero(kind == RecordKind.API), kind.shape[0])
                 start, end, _ = _clip(prep.start, prep.end, window)
                 links.add(prep.column("correlation")[calls_in], prep.end[calls_in],
                           end[calls_in] - start[calls_in], name[calls_in])  # fmt: skip

@@ -41,6 +41,7 @@ from tfprof.collector.prepare import (
     host_samples,
     job_labels,
     prepare_stream,
+    rows_of,
     small_unique,
     task_labels,
 )
@@ -557,8 +558,7 @@ class _Table:
         self.gpu_rows += m
         if m == 0:
             return
-        # Every row a GPU record (a read without the host side): views, not copies.
-        rows: np.ndarray | slice = slice(None) if m == prep.start.shape[0] else idx
+        rows = rows_of(idx, prep.start.shape[0])  # all, in a read without the host side
         start, end, fraction = _clip(prep.start[rows], prep.end[rows], window)
         parts = self._parts
         parts["kind"].append(prep.column("kind")[rows].astype(np.int8, copy=False))
