@@ -54,9 +54,9 @@ from pathlib import Path
 
 import numpy as np
 
-from tfprof.collector.model import StreamData
+from tfprof.collector.jobdata import StreamData
 from tfprof.collector.store.loader import load_stream
-from tfprof.core.formats import load_trace
+from tfprof.readers import load_trace
 
 REPO = Path(__file__).resolve().parent.parent
 TRACE = REPO / "tests/data/traces/tf-timeline-ikhlestov/GPU_timeline_03_merged_5_runs.json"

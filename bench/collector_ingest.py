@@ -73,8 +73,8 @@ def peak_rss(pid: int) -> int:
 
 def generator(address: str, streams: range, batches: int, ready: Event, go: Event,
               done: Queue[tuple[int, bool, int]]) -> None:  # fmt: skip
-    from tfprof.agent.client import CollectorClient
-    from tfprof.agent.delivery import StreamDelivery
+    from tfprof.agent.relay.collector_client import CollectorClient
+    from tfprof.agent.relay.delivery import StreamDelivery
     from tfprof.proto import collector_pb2 as pb
 
     rng = np.random.default_rng(0)
@@ -139,8 +139,8 @@ def ingest(records: int, streams: int, workers: int) -> None:
 
 def recovery() -> None:
     """SIGKILL the collector mid-stream, restart it at once: time until acks resume."""
-    from tfprof.agent.client import CollectorClient
-    from tfprof.agent.delivery import StreamDelivery
+    from tfprof.agent.relay.collector_client import CollectorClient
+    from tfprof.agent.relay.delivery import StreamDelivery
     from tfprof.proto import collector_pb2 as pb
 
     tmp = Path(tempfile.mkdtemp(prefix="tfprof-bench-recovery-"))
@@ -179,10 +179,10 @@ def recovery() -> None:
 
 def spool_replay(records: int) -> None:
     """Fill a spool while no collector answers, then time flush_spool into a live one."""
-    from tfprof.agent.client import CollectorClient
-    from tfprof.agent.delivery import StreamDelivery
-    from tfprof.agent.flush import flush_spool
-    from tfprof.agent.spool import Spool
+    from tfprof.agent.relay.collector_client import CollectorClient
+    from tfprof.agent.relay.delivery import StreamDelivery
+    from tfprof.agent.relay.flush import flush_spool
+    from tfprof.agent.relay.spool import Spool
     from tfprof.proto import collector_pb2 as pb
 
     tmp = Path(tempfile.mkdtemp(prefix="tfprof-bench-spool-"))

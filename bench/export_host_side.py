@@ -28,8 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
-from tfprof.collector.importer import jobs_from_files
-from tfprof.collector.model import JobData
+from tfprof.collector.jobdata import JobData
+from tfprof.collector.store.importer import jobs_from_files
 
 REPO = Path(__file__).resolve().parent.parent
 TRACE = REPO / "tests" / "data" / "traces" / "kineto-hta" / "simple_add.json.gz"
@@ -67,7 +67,7 @@ def _peak_mib() -> float:
 
 def child(name: str, records: int, trace: str, out_dir: str) -> dict[str, float | int | str]:
     from tfprof.collector.export import write_timeline
-    from tfprof.collector.merge import build_timeline
+    from tfprof.collector.timeline.build import build_timeline
 
     job = tiled_job(Path(trace), records)
     started = time.perf_counter()

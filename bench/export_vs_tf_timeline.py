@@ -27,9 +27,9 @@ import time
 import numpy as np
 
 from tfprof.collector.export import write_timeline
+from tfprof.collector.jobdata import RECORD_COLUMNS, DeviceMeta, JobData, StreamData
 from tfprof.collector.lake.reader import LOADED_DTYPES
-from tfprof.collector.merge import build_timeline
-from tfprof.collector.model import RECORD_COLUMNS, DeviceMeta, JobData, StreamData
+from tfprof.collector.timeline.build import build_timeline
 from tfprof.core.records import RecordKind
 
 STREAMS = (7, 13, 14, 15)

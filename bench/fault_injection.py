@@ -139,7 +139,7 @@ def free_address() -> str:
 
 
 def trace_records(trace: Path) -> int:
-    from tfprof.core.formats import load_trace
+    from tfprof.readers import load_trace
 
     return len(load_trace(trace))
 

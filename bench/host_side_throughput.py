@@ -44,8 +44,8 @@ JOB = """
 import sys
 sys.path.insert(0, sys.argv[1])
 from bench import hook_cost
-from tfprof.agent import hook
-from tfprof.agent.sources.cupti import CuptiSource
+from tfprof.agent.inprocess import hook
+from tfprof.agent.inprocess.sources.cupti import CuptiSource
 
 mix, total, size = sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 kinds = (["kernel", "kernel", "kernel", "memcpy"] if mix == "gpu" else list(hook_cost.HOST_MIX))

@@ -1,4 +1,5 @@
-"""Cost of the per-job/GPU live figures (collector/live.py) against the rest of ingest.
+"""Cost of the per-job/GPU live figures (collector/service/live_figures.py) against the
+rest of ingest.
 
 Per batch of ``--batch`` records (kernels on ``--cuda-streams`` CUDA streams of 2 GPUs,
 copies, memsets, API calls): the time ``StreamAccount.batch_stored`` takes beside
@@ -17,10 +18,10 @@ import time
 
 import numpy as np
 
-from tfprof.collector.live import MAX_JOBS, LiveAccounting
-from tfprof.collector.metrics import CollectorMetrics
+from tfprof.collector.service.live_figures import MAX_JOBS, LiveAccounting
+from tfprof.collector.service.metrics import CollectorMetrics
+from tfprof.collector.service.validate import check_batch
 from tfprof.collector.top.scrape import parse_metrics
-from tfprof.collector.validate import check_batch
 from tfprof.core.version import PROTOCOL_VERSION
 from tfprof.proto import collector_pb2 as pb
 

@@ -56,8 +56,8 @@ def main() -> None:
 
     from bench.export_vs_tf_timeline import make_job
     from tfprof.collector.export.perfetto import PerfettoReporter
-    from tfprof.collector.merge import build_timeline
-    from tfprof.collector.timeline import parted
+    from tfprof.collector.timeline.build import build_timeline
+    from tfprof.collector.timeline.model import parted
 
     timeline = build_timeline([make_job(args.records)])
     layout = finish = float("inf")

@@ -25,9 +25,9 @@ BATCH = 8192
 
 
 def write_log(data_dir: Path, trace: Path, records: int) -> int:
-    from tfprof.collector.importer import load_files, stream_from
-    from tfprof.collector.model import RECORD_COLUMNS
+    from tfprof.collector.jobdata import RECORD_COLUMNS
     from tfprof.collector.store import Store
+    from tfprof.collector.store.importer import load_files, stream_from
     from tfprof.proto import collector_pb2 as pb
 
     (loaded,) = load_files([trace])
@@ -62,8 +62,8 @@ def main() -> None:
     parser.add_argument("--trace", type=Path, default=TRACE)
     args = parser.parse_args()
 
-    from tfprof.collector.lake.compact import compact_data_dir
     from tfprof.collector.lake.fs import open_lake
+    from tfprof.collector.lake.publish import compact_data_dir
     from tfprof.collector.lake.query import Engine, run_query
     from tfprof.collector.lake.segments import collector_id
 

@@ -85,8 +85,8 @@ async def open_idle(address: str, count: int, per_channel: int) -> tuple[list[An
 
 def deliver(address: str, streams: int, batches: int) -> tuple[int, int, float]:
     """(streams delivered, records spooled or dropped, seconds)."""
-    from tfprof.agent.client import CollectorClient
-    from tfprof.agent.delivery import StreamDelivery
+    from tfprof.agent.relay.collector_client import CollectorClient
+    from tfprof.agent.relay.delivery import StreamDelivery
 
     client = CollectorClient(address)
     results: list[tuple[bool, int]] = []

@@ -49,13 +49,13 @@ def store_records(data_dir: Path, trace_path: Path, records: int, processes: int
     """Write ``records`` tiled records as ``processes`` streams, then compact them."""
     import numpy as np  # not at the top: a child's numpy is the CLI's to import
 
-    from tfprof.collector.lake.compact import compact_data_dir
+    from tfprof.collector.jobdata import RECORD_COLUMNS
     from tfprof.collector.lake.location import lake_of
+    from tfprof.collector.lake.publish import compact_data_dir
     from tfprof.collector.lake.segments import collector_id
-    from tfprof.collector.model import RECORD_COLUMNS
     from tfprof.collector.store import Store
-    from tfprof.core.formats import load_trace
     from tfprof.proto import collector_pb2 as pb
+    from tfprof.readers import load_trace
 
     trace = load_trace(trace_path)
     base = {c: np.frombuffer(trace.columns[c], dtype=np.int64) for c in RECORD_COLUMNS}
@@ -98,8 +98,8 @@ def recompact(data_dir: Path) -> None:
     """Compact a reused data dir again: nothing to do when this release compacted it,
     else its watermarks are brought up to date (one written before the lake kept the
     log's state makes every reader read the whole log again: 25 s at 100M)."""
-    from tfprof.collector.lake.compact import compact_data_dir
     from tfprof.collector.lake.location import lake_of
+    from tfprof.collector.lake.publish import compact_data_dir
     from tfprof.collector.lake.segments import collector_id
 
     _done, failed = compact_data_dir(data_dir, lake_of(data_dir), collector_id(data_dir))

@@ -44,7 +44,7 @@ MARKER = 6  # tfprof.core.records.RecordKind.MARKER
 # The tracer alone, in a child: the job runs in-process with a sink that keeps counts.
 TRACER_ALONE = """
 import json, os, runpy, sys, time
-from tfprof.agent import tf_ops
+from tfprof.agent.inprocess import tf_ops
 class Sink:
     def __init__(self): self.names = {}
     def intern(self, s): return self.names.setdefault(s, len(self.names) + 1)

@@ -35,7 +35,7 @@ from pathlib import Path
 import psutil
 
 from tfprof.collector.store import Store
-from tfprof.core.formats import load_trace
+from tfprof.readers import load_trace
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_TRACE = "/work/shared/data/traces/tf-timeline-ikhlestov/GPU_timeline_03_merged_5_runs.json"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The agent installs and runs on its own, as in a training image: `pip install ./proto
-# ./agent` into a fresh virtualenv, with none of the collector's dependencies, streams a
+# ./readers ./agent` into a fresh virtualenv, with none of the collector's dependencies, streams a
 # replayed GPU trace to a collector (run from the full install in .venv) and every record
 # arrives. numpy comes in only because cupti-python requires it; it is uninstalled here to
 # prove the agent's own code never needs it.
@@ -17,7 +17,7 @@ trap cleanup EXIT
 
 python3 -m venv "$work/agent-venv"
 agent="$work/agent-venv/bin"
-"$agent/python" -m pip install --quiet "$root/proto" "$root/agent"
+"$agent/python" -m pip install --quiet "$root/proto" "$root/readers" "$root/agent"
 for module in orjson perfetto prometheus_client rich duckdb pyarrow; do
   if "$agent/python" -c "import $module" 2>/dev/null; then
     echo "check_agent_install: the agent install brought in $module" >&2
@@ -32,7 +32,7 @@ fi
 
 trace="$root/tests/data/traces/kineto-hta/simple_add.json.gz"
 expected=$("$full/python" -c "import sys
-from tfprof.core.formats import load_trace
+from tfprof.readers import load_trace
 print(len(load_trace(sys.argv[1])))" "$trace")
 
 "$full/tfprof-collector" serve --listen 127.0.0.1:0 --data-dir "$work/data" >"$work/serve.out" 2>&1 &

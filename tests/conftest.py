@@ -11,14 +11,14 @@ import pytest
 if TYPE_CHECKING:  # imported where used: collecting agent-only tests needs no collector
     import grpc
 
-    from tfprof.collector.server import CollectorServer
+    from tfprof.collector.service.server import CollectorServer
     from tfprof.proto.collector_pb2_grpc import CollectorStub
 
 
 @pytest.fixture
 def collector(tmp_path: Path) -> Iterator[CollectorServer]:
     """A real collector on 127.0.0.1 (a free port), storing under ``tmp_path/data``."""
-    from tfprof.collector.server import CollectorServer
+    from tfprof.collector.service.server import CollectorServer
 
     server = CollectorServer("127.0.0.1:0", str(tmp_path / "data"), max_workers=16).start()
     try:

@@ -129,8 +129,8 @@ def track_counts(trace: dict[str, Any]) -> tuple[Counter[str], Counter[str]]:
 def expected_tracks(trace_file: Path, prefix: str) -> Counter[str]:
     """Slices per pseudo-device that replaying ``trace_file`` must produce, from the
     importer's own per-stream counts (themselves tested against the raw files)."""
-    from tfprof.core.formats import load_trace
     from tfprof.core.tracks import TrackKey
+    from tfprof.readers import load_trace
 
     recorded = load_trace(trace_file)
     expected: Counter[str] = Counter()

@@ -59,7 +59,7 @@ JOB = textwrap.dedent(
 def test_a_replay_reaches_a_collector_without_the_collectors_dependencies(
     traces: Path, tmp_path: Path
 ) -> None:
-    from tfprof.core.formats import load_trace
+    from tfprof.readers import load_trace
 
     expected = len(load_trace(traces / TRACE)) * REPEAT
     collector = start_collector(tmp_path / "data")

@@ -25,12 +25,12 @@ import grpc
 import pytest
 
 from tests.integration.conftest import agent_cmd, clean_env
-from tfprof.agent.client import CollectorClient
-from tfprof.agent.relay import ProcessLink, RelayServer
-from tfprof.agent.sources.replay import LOOP_GAP_NS
-from tfprof.core.formats import load_trace
+from tfprof.agent.inprocess.sources.replay import LOOP_GAP_NS
+from tfprof.agent.relay.collector_client import CollectorClient
+from tfprof.agent.relay.socket_server import ProcessLink, RelayServer
 from tfprof.proto import collector_pb2 as pb
 from tfprof.proto import collector_pb2_grpc as pb_grpc
+from tfprof.readers import load_trace
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -169,7 +169,7 @@ def test_a_window_pushed_into_the_relay_reaches_the_hook_in_local_time(
         TFPROF_CAPTURE="on-demand",
     )
     job = subprocess.Popen(
-        [sys.executable, "-c", "from tfprof.agent import hook; hook.start(); "
+        [sys.executable, "-c", "from tfprof.agent.inprocess import hook; hook.start(); "
          "import time; time.sleep(4.0)"],
         env=env, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
@@ -253,7 +253,7 @@ def test_periodic_windows_have_the_configured_length_and_period(
 def test_the_delivery_reader_forwards_windows_and_a_seq_0_ack_acknowledges_nothing(
     collector: tuple[WindowCollector, str],
 ) -> None:
-    from tfprof.agent.delivery import StreamDelivery
+    from tfprof.agent.relay.delivery import StreamDelivery
 
     servicer, address = collector
     client = CollectorClient(address)

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from tfprof.collector.store import Store
-from tfprof.core.formats import load_trace
+from tfprof.readers import load_trace
 
 from .conftest import Collector, agent_cmd, clean_env, collector_cmd, start_collector
 from .test_delivery import TRACE, log_bytes, stored_records

@@ -23,7 +23,7 @@ REPEAT = 1000  # 221 records a loop: 221,000 records
 
 
 def expected_records(traces: Path) -> int:
-    from tfprof.core.formats import load_trace
+    from tfprof.readers import load_trace
 
     return len(load_trace(traces / TRACE)) * REPEAT
 

@@ -126,7 +126,7 @@ def test_two_concurrent_jobs_merge_into_one_timeline(
     }
     # Both jobs replayed on one host: a device ordinal both traces use is one physical
     # GPU, so there are as many GPU processes as distinct ordinals, not one per job.
-    from tfprof.core.formats import load_trace
+    from tfprof.readers import load_trace
 
     ordinals = {d for t in (tf_trace, kineto_trace) for d, _ in load_trace(t).per_stream_counts()}
     assert len(gpu_procs) == len(ordinals)

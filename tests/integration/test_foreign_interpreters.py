@@ -1,6 +1,6 @@
 """Jobs run by a Python that has no tfprof installed: venvs of other CPython versions,
 ``bash -c "python3 ..."``, Python 2. They are traced through the launcher's bootstrap
-folder (``tfprof.agent.bundle``) or told in one line why not, and nothing else changes.
+folder (``tfprof.agent.launch.bundle``) or told in one line why not, and nothing else changes.
 
 The interpreters are pyenv's (skipped where absent); each venv is made here with
 ``python -m venv`` and never has tfprof in it.
@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from tfprof.agent import bundle
-from tfprof.agent.sources.cupti import interpreter_abi
+from tfprof.agent.inprocess.sources.cupti import interpreter_abi
+from tfprof.agent.launch import bundle
 
 from .conftest import (
     REPO,
@@ -37,7 +37,7 @@ DEMO = Path(bundle.demo_trace())
 REPLAY_DEMO = ("--source", "replay:demo", "--replay-speed", "max")
 # What the job sees of tfprof: where the hook came from, and that sys.path ends with it.
 PROBE = (
-    "import sys; hook = sys.modules.get('tfprof.agent.hook'); "
+    "import sys; hook = sys.modules.get('tfprof.agent.inprocess.hook'); "
     "print(hook.__file__ if hook else 'no hook'); print(sys.path[-1])"
 )
 
@@ -149,7 +149,9 @@ def test_the_jobs_own_tfprof_is_used_not_shadowed(tmp_path: Path) -> None:
     run = run_agent(tmp_path, "--source", "none", "-o", str(out), "--", sys.executable, "-c", PROBE)
     assert run.returncode == 0, run.stderr
     hook_file, last_path = run.stdout.splitlines()
-    assert Path(hook_file).resolve() == (REPO / "agent/src/tfprof/agent/hook.py").resolve()
+    assert (
+        Path(hook_file).resolve() == (REPO / "agent/src/tfprof/agent/inprocess/hook.py").resolve()
+    )
     assert not last_path.endswith(bundle.LIB_DIR)
     assert traced_pids(out)
 

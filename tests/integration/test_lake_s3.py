@@ -17,10 +17,10 @@ import pytest
 from tests.integration.conftest import clean_env, collector_cmd
 from tests.integration.two_collectors import write_lake
 from tests.s3_server import S3Server, s3_server
+from tfprof.collector.jobdata import StreamData
 from tfprof.collector.lake.fs import list_parquet, open_lake
 from tfprof.collector.lake.schema import RECORD_TABLES, TABLES
 from tfprof.collector.lake.segments import SegmentName
-from tfprof.collector.model import StreamData
 from tfprof.collector.store import Store
 from tfprof.core.records import RecordKind
 
@@ -126,7 +126,7 @@ def test_summary_over_s3_is_the_logs_summary(cluster: Cluster) -> None:
 def test_export_over_s3_holds_every_logged_kernel(cluster: Cluster, tmp_path: Path) -> None:
     import numpy as np
 
-    from tfprof.core.formats import load_trace
+    from tfprof.readers import load_trace
 
     out = tmp_path / "lake.json"
     collector(cluster, "export", "--data-dir", LAKE, "-o", str(out))

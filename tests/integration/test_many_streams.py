@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tfprof.agent.client import CollectorClient
-from tfprof.agent.delivery import StreamDelivery
+from tfprof.agent.relay.collector_client import CollectorClient
+from tfprof.agent.relay.delivery import StreamDelivery
 from tfprof.collector.store import Store
 from tfprof.proto import collector_pb2 as pb
 

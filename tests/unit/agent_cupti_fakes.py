@@ -12,8 +12,8 @@ from typing import Any
 
 from cupti import cupti
 
-from tfprof.agent.frames import StringTable
-from tfprof.agent.sources.cupti import CuptiSource
+from tfprof.agent.inprocess.frames import StringTable
+from tfprof.agent.inprocess.sources.cupti import CuptiSource
 from tfprof.core.records import COLUMNS, DeviceInfo, RecordTable
 
 AK = cupti.ActivityKind

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from tfprof.collector.model import RECORD_COLUMNS, DeviceMeta, DropCounts, JobData, StreamData
+from tfprof.collector.jobdata import RECORD_COLUMNS, DeviceMeta, DropCounts, JobData, StreamData
 
 T0 = 1_700_000_000_000_000_000
 US = 1_000

@@ -11,7 +11,7 @@ import pytest
 
 from tests.traces import shared_traces
 from tfprof.collector.advice import RULE_NAMES, advise
-from tfprof.collector.advice.render import JsonReporter, TextReporter
+from tfprof.collector.advice.advice_render import JsonReporter, TextReporter
 from tfprof.collector.analysis import AnalysisError, prepare
 from tfprof.collector.analysis.tracefile import job_from_trace
 

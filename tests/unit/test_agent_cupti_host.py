@@ -22,8 +22,8 @@ from tests.unit.agent_cupti_fakes import (
     fill_marker,
     fill_memory,
 )
-from tfprof.agent.sources.cupti_api import ApiNames, api_name, apply_filter, is_recorded
-from tfprof.agent.sources.cupti_markers import (
+from tfprof.agent.inprocess.sources.cupti_api import ApiNames, api_name, apply_filter, is_recorded
+from tfprof.agent.inprocess.sources.cupti_markers import (
     MARKER_END,
     MARKER_INSTANTANEOUS,
     MARKER_START,

@@ -30,7 +30,7 @@ from tests.unit.agent_cupti_fakes import (
     ids,
     shared_name_pointer,
 )
-from tfprof.agent.sources.cupti_records import format_uuid
+from tfprof.agent.inprocess.sources.cupti_records import format_uuid
 from tfprof.core.records import COLUMNS, RecordKind
 
 KERNEL_EXPECTED = {

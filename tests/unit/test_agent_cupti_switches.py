@@ -19,9 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from tfprof.agent import cli, config
-from tfprof.agent.errors import ConfigError
-from tfprof.agent.sources.cupti import CuptiSource, libcupti_path
+from tfprof.agent import cli
+from tfprof.agent.inprocess import config
+from tfprof.agent.inprocess.errors import ConfigError
+from tfprof.agent.inprocess.sources.cupti import CuptiSource, libcupti_path
 
 LIBCUPTI = libcupti_path()
 NVTX = config.NVTX_INJECTION_VARIABLE
@@ -86,7 +87,7 @@ def test_libcupti_path_is_the_installed_wheels_library() -> None:
 
 POINT_HERE = """
 import ctypes, json, os, sys
-from tfprof.agent.sources.cupti import CuptiSource, loaded_libcupti
+from tfprof.agent.inprocess.sources.cupti import CuptiSource, loaded_libcupti
 ctypes.CDLL(sys.argv[1])  # what cupti-python does when CUPTI is first called
 CuptiSource(launcher_nvtx=sys.argv[2]).point_nvtx_here()
 print(json.dumps([loaded_libcupti(), os.environ.get("NVTX_INJECTION64_PATH", "")]))
@@ -117,7 +118,7 @@ def test_the_hook_points_nvtx_at_the_libcupti_it_loaded() -> None:
 
 
 def test_switches_reach_the_cupti_source() -> None:
-    from tfprof.agent import hook
+    from tfprof.agent.inprocess import hook
 
     cfg = config.load({"TFPROF_SOURCE": "cupti", "TFPROF_API": "off", "TFPROF_MEMORY": "off",
                        "TFPROF_NVTX_INJECTION": "/x/libcupti.so"})  # fmt: skip
@@ -131,8 +132,8 @@ def test_switches_reach_the_cupti_source() -> None:
 
 WATCH = """
 import sys
-from tfprof.agent import post_import, torch_ops
-from tfprof.agent.hook import warn
+from tfprof.agent.inprocess import post_import, torch_ops
+from tfprof.agent.inprocess.hook import warn
 torch_ops.install(warn)
 print("before", "torch" in sys.modules, flush=True)
 import json  # other imports go through untouched

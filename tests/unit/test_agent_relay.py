@@ -1,4 +1,4 @@
-"""agent/relay.py: the frame-to-protobuf step (exact values, all-zero columns left
+"""agent/relay/socket_server.py: the frame-to-protobuf step (exact values, all-zero columns left
 empty) and the relay server's end of a job."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tfprof.agent import frames
-from tfprof.agent.relay import RelayServer, records_proto
+from tfprof.agent.inprocess import frames
+from tfprof.agent.relay.socket_server import RelayServer, records_proto
 from tfprof.core.records import COLUMNS, RecordKind, RecordTable
 from tfprof.proto import collector_pb2 as pb
 

@@ -19,13 +19,13 @@ from tfprof.collector.analysis.intervals import (
     merge_intervals,
     search_sorted,
 )
-from tfprof.collector.analysis.jobs import job_rows
+from tfprof.collector.analysis.job_totals import job_rows
 from tfprof.collector.analysis.kernels import kernel_rows
 from tfprof.collector.analysis.memcpy import memcpy_rows
-from tfprof.collector.analysis.render import CsvReporter, JsonReporter, TableReporter
 from tfprof.collector.analysis.streams import stream_rows
+from tfprof.collector.analysis.view_render import CsvReporter, JsonReporter, TableReporter
 from tfprof.collector.errors import InvalidArgument
-from tfprof.collector.model import DropCounts, JobData
+from tfprof.collector.jobdata import DropCounts, JobData
 from tfprof.collector.timespec import parse_time
 
 from .analysis_data import T0, US, copy, job, kernel, memset, stream, sync
@@ -203,7 +203,7 @@ def test_reporters_table_json_csv() -> None:
 
 
 def test_table_colour_follows_the_terminal_and_no_color(monkeypatch: pytest.MonkeyPatch) -> None:
-    from tfprof.collector.analysis.render import use_colour
+    from tfprof.collector.analysis.view_render import use_colour
 
     class Tty(io.StringIO):
         def isatty(self) -> bool:

@@ -9,25 +9,24 @@ from pathlib import Path
 
 import pytest
 
-from tfprof.agent import bundle
-from tfprof.agent.config import load
-from tfprof.agent.prestart import resolve_source
-from tfprof.agent.sources.base import SourceUnavailable
-from tfprof.agent.sources.cupti import import_cupti, interpreter_abi, not_installed
+from tfprof.agent.inprocess.config import load
+from tfprof.agent.inprocess.sources.base import SourceUnavailable
+from tfprof.agent.inprocess.sources.cupti import import_cupti, interpreter_abi, not_installed
+from tfprof.agent.launch import bundle
+from tfprof.agent.launch.prestart import resolve_source
 
 
-def test_the_hook_closure_is_the_hook_path_and_nothing_else() -> None:
-    modules = bundle.hook_modules()
+def test_the_bundle_ships_the_in_process_packages_and_nothing_else() -> None:
+    files = {path.as_posix() for path in bundle.in_process_files()}
     for needed in (
-        "tfprof.agent.hook", "tfprof.agent.frames", "tfprof.agent.config", "tfprof.agent.clock",
-        "tfprof.agent.sources.replay", "tfprof.agent.sources.cupti",
-        "tfprof.agent.sources.cupti_records", "tfprof.agent.sources.cupti_errors",
-        "tfprof.core.records", "tfprof.core.formats", "tfprof.core.formats.kineto",
+        "tfprof/agent/__init__.py", "tfprof/agent/inprocess/hook.py",
+        "tfprof/agent/inprocess/frames.py", "tfprof/agent/inprocess/config.py",
+        "tfprof/agent/inprocess/sources/replay.py", "tfprof/agent/inprocess/sources/cupti.py",
+        "tfprof/core/records.py", "tfprof/readers/__init__.py", "tfprof/readers/kineto.py",
     ):  # fmt: skip
-        assert needed in modules
-    for never in ("tfprof.agent.launcher", "tfprof.agent.relay", "tfprof.agent.client"):
-        assert never not in modules
-    assert not [m for m in modules if m.startswith(("tfprof.collector", "tfprof.proto"))]
+        assert needed in files
+    outside = ("tfprof/agent/launch", "tfprof/agent/relay", "tfprof/agent/cli.py")
+    assert not [f for f in files if f.startswith((*outside, "tfprof/collector", "tfprof/proto"))]
 
 
 def test_the_folder_holds_one_importable_name(tmp_path: Path) -> None:
@@ -43,8 +42,9 @@ def test_the_hook_runs_from_the_folder_alone(tmp_path: Path) -> None:
     # -I -S: no site-packages, no PYTHONPATH; sys.path is the stdlib and the folder.
     code = (
         "import sys; sys.path.append(sys.argv[1]); "
-        "import tfprof.agent.hook, tfprof.agent.sources.replay, tfprof.agent.sources.cupti; "
-        "from tfprof.core.formats import load_trace; "
+        "import tfprof.agent.inprocess.hook, tfprof.agent.inprocess.sources.replay; "
+        "import tfprof.agent.inprocess.sources.cupti; "
+        "from tfprof.readers import load_trace; "
         "print(len(load_trace(sys.argv[2]).columns['kind']))"
         "; print(sorted({m.__file__.startswith(sys.argv[1]) for n, m in sys.modules.items() "
         "if n.startswith('tfprof.')}))"

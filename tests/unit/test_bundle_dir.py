@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tfprof.agent import bundle
-from tfprof.agent.sources.cupti import interpreter_abi
+from tfprof.agent.inprocess.sources.cupti import interpreter_abi
+from tfprof.agent.launch import bundle
 
 
 def test_a_bundle_holds_the_hook_and_says_which_abi_it_lacks(tmp_path: Path) -> None:
@@ -14,7 +14,7 @@ def test_a_bundle_holds_the_hook_and_says_which_abi_it_lacks(tmp_path: Path) -> 
     (target / "stale.txt").write_text("from an older bundle")
     notes = bundle.write_bundle(str(target), ["cp39"])
     assert sorted(p.name for p in target.iterdir()) == [bundle.LIB_DIR, "sitecustomize.py"]
-    assert (target / bundle.LIB_DIR / "tfprof" / "agent" / "hook.py").is_file()
+    assert (target / bundle.LIB_DIR / "tfprof" / "agent" / "inprocess" / "hook.py").is_file()
     assert not any(p.is_symlink() for p in target.rglob("*"))  # copies: no host paths
     (note,) = notes
     assert "cpython-39-" in note and "none for it" in note

@@ -1,4 +1,4 @@
-"""agent/capture.py: capture modes, the window schedule (merging, past windows,
+"""agent/inprocess/capture_control.py: capture modes, the window schedule (merging, past windows,
 periodic windows) and the controller that applies its edges, driven by a clock the
 test sets; and capture frames read from a real socket pair."""
 
@@ -9,8 +9,8 @@ import threading
 
 import pytest
 
-from tfprof.agent import config, frames
-from tfprof.agent.capture import (
+from tfprof.agent.inprocess import config, frames
+from tfprof.agent.inprocess.capture_control import (
     ALWAYS_MODE,
     CaptureController,
     CaptureMode,
@@ -19,7 +19,7 @@ from tfprof.agent.capture import (
     parse_capture_mode,
     parse_duration,
 )
-from tfprof.agent.errors import ConfigError
+from tfprof.agent.inprocess.errors import ConfigError
 
 S = 10**9
 ON_DEMAND = CaptureMode("on-demand")

@@ -17,7 +17,7 @@ from tests.unit.raw_stream import RawStream
 from tests.unit.test_captures_rpc import hello
 from tests.unit.test_server import batch, goodbye
 from tfprof.collector.cli import main
-from tfprof.collector.server import CollectorServer
+from tfprof.collector.service.server import CollectorServer
 from tfprof.proto import collector_pb2_grpc as pb_grpc
 
 pytestmark = pytest.mark.timeout(60)

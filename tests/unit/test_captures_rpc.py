@@ -13,8 +13,8 @@ import pytest
 
 from tests.unit.raw_stream import RawStream
 from tests.unit.test_server import batch, goodbye
-from tfprof.collector.captures import CAPTURES_FILE
-from tfprof.collector.server import CollectorServer
+from tfprof.collector.service.capture_windows import CAPTURES_FILE
+from tfprof.collector.service.server import CollectorServer
 from tfprof.proto import collector_pb2 as pb
 from tfprof.proto import collector_pb2_grpc as pb_grpc
 

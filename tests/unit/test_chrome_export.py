@@ -19,9 +19,9 @@ from tfprof.collector.export import (
     reporter_for,
     write_timeline,
 )
-from tfprof.collector.merge import build_timeline
-from tfprof.collector.model import HOST_COLUMNS, RECORD_COLUMNS, DeviceMeta, JobData, StreamData
-from tfprof.collector.timeline import GroupBy, Timeline
+from tfprof.collector.jobdata import HOST_COLUMNS, RECORD_COLUMNS, DeviceMeta, JobData, StreamData
+from tfprof.collector.timeline.build import build_timeline
+from tfprof.collector.timeline.model import GroupBy, Timeline
 from tfprof.core.records import RecordKind
 
 T0 = 1_700_000_000_000_000_000
@@ -111,7 +111,7 @@ def test_document_shape() -> None:
 
 def test_the_head_names_the_tool_before_any_event(tmp_path: Path) -> None:
     from tfprof.collector.analysis.tracefile import _starts_like_our_export
-    from tfprof.core.formats.load import json_trace_head
+    from tfprof.readers.load import json_trace_head
 
     out = write_timeline(sample_timeline(), tmp_path / "t.json")
     head = json_trace_head(out)  # read from the start of the file, up to traceEvents

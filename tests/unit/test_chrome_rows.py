@@ -19,9 +19,9 @@ from tfprof.collector.export.text_columns import (
     write_int,
     write_millis,
 )
-from tfprof.collector.merge import build_timeline
-from tfprof.collector.model import RECORD_COLUMNS, JobData, StreamData
-from tfprof.collector.timeline import Timeline
+from tfprof.collector.jobdata import RECORD_COLUMNS, JobData, StreamData
+from tfprof.collector.timeline.build import build_timeline
+from tfprof.collector.timeline.model import Timeline
 from tfprof.core.cupti_labels import PEER_COPY
 from tfprof.core.records import RecordKind
 from tfprof.core.slice_args import CATEGORIES

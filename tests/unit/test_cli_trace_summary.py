@@ -12,8 +12,8 @@ import pytest
 
 from tfprof.collector.cli import main
 from tfprof.collector.export import write_timeline
-from tfprof.collector.merge import build_timeline
-from tfprof.collector.model import RECORD_COLUMNS, DeviceMeta, DropCounts, JobData, StreamData
+from tfprof.collector.jobdata import RECORD_COLUMNS, DeviceMeta, DropCounts, JobData, StreamData
+from tfprof.collector.timeline.build import build_timeline
 from tfprof.core.records import RecordKind
 
 T0 = 1_700_000_000_000_000_000
@@ -151,7 +151,7 @@ def test_advise_shows_offsets_from_the_window_start_and_json_keeps_both(
 
 
 def test_a_long_kernel_name_is_shortened_in_the_table_only() -> None:
-    from tfprof.collector.analysis.render import MAX_TEXT_CELL, cell
+    from tfprof.collector.analysis.view_render import MAX_TEXT_CELL, cell
 
     name = "void at::native::kernel<" + "x" * 3000 + ">"
     short = cell("name", name)

@@ -1,4 +1,5 @@
-"""agent/client.py and the spool against a real collector, a restarted one, and none."""
+"""agent/relay/collector_client.py and the spool against a real collector, a restarted one,
+and none."""
 
 from __future__ import annotations
 
@@ -8,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from tfprof.agent.client import CollectorClient
-from tfprof.agent.delivery import StreamDelivery
-from tfprof.agent.flush import flush_spool
-from tfprof.agent.spool import Spool
-from tfprof.collector.server import CollectorServer
+from tfprof.agent.relay.collector_client import CollectorClient
+from tfprof.agent.relay.delivery import StreamDelivery
+from tfprof.agent.relay.flush import flush_spool
+from tfprof.agent.relay.spool import Spool
+from tfprof.collector.service.server import CollectorServer
 from tfprof.core.records import RecordKind
 from tfprof.proto import collector_pb2 as pb
 

@@ -1,4 +1,4 @@
-"""Bearer-token authentication (collector/auth.py) and TLS on an in-process collector."""
+"""Bearer-token authentication (collector/service/auth.py) and TLS on an in-process collector."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from tests.unit.test_server import batch, goodbye, hello
-from tfprof.collector.auth import check_authorization
-from tfprof.collector.server import CollectorServer
+from tfprof.collector.service.auth import check_authorization
+from tfprof.collector.service.server import CollectorServer
 from tfprof.proto import collector_pb2 as pb
 from tfprof.proto import collector_pb2_grpc as pb_grpc
 

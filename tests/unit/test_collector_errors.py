@@ -22,7 +22,7 @@ from tfprof.collector.errors import (
     PathError,
     StorageUnavailable,
 )
-from tfprof.collector.server import CollectorServer, status_for
+from tfprof.collector.service.server import CollectorServer, status_for
 from tfprof.collector.store import Store
 from tfprof.core.errors import InputError, TfprofError
 from tfprof.core.names import InvalidName

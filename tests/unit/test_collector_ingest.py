@@ -12,9 +12,9 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from tests.unit.test_server import batch, goodbye, hello, rejected, run_stream
 from tfprof.collector.errors import InvalidArgument
-from tfprof.collector.metrics import CollectorMetrics, serve_metrics
-from tfprof.collector.server import CollectorServer
-from tfprof.collector.validate import MAX_TIME_NS, NS_PER_DAY, check_batch, check_hello
+from tfprof.collector.service.metrics import CollectorMetrics, serve_metrics
+from tfprof.collector.service.server import CollectorServer
+from tfprof.collector.service.validate import MAX_TIME_NS, NS_PER_DAY, check_batch, check_hello
 from tfprof.proto import collector_pb2 as pb
 from tfprof.proto import collector_pb2_grpc as pb_grpc
 

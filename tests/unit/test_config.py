@@ -1,4 +1,4 @@
-"""agent/config.py: TFPROF_* parsing, validation messages, job names and task ids."""
+"""agent/inprocess/config.py: TFPROF_* parsing, validation messages, job names and task ids."""
 
 from __future__ import annotations
 
@@ -6,8 +6,14 @@ import json
 
 import pytest
 
-from tfprof.agent.config import OPTIONS, child_environment, load, validate_job_name, with_flags
-from tfprof.agent.errors import ConfigError
+from tfprof.agent.inprocess.config import (
+    OPTIONS,
+    child_environment,
+    load,
+    validate_job_name,
+    with_flags,
+)
+from tfprof.agent.inprocess.errors import ConfigError
 from tfprof.core.errors import InputError, TfprofError
 
 
@@ -285,7 +291,7 @@ def test_test_clock_skew_is_read_leniently(raw: str, skew: int) -> None:
     ],
 )
 def test_collector_addresses_are_checked_and_named_as_typed(value: str, says: str) -> None:
-    from tfprof.agent.config import validate_collector
+    from tfprof.agent.inprocess.config import validate_collector
 
     with pytest.raises(ConfigError, match=says) as flag:
         validate_collector(value, "--collector")

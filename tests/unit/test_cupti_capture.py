@@ -15,15 +15,15 @@ import pytest
 from cupti import cupti
 
 from tests.unit.agent_cupti_fakes import AK, RecordingSink, bound_source
-from tfprof.agent.sources.base import SourceUnavailable
-from tfprof.agent.sources.cupti import (
+from tfprof.agent.inprocess.sources.base import SourceUnavailable
+from tfprof.agent.inprocess.sources.cupti import (
     CuptiSource,
     _arming_kinds,
     _kinds_to_enable,
     _optional_kinds,
     _window_kinds,
 )
-from tfprof.agent.sources.cupti_errors import driver_cuda_version
+from tfprof.agent.inprocess.sources.cupti_errors import driver_cuda_version
 
 HAVE_DRIVER = driver_cuda_version() is not None
 
@@ -71,7 +71,7 @@ GPU_WINDOWS = """
 import json, sys, time
 sys.path.insert(0, sys.argv[1])
 from agent_cupti_fakes import RecordingSink
-from tfprof.agent.sources.cupti import CuptiSource
+from tfprof.agent.inprocess.sources.cupti import CuptiSource
 from tfprof.core.records import RecordKind
 
 sink = RecordingSink()

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 from cupti import cupti
 
-from tfprof.agent.sources import cupti_errors
-from tfprof.agent.sources.cupti_errors import describe_cupti_failure, driver_cuda_version
+from tfprof.agent.inprocess.sources import cupti_errors
+from tfprof.agent.inprocess.sources.cupti_errors import describe_cupti_failure, driver_cuda_version
 
 HAVE_DRIVER = driver_cuda_version() is not None
 R = cupti.Result

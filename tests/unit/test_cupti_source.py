@@ -19,9 +19,9 @@ from tests.unit.agent_cupti_fakes import (
     fill_kernel,
     fill_memcpy,
 )
-from tfprof.agent.sources.base import SourceUnavailable
-from tfprof.agent.sources.cupti import CuptiSource, not_installed
-from tfprof.agent.sources.cupti_errors import driver_cuda_version
+from tfprof.agent.inprocess.sources.base import SourceUnavailable
+from tfprof.agent.inprocess.sources.cupti import CuptiSource, not_installed
+from tfprof.agent.inprocess.sources.cupti_errors import driver_cuda_version
 from tfprof.core.records import RecordKind
 
 HAVE_DRIVER = driver_cuda_version() is not None
@@ -83,7 +83,7 @@ def test_importing_the_module_does_not_import_cupti() -> None:
     import subprocess
 
     code = (
-        "import sys, tfprof.agent.sources.cupti; "
+        "import sys, tfprof.agent.inprocess.sources.cupti; "
         "sys.exit(1 if 'cupti' in sys.modules or 'numpy' in sys.modules else 0)"
     )
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
@@ -93,7 +93,7 @@ GPU_WORKLOAD = """
 import json, sys, time
 sys.path.insert(0, sys.argv[1])
 from agent_cupti_fakes import RecordingSink
-from tfprof.agent.sources.cupti import CuptiSource
+from tfprof.agent.inprocess.sources.cupti import CuptiSource
 
 sink = RecordingSink()
 source = CuptiSource()
@@ -154,7 +154,7 @@ def test_traces_a_real_cuda_workload() -> None:
 
 
 def test_synchronization_is_among_the_kinds_tried() -> None:
-    from tfprof.agent.sources.cupti import _kinds_to_enable, _optional_kinds
+    from tfprof.agent.inprocess.sources.cupti import _kinds_to_enable, _optional_kinds
 
     assert int(AK.SYNCHRONIZATION) in _optional_kinds(cupti)
     assert int(AK.SYNCHRONIZATION) not in _kinds_to_enable(cupti)  # never fatal

@@ -2,7 +2,7 @@
 their connections is read, delivered and finished with a goodbye before it exits —
 nothing a hook counted as handed over dies with it uncounted (a real collector on
 127.0.0.1, a real daemon in this process, hooks speaking the frame protocol over real
-sockets). The hook (agent/hook.py): the frame whose send the stop broke off goes again,
+sockets). The hook (agent/inprocess/hook.py): the frame whose send the stop broke off goes again,
 whole, on the next connection — records and goodbye alike (a real Hook against a Unix
 socket this test serves)."""
 
@@ -17,13 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from tfprof.agent import config, frames
-from tfprof.agent.daemon import NodeDaemon
-from tfprof.agent.frames import FrameType
-from tfprof.agent.hook import Hook
-from tfprof.agent.relay import RelayServer
-from tfprof.collector.model import StreamData
-from tfprof.collector.server import CollectorServer
+from tfprof.agent.inprocess import config, frames
+from tfprof.agent.inprocess.frames import FrameType
+from tfprof.agent.inprocess.hook import Hook
+from tfprof.agent.relay.daemon import NodeDaemon
+from tfprof.agent.relay.socket_server import RelayServer
+from tfprof.collector.jobdata import StreamData
+from tfprof.collector.service.server import CollectorServer
 from tfprof.collector.store import Store
 from tfprof.core.records import COLUMNS, RecordTable
 

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from tests.unit.test_client import Failures, batch, hello
-from tfprof.agent.client import CollectorClient
-from tfprof.agent.delivery import StreamDelivery
-from tfprof.agent.spool import Spool
-from tfprof.collector.server import CollectorServer
+from tfprof.agent.relay.collector_client import CollectorClient
+from tfprof.agent.relay.delivery import StreamDelivery
+from tfprof.agent.relay.spool import Spool
+from tfprof.collector.service.server import CollectorServer
 from tfprof.proto import collector_pb2 as pb
 
 pytestmark = pytest.mark.timeout(90)

@@ -11,7 +11,9 @@ from typing import Any
 
 import pytest
 
-from tfprof.agent import cli, config, exports, identity
+from tfprof.agent import cli
+from tfprof.agent.inprocess import config, identity
+from tfprof.agent.relay import daemon_env
 from tfprof.collector import config as collector_config
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
@@ -100,7 +102,9 @@ def test_the_training_pod_environment_is_what_env_prints() -> None:
     env = {e["name"]: e for e in train["env"]}
     socket = args.socket
     bootstrap = os.path.join(os.path.dirname(socket), "bootstrap")
-    printed = exports.daemon_environment(socket, bootstrap, capture=env["TFPROF_CAPTURE"]["value"])
+    printed = daemon_env.daemon_environment(
+        socket, bootstrap, capture=env["TFPROF_CAPTURE"]["value"]
+    )
     assert {k: env[k]["value"] for k in printed} == printed
     known = {o.env for o in config.OPTIONS.values()} | {"PYTHONPATH", "TFPROF_CAPTURE"}
     assert set(env) <= known, set(env) - known

@@ -1,5 +1,5 @@
 """The spool on a full disk and with damaged files: every record is stored once or
-counted as dropped, and nothing undelivered is deleted (agent/spool.py, delivery.py,
+counted as dropped, and nothing undelivered is deleted (agent/relay/spool.py, delivery.py,
 flush.py), against a real collector and a real full tmpfs."""
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ import pytest
 
 from tests.tmpfs import small_tmpfs
 from tests.unit.test_client import UNREACHABLE, batch, hello
-from tfprof.agent.client import CollectorClient
-from tfprof.agent.delivery import StreamDelivery
-from tfprof.agent.flush import flush_spool
-from tfprof.agent.spool import Spool, claim
-from tfprof.collector.server import CollectorServer
+from tfprof.agent.relay.collector_client import CollectorClient
+from tfprof.agent.relay.delivery import StreamDelivery
+from tfprof.agent.relay.flush import flush_spool
+from tfprof.agent.relay.spool import Spool, claim
+from tfprof.collector.service.server import CollectorServer
 from tfprof.core import batchlog
 from tfprof.proto import collector_pb2 as pb
 

@@ -11,8 +11,8 @@ import pytest
 
 from tests.unit.test_store import batch, hello
 from tfprof.collector.errors import InvalidArgument
+from tfprof.collector.service.validate import check_batch, check_goodbye, check_hello
 from tfprof.collector.store import Store
-from tfprof.collector.validate import check_batch, check_goodbye, check_hello
 from tfprof.core import batchlog
 from tfprof.proto import collector_pb2 as pb
 

@@ -16,10 +16,10 @@ import pytest
 from tests.traces import shared_traces
 from tests.unit.test_merge import STRINGS, kernel, stream
 from tfprof.collector.export.chrome import ChromeReporter
-from tfprof.collector.importer import jobs_from_files
-from tfprof.collector.merge import build_timeline
-from tfprof.collector.model import JobData
-from tfprof.collector.timeline import Timeline
+from tfprof.collector.jobdata import JobData
+from tfprof.collector.store.importer import jobs_from_files
+from tfprof.collector.timeline.build import build_timeline
+from tfprof.collector.timeline.model import Timeline
 from tfprof.core.records import RecordKind
 from tfprof.core.slice_args import BY_KIND, SLICE_CATEGORIES, args_of
 
@@ -332,7 +332,7 @@ def test_the_arg_table_covers_every_record_kind() -> None:
 @pytest.mark.parametrize("name", ["simple_add.json.gz", "event_sync_multi_stream.json.gz"])
 def test_our_chrome_export_reads_back_with_its_host_side(name: str, tmp_path: Path) -> None:
     """`summary FILE` on our own export sees the API calls and ranges, not only the GPU."""
-    from tfprof.core.formats import load_trace
+    from tfprof.readers import load_trace
 
     path = tmp_path / "ours.json"
     path.write_text(json.dumps(chrome(_timeline(_kineto(name)))))

@@ -18,9 +18,9 @@ import pytest
 from tests.unit.test_chrome_export import T0, render, sample_timeline, slices
 from tfprof.collector import export as export_mod
 from tfprof.collector.export import UnknownFormatError, format_for, write_timeline
-from tfprof.collector.merge import build_timeline
-from tfprof.collector.model import JobData, StreamData
-from tfprof.collector.timeline import Timeline
+from tfprof.collector.jobdata import JobData, StreamData
+from tfprof.collector.timeline.build import build_timeline
+from tfprof.collector.timeline.model import Timeline
 from tfprof.core.records import RecordKind
 
 pftrace = pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
@@ -193,7 +193,7 @@ def test_perfetto_is_written_in_bounded_chunks() -> None:
 
 
 def test_xplane_planes_lines_events_and_stats(tmp_path: Path) -> None:
-    from tfprof.core.formats.tfprotos import xplane
+    from tfprof.readers.tfprotos import xplane
 
     pb = xplane()
     target = write_timeline(sample_timeline(), tmp_path / "logdir", "xplane")

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from tfprof.core.errors import FormatUnavailable, InputError, TraceFormatError
-from tfprof.core.formats import read_trace
-from tfprof.core.formats.tfprotos import step_stats
+from tfprof.readers import read_trace
+from tfprof.readers.tfprotos import step_stats
 
 THIRD_PARTY = ("google.protobuf", "perfetto", "tensorboard", "tensorflow", "numpy", "orjson")
 
@@ -24,7 +24,7 @@ def test_format_errors_are_input_errors_not_value_errors(error: type[InputError]
 
 def test_importing_the_readers_loads_no_third_party_package() -> None:
     code = (
-        "import sys, tfprof.core.formats\n"
+        "import sys, tfprof.readers\n"
         f"print(sorted(m for m in sys.modules if m.split('.')[0] in {THIRD_PARTY!r}"
         " or m.startswith('google.protobuf')))"
     )

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from tests.unit.trace_docs import meta_event, write_doc, x_event
-from tfprof.core.formats import (
+from tfprof.readers import (
     FORMAT_TFPROF,
     TraceFormatError,
     load_trace,

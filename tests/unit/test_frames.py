@@ -1,4 +1,5 @@
-"""agent/frames.py: record tables, record frames, the string table and frame reassembly."""
+"""agent/inprocess/frames.py: record tables, record frames, the string table and frame
+reassembly."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import threading
 import numpy as np
 import pytest
 
-from tfprof.agent.frames import (
+from tfprof.agent.inprocess.frames import (
     HEADER,
     RECORDS_HEADER,
     FrameType,

@@ -1,4 +1,4 @@
-"""agent/hook.py without a launcher: the bounded frame queue, drop accounting, and the
+"""agent/inprocess/hook.py without a launcher: the bounded frame queue, drop accounting, and the
 sender talking to a real Unix socket server made by the test."""
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tfprof.agent import config, frames, hook
-from tfprof.agent.frames import FrameType, decode_records, iter_frames
-from tfprof.agent.hook import FrameQueue, Hook
-from tfprof.agent.sources.base import Sink, SourceUnavailable
+from tfprof.agent.inprocess import config, frames, hook
+from tfprof.agent.inprocess.frames import FrameType, decode_records, iter_frames
+from tfprof.agent.inprocess.hook import FrameQueue, Hook
+from tfprof.agent.inprocess.sources.base import Sink, SourceUnavailable
 from tfprof.core import records
 from tfprof.core.records import RecordTable
 from tfprof.core.version import __version__

@@ -1,4 +1,4 @@
-"""agent/host_metrics.py: sampling real processes from outside with psutil."""
+"""agent/relay/host_metrics.py: sampling real processes from outside with psutil."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from tfprof.agent.host_metrics import HostSample, HostSampler
+from tfprof.agent.relay.host_metrics import HostSample, HostSampler
 
 pytestmark = pytest.mark.timeout(30)
 

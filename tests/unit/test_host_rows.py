@@ -17,13 +17,13 @@ from tfprof.collector import advice
 from tfprof.collector.advice import HOST_RULES, RULE_NAMES, HostRows, advise, advise_gpu_first
 from tfprof.collector.analysis import host_pass
 from tfprof.collector.analysis.records import ProcessHost, RecordSet, prepare, prepare_gpu_first
-from tfprof.collector.importer import import_files
-from tfprof.collector.lake.compact import compact_data_dir
+from tfprof.collector.jobdata import StreamData
 from tfprof.collector.lake.location import lake_of
+from tfprof.collector.lake.publish import compact_data_dir
 from tfprof.collector.lake.reader import open_jobs
 from tfprof.collector.lake.segments import collector_id
-from tfprof.collector.model import StreamData
 from tfprof.collector.store import Store
+from tfprof.collector.store.importer import import_files
 from tfprof.core.records import RecordKind
 
 KINETO = ("kineto-hta/simple_add.json.gz", "kineto-hta/event_sync_multi_stream.json.gz")

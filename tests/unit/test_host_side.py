@@ -12,14 +12,14 @@ import numpy as np
 import pytest
 
 from tests.traces import shared_traces
-from tfprof.collector.attribution import HOW_LAUNCH, attribute_ops, innermost_at
 from tfprof.collector.export import write_timeline
-from tfprof.collector.flows import link_launches
-from tfprof.collector.importer import jobs_from_files
-from tfprof.collector.merge import build_timeline
-from tfprof.core.formats import load_trace
+from tfprof.collector.store.importer import jobs_from_files
+from tfprof.collector.timeline.attribution import HOW_LAUNCH, attribute_ops, innermost_at
+from tfprof.collector.timeline.build import build_timeline
+from tfprof.collector.timeline.flows import link_launches
 from tfprof.core.records import RecordKind
 from tfprof.core.tracks import TrackKey, TrackKind
+from tfprof.readers import load_trace
 
 _GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "cuda_sync")
 KINETO = ["simple_add.json.gz", "event_sync_multi_stream.json.gz"]

@@ -21,7 +21,6 @@ from tests.kineto_memory import memory_trace
 from tests.traces import shared_traces
 from tfprof.collector.analysis import Filters, prepare, view_report
 from tfprof.collector.analysis.api import NO_API, api_rows
-from tfprof.collector.analysis.errors import AnalysisError
 from tfprof.collector.analysis.group_stats import group_stats
 from tfprof.collector.analysis.host_records import queue_depth
 from tfprof.collector.analysis.memory_view import NO_MEMORY, memory_rows
@@ -29,6 +28,7 @@ from tfprof.collector.analysis.ops import NO_RANGES, op_rows
 from tfprof.collector.analysis.scopes import scope_path, scope_rows
 from tfprof.collector.analysis.tracefile import job_from_trace
 from tfprof.collector.cli import main
+from tfprof.collector.errors import AnalysisError
 
 KINETO = ["simple_add.json.gz", "event_sync_multi_stream.json.gz"]
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")

@@ -1,7 +1,7 @@
 """Correctness anchor: our kernel totals and per-stream busy time on the Kineto traces in
 ../shared/data/traces agree with HolisticTraceAnalysis (HTA) on the original files.
 
-Ours come from the replay path's importer (agent/sources/recorded.py load_trace, wrapped
+Ours come from the replay path's importer (tfprof.readers load_trace, wrapped
 as a JobData) and the views of collector/analysis; HTA's from its TraceAnalysis on a copy
 of each file. Skipped where HTA is not installed (``pip install -e '.[hta]'``).
 

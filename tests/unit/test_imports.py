@@ -14,11 +14,11 @@ from tests.unit.test_recorded import KINETO_FILES, TF_FILES
 from tfprof.collector.cli import main
 from tfprof.collector.errors import InvalidArgument, NotFound
 from tfprof.collector.export import write_timeline
-from tfprof.collector.importer import import_files, jobs_from_files
-from tfprof.collector.merge import Timeline, build_timeline
 from tfprof.collector.store import Store
+from tfprof.collector.store.importer import import_files, jobs_from_files
+from tfprof.collector.timeline.build import Timeline, build_timeline
 from tfprof.collector.timespec import parse_duration, parse_window
-from tfprof.core.formats import load_trace, read_trace
+from tfprof.readers import load_trace, read_trace
 
 pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
 
@@ -77,7 +77,7 @@ def test_stepstats_round_trip_keeps_names_durations_streams(tmp_path: Path) -> N
 def test_kernel_names_with_colons_survive_stepstats(tmp_path: Path) -> None:
     pytest.importorskip("tensorboard.compat.proto.config_pb2")
     from tests.unit.test_chrome_export import records
-    from tfprof.collector.model import JobData, StreamData
+    from tfprof.collector.jobdata import JobData, StreamData
     from tfprof.core.records import RecordKind
 
     name = "void at::native::kernel<float>(int)"

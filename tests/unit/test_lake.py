@@ -13,11 +13,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from tfprof.collector.cli import main
-from tfprof.collector.lake.compact import compact_data_dir, compact_stream
 from tfprof.collector.lake.compactor import Compactor
 from tfprof.collector.lake.convert import OutOfRange
 from tfprof.collector.lake.fs import list_parquet, open_lake, read_parquet
 from tfprof.collector.lake.location import lake_of
+from tfprof.collector.lake.publish import compact_data_dir, compact_stream
 from tfprof.collector.lake.query import Engine, run_query
 from tfprof.collector.lake.schema import RECORD_TABLES, TABLES
 from tfprof.collector.lake.segments import SegmentName, collector_id, read_watermark

@@ -13,12 +13,12 @@ from tfprof.collector.advice import RULE_NAMES, advise, needs_host
 from tfprof.collector.analysis import VIEWS, view_report
 from tfprof.collector.analysis.records import RecordSet, prepare
 from tfprof.collector.cli import main
-from tfprof.collector.importer import import_files
-from tfprof.collector.lake.compact import compact_data_dir
 from tfprof.collector.lake.location import lake_of
+from tfprof.collector.lake.publish import compact_data_dir
 from tfprof.collector.lake.reader import LakeStream, open_jobs
 from tfprof.collector.lake.segments import collector_id
 from tfprof.collector.store import Store
+from tfprof.collector.store.importer import import_files
 
 KINETO = ("kineto-hta/simple_add.json.gz", "kineto-hta/event_sync_multi_stream.json.gz")
 TF = ("tf-timeline-ikhlestov/GPU_timeline_02_step_0.json",

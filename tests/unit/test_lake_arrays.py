@@ -12,12 +12,12 @@ import pyarrow as pa
 import pytest
 
 from tests.traces import shared_traces
-from tfprof.collector.importer import import_files
 from tfprof.collector.lake.arrays import numbers
-from tfprof.collector.lake.compact import compact_data_dir
 from tfprof.collector.lake.location import lake_of
+from tfprof.collector.lake.publish import compact_data_dir
 from tfprof.collector.lake.segments import collector_id
 from tfprof.collector.store import Store
+from tfprof.collector.store.importer import import_files
 
 TYPES = [pa.int8(), pa.int16(), pa.int32(), pa.int64(), pa.uint16(), pa.uint32(),
          pa.uint64(), pa.float32(), pa.float64()]  # fmt: skip

@@ -12,13 +12,13 @@ import pytest
 
 from tests.unit.test_store import batch, hello
 from tfprof.collector.cli import main
-from tfprof.collector.lake.compact import compact_data_dir, compact_stream
+from tfprof.collector.jobdata import StreamData
 from tfprof.collector.lake.convert import StreamCursor
 from tfprof.collector.lake.location import lake_of
+from tfprof.collector.lake.publish import compact_data_dir, compact_stream
 from tfprof.collector.lake.query import Engine, run_query
 from tfprof.collector.lake.reader import open_jobs
 from tfprof.collector.lake.segments import collector_id
-from tfprof.collector.model import StreamData
 from tfprof.collector.store import Store
 from tfprof.collector.store.loader import load_stream
 from tfprof.core import batchlog

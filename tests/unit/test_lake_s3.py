@@ -20,9 +20,9 @@ from tests.unit.test_lake import first_batch, records_batch, write_stream
 from tfprof.collector.analysis import view_report
 from tfprof.collector.analysis.records import prepare
 from tfprof.collector.cli import main
-from tfprof.collector.lake.compact import compact_data_dir, compact_stream
 from tfprof.collector.lake.fs import Lake, list_parquet, open_lake, write_parquet
 from tfprof.collector.lake.location import lake_of, set_lake
+from tfprof.collector.lake.publish import compact_data_dir, compact_stream
 from tfprof.collector.lake.query import Engine, run_query
 from tfprof.collector.lake.reader import open_jobs
 from tfprof.collector.lake.schema import TABLES

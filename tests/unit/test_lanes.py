@@ -7,8 +7,8 @@ import random
 import numpy as np
 import pytest
 
-from tfprof.collector import lanes
-from tfprof.collector.lanes import assign_lanes
+from tfprof.collector.timeline import lanes
+from tfprof.collector.timeline.lanes import assign_lanes
 
 
 def test_assign_lanes_hand_example() -> None:

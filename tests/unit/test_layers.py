@@ -2,9 +2,11 @@
 
 - the collector never imports the agent;
 - the agent imports the collector only through its embedded facade, ``tfprof.collector.embedded``;
-- ``tfprof.core`` imports neither side nor the generated wire code, and only the standard
-  library at module level (the hook imports it inside every user process);
-- what the in-process hook loads at module level is standard library and first party only;
+- ``tfprof.core`` and ``tfprof.readers`` import neither side nor the generated wire code,
+  and the core never imports the readers;
+- the in-process packages (``bundle.IN_PROCESS_PACKAGES``, what the bootstrap ships into the
+  job's interpreter) import, wherever they import, only each other and, at module level,
+  the standard library; pyproject.toml holds exactly their folders to Python 3.9;
 - no agent module imports the collector's third-party dependencies at module level.
 """
 
@@ -16,16 +18,20 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import tomllib
+
+from tfprof.agent.launch import bundle
 
 ROOT = Path(__file__).resolve().parents[2]
-SOURCE_ROOTS = [ROOT / "proto" / "src", ROOT / "agent" / "src", ROOT / "collector" / "src"]
+SOURCE_ROOTS = [ROOT / d / "src" for d in ("proto", "readers", "agent", "collector")]
 EMBEDDED_FACADE = "tfprof.collector.embedded"
 # The collector's third-party dependencies, none of which a training image needs.
 COLLECTOR_ONLY = {
     "numpy", "orjson", "perfetto", "prometheus_client", "rich", "textual", "duckdb", "pyarrow"
 }  # fmt: skip
 # Imported by the bootstrap in every traced process, before user code.
-HOOK_ENTRY = "tfprof.agent.hook"
+HOOK_ENTRY = "tfprof.agent.inprocess.hook"
+IN_PROCESS = bundle.IN_PROCESS_PACKAGES
 
 
 @dataclass(frozen=True)
@@ -61,7 +67,7 @@ def imports_of(source: str, module: str, is_package: bool) -> list[Import]:
                     package = package[: len(package) - (child.level - 1)]
                     base = ".".join([*package, base] if base else package)
                 found.append(Import(module, base, top, child.lineno))
-                # `from tfprof.agent import hook` imports tfprof.agent.hook
+                # `from tfprof.agent.inprocess import hook` imports tfprof.agent.inprocess.hook
                 found.extend(
                     Import(module, f"{base}.{a.name}", top, child.lineno) for a in child.names
                 )
@@ -115,45 +121,54 @@ def violations(imports: list[Import], modules: set[str]) -> list[str]:
             and not (dst == EMBEDDED_FACADE or dst.startswith(EMBEDDED_FACADE + "."))
         ):
             bad.append(f"{where}: the agent reaches the collector only via {EMBEDDED_FACADE}")
-        if src.startswith("tfprof.core"):
-            if dst.startswith(("tfprof.agent", "tfprof.collector", "tfprof.proto")):
-                bad.append(f"{where}: the core imports neither side nor the wire code")
-            elif imp.top_level and top(dst) not in sys.stdlib_module_names and top(dst) != "tfprof":
-                bad.append(f"{where}: the core is standard library only at module level")
+        if src.startswith(("tfprof.core", "tfprof.readers")) and dst.startswith(
+            ("tfprof.agent", "tfprof.collector", "tfprof.proto")
+        ):
+            bad.append(f"{where}: the core and the readers import neither side nor the wire code")
+        if src.startswith("tfprof.core") and dst.startswith("tfprof.readers"):
+            bad.append(f"{where}: the core never imports the readers")
         if src.startswith("tfprof.agent") and imp.top_level and top(dst) in COLLECTOR_ONLY:
             bad.append(f"{where}: the agent must not need the collector's dependencies")
-    bad.extend(hook_violations(imports, modules))
+    bad.extend(in_process_violations(imports, modules))
     return bad
 
 
-def hook_violations(imports: list[Import], modules: set[str]) -> list[str]:
-    """Module-level imports reachable from the hook are stdlib or first party."""
-    by_module: dict[str, list[Import]] = {}
-    for imp in imports:
-        if imp.top_level:
-            by_module.setdefault(imp.module, []).append(imp)
+def in_process(name: str) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in IN_PROCESS)
+
+
+def in_process_violations(imports: list[Import], modules: set[str]) -> list[str]:
+    """What the bootstrap ships imports only itself, and the standard library at module
+    level (a third-party import inside a function is the optional route it is for)."""
     bad: list[str] = []
-    seen: set[str] = set()
-    todo = [HOOK_ENTRY]
-    while todo:
-        name = todo.pop()
-        if name in seen:
+    for imp in imports:
+        if not in_process(imp.module):
             continue
-        seen.add(name)
-        # importing a.b.c runs a/__init__ and a/b/__init__ too
-        parents = [".".join(name.split(".")[:i]) for i in range(1, name.count(".") + 1)]
-        todo.extend(p for p in parents if p in modules)
-        for imp in by_module.get(name, []):
-            if imp.target in modules:
-                todo.append(imp.target)
-            elif top(imp.target) == "tfprof":
-                continue  # a name imported from a first-party package, not a module
-            elif top(imp.target) not in sys.stdlib_module_names:
-                bad.append(
-                    f"{name}:{imp.line} imports {imp.target} at module level: the hook's "
-                    "imports are standard library only"
-                )
+        where = f"{imp.module}:{imp.line} imports {imp.target}"
+        if top(imp.target) == "tfprof":
+            if imp.target in modules and not (
+                in_process(imp.target) or imp.target == "tfprof.agent"
+            ):
+                bad.append(f"{where}: in-process code imports only the in-process packages")
+        elif imp.top_level and top(imp.target) not in sys.stdlib_module_names:
+            bad.append(f"{where} at module level: in-process code is standard library only")
     return bad
+
+
+def package_folder(package: str) -> str:
+    """``tfprof.agent.inprocess`` -> ``agent/src/tfprof/agent/inprocess``."""
+    for root in SOURCE_ROOTS:
+        folder = root.joinpath(*package.split("."))
+        if folder.is_dir():
+            return folder.relative_to(ROOT).as_posix()
+    raise AssertionError(f"no folder for {package}")
+
+
+def test_the_in_process_packages_are_held_to_python_39_and_nothing_else_is() -> None:
+    table = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["ruff"][
+        "per-file-target-version"
+    ]
+    assert table == {f"{package_folder(p)}/**/*.py": "py39" for p in IN_PROCESS}
 
 
 def test_layers_hold() -> None:
@@ -170,9 +185,11 @@ def test_layers_hold() -> None:
         ("tfprof.agent.x", "def f():\n    from tfprof.collector.store import Store",
          "only via"),
         ("tfprof.core.x", "import numpy", "standard library only"),
+        ("tfprof.readers.x", "from tfprof.agent.relay import spool", "in-process packages"),
+        ("tfprof.core.x", "from tfprof.readers import kineto", "never imports the readers"),
         ("tfprof.core.x", "from tfprof.proto import collector_pb2", "nor the wire code"),
         ("tfprof.agent.x", "import orjson", "collector's dependencies"),
-        ("tfprof.agent.hook", "import grpc", "hook's imports"),
+        ("tfprof.agent.inprocess.hook", "import grpc", "standard library only"),
     ],
 )  # fmt: skip
 def test_the_check_catches_each_kind_of_break(module: str, source: str, rule: str) -> None:

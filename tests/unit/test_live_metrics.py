@@ -1,4 +1,4 @@
-"""Per-job, per-GPU live figures (collector/live.py) and their Prometheus families:
+"""Per-job, per-GPU live figures (collector/service/live_figures.py) and their Prometheus families:
 interval unions against a brute-force reference, per-GPU attribution by UUID, drops,
 processes, and the bounds on label cardinality."""
 
@@ -9,9 +9,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tfprof.collector.ingest import IngestStream
-from tfprof.collector.live import OTHER, LiveAccounting, batch_figures, union_busy_ns
-from tfprof.collector.metrics import LIVE_FAMILIES, CollectorMetrics
+from tfprof.collector.service.ingest import IngestStream
+from tfprof.collector.service.live_figures import (
+    OTHER,
+    LiveAccounting,
+    batch_figures,
+    union_busy_ns,
+)
+from tfprof.collector.service.metrics import LIVE_FAMILIES, CollectorMetrics
 from tfprof.collector.store import Store
 from tfprof.core.version import PROTOCOL_VERSION
 from tfprof.proto import collector_pb2 as pb

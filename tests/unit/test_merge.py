@@ -8,8 +8,7 @@ import numpy as np
 import pytest
 
 from tfprof.collector.errors import InvalidArgument
-from tfprof.collector.merge import MergeError, build_timeline
-from tfprof.collector.model import (
+from tfprof.collector.jobdata import (
     HOST_COLUMNS,
     RECORD_COLUMNS,
     DeviceMeta,
@@ -17,7 +16,8 @@ from tfprof.collector.model import (
     JobData,
     StreamData,
 )
-from tfprof.collector.timeline import SliceTrack, Timeline
+from tfprof.collector.timeline.build import MergeError, build_timeline
+from tfprof.collector.timeline.model import SliceTrack, Timeline
 from tfprof.core.records import RecordKind
 
 STRINGS = ["", "gemm_kernel", "relu_kernel"]
@@ -397,7 +397,7 @@ def test_streams_and_devices_of_any_size_split_into_ordered_tracks() -> None:
 
 
 def test_tracks_ordered_on_two_threads_are_those_of_one(monkeypatch: pytest.MonkeyPatch) -> None:
-    from tfprof.collector import merge
+    from tfprof.collector.timeline import build
 
     rng = np.random.default_rng(3)
     rows = [
@@ -407,9 +407,9 @@ def test_tracks_ordered_on_two_threads_are_those_of_one(monkeypatch: pytest.Monk
                                  rng.random(4000) < 0.8, strict=True)
     ]  # fmt: skip
     job = JobData("train", "r1", [stream(rows)])
-    monkeypatch.setattr(merge, "PARALLEL_SLICES", 1 << 40)
+    monkeypatch.setattr(build, "PARALLEL_SLICES", 1 << 40)
     one = build_timeline([job])
-    monkeypatch.setattr(merge, "PARALLEL_SLICES", 1)
+    monkeypatch.setattr(build, "PARALLEL_SLICES", 1)
     two = build_timeline([job])
     assert [t.name for t in two.slices] == [t.name for t in one.slices]
     assert max(t.num_lanes for t in one.slices) > 1

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from tfprof.agent import config, daemon, exports, identity
-from tfprof.agent.errors import UsageError
+from tfprof.agent.inprocess import config, identity
+from tfprof.agent.inprocess.errors import UsageError
+from tfprof.agent.relay import daemon, daemon_env
 from tfprof.core.names import is_safe_name
 
 
@@ -57,19 +58,19 @@ def test_config_reads_the_scheduler_and_the_relay() -> None:
 
 def test_env_prints_exports_a_posix_shell_reads_back(tmp_path: Path) -> None:
     boot = str(tmp_path / "it's here")
-    env = exports.daemon_environment(str(tmp_path / "a.sock"), boot, "job-1", "periodic:2s/60s")
-    script = exports.render_sh(env) + 'printf "%s\\n" "$PYTHONPATH" "$TFPROF_CUPTI_PATH"'
+    env = daemon_env.daemon_environment(str(tmp_path / "a.sock"), boot, "job-1", "periodic:2s/60s")
+    script = daemon_env.render_sh(env) + 'printf "%s\\n" "$PYTHONPATH" "$TFPROF_CUPTI_PATH"'
     out = subprocess.run(["sh", "-c", script], env={"PYTHONPATH": "/mine"}, capture_output=True,
                          text=True, check=True).stdout  # fmt: skip
     assert out.splitlines() == [f"{boot}:/mine", f"{boot}/cupti-python/{{abi}}"]
-    alone = subprocess.run(["sh", "-c", exports.render_sh(env) + 'echo "$PYTHONPATH"'], env={},
+    alone = subprocess.run(["sh", "-c", daemon_env.render_sh(env) + 'echo "$PYTHONPATH"'], env={},
                            capture_output=True, text=True, check=True).stdout  # fmt: skip
     assert alone == f"{boot}\n"  # no trailing ':' (that would put the cwd on the path)
     for bad in ("sometimes", "periodic:2s", "on-demand;rm"):
         with pytest.raises(UsageError):
-            exports.daemon_environment("s", "b", capture=bad)
+            daemon_env.daemon_environment("s", "b", capture=bad)
     with pytest.raises(UsageError):
-        exports.daemon_environment("s", "b", job="no/slash")
+        daemon_env.daemon_environment("s", "b", job="no/slash")
 
 
 def test_the_daemon_trusts_no_name_a_hook_sends() -> None:

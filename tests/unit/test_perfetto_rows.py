@@ -28,7 +28,7 @@ from tfprof.collector.export.protowire import (
     varint,
     varints,
 )
-from tfprof.collector.timeline import Timeline
+from tfprof.collector.timeline.model import Timeline
 from tfprof.core.records import RecordKind
 
 pftrace = pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
@@ -219,8 +219,8 @@ def test_a_gathered_selection_encodes_each_slice_as_alone() -> None:
 
 def _stream_track(rows: list[dict[str, int]]) -> Any:
     from tests.unit.test_merge import stream
-    from tfprof.collector.merge import build_timeline
-    from tfprof.collector.model import JobData
+    from tfprof.collector.jobdata import JobData
+    from tfprof.collector.timeline.build import build_timeline
 
     timeline = build_timeline([JobData("j", "r", [stream(rows)])])
     return next(t for t in timeline.slices if t.name.endswith("stream:7"))
@@ -257,8 +257,8 @@ def test_slices_of_kinds_encoded_apart_read_back_as_in_time_order() -> None:
     """Read as trace_processor reads them, a stream encoded a kind at a time gives the
     slices that one time-ordered run gives."""
     from tests.unit.test_merge import kernel, memcpy, memset, stream
-    from tfprof.collector.merge import build_timeline
-    from tfprof.collector.model import JobData
+    from tfprof.collector.jobdata import JobData
+    from tfprof.collector.timeline.build import build_timeline
 
     rng = np.random.default_rng(12)
     makers: list[Callable[[int, int], dict[str, int]]] = [kernel, memcpy, memset]

@@ -12,8 +12,8 @@ import numpy as np
 
 from tfprof.collector.export import ChromeReporter
 from tfprof.collector.export.args import dim3_column, label_column, rate_column
-from tfprof.collector.merge import build_timeline
-from tfprof.collector.model import RECORD_COLUMNS, JobData, StreamData
+from tfprof.collector.jobdata import RECORD_COLUMNS, JobData, StreamData
+from tfprof.collector.timeline.build import build_timeline
 from tfprof.core.cupti_labels import COPY_KINDS, MEMORY_KINDS, PEER_COPY
 from tfprof.core.records import RecordKind
 from tfprof.core.slice_args import BY_KIND, args_of, category_of

@@ -1,4 +1,4 @@
-"""collector/prepare.py: the one step the merge and the analyses share, by hand."""
+"""collector/timeline/prepare.py: the one step the merge and the analyses share, by hand."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import pytest
 
 from tfprof.collector.analysis import prepare
 from tfprof.collector.errors import InvalidArgument
-from tfprof.collector.merge import build_timeline
-from tfprof.collector.model import HOST_COLUMNS, RECORD_COLUMNS, JobData, StreamData
-from tfprof.collector.prepare import (
+from tfprof.collector.jobdata import HOST_COLUMNS, RECORD_COLUMNS, JobData, StreamData
+from tfprof.collector.timeline.build import build_timeline
+from tfprof.collector.timeline.prepare import (
     MergeError,
     NameTable,
     TimeWindow,

@@ -10,8 +10,8 @@ from tfprof.collector.advice import advise
 from tfprof.collector.analysis import prepare
 from tfprof.collector.analysis.streams import stream_rows
 from tfprof.collector.export import ChromeReporter
-from tfprof.collector.merge import build_timeline
-from tfprof.collector.model import JobData
+from tfprof.collector.jobdata import JobData
+from tfprof.collector.timeline.build import build_timeline
 from tfprof.core.records import SYNC_NO_STREAM
 from tfprof.core.tracks import TrackKey, TrackKind
 

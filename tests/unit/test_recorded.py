@@ -13,7 +13,7 @@ import pytest
 
 from tests.traces import TRACES, needs_traces
 from tests.unit.trace_docs import meta_event, write_doc, x_event
-from tfprof.core.formats import (
+from tfprof.readers import (
     FORMAT_KINETO,
     FORMAT_TF_TIMELINE,
     RecordedTrace,

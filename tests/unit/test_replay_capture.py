@@ -10,9 +10,9 @@ import time
 
 from tests.traces import needs_traces, shared_traces
 from tests.unit.test_replay_source import FakeSink
-from tfprof.agent.sources.replay import LOOP_GAP_NS, ReplaySource
-from tfprof.core.formats import load_trace
+from tfprof.agent.inprocess.sources.replay import LOOP_GAP_NS, ReplaySource
 from tfprof.core.records import COLUMNS, RecordTable
+from tfprof.readers import load_trace
 
 MS = 10**6
 

@@ -16,12 +16,12 @@ from typing import Any
 import pytest
 
 from tests.traces import TRACES, needs_traces
-from tfprof.agent import frames
-from tfprof.agent.sources import replay
-from tfprof.agent.sources.base import SourceUnavailable
-from tfprof.agent.sources.replay import LOOP_GAP_NS, ReplaySource
-from tfprof.core.formats import RecordedTrace, load_trace
+from tfprof.agent.inprocess import frames
+from tfprof.agent.inprocess.sources import replay
+from tfprof.agent.inprocess.sources.base import SourceUnavailable
+from tfprof.agent.inprocess.sources.replay import LOOP_GAP_NS, ReplaySource
 from tfprof.core.records import COLUMNS, DeviceInfo, RecordKind, RecordTable
+from tfprof.readers import RecordedTrace, load_trace
 
 
 def _trace_file(rel: str) -> str:
@@ -388,8 +388,8 @@ def test_stop_from_another_thread_during_start_never_joins_an_unstarted_thread(
 
 
 def test_check_replay_trace_reads_only_the_start(tmp_path: Path) -> None:
-    from tfprof.agent.errors import UsageError
-    from tfprof.agent.sources.replay import check_replay_trace
+    from tfprof.agent.inprocess.errors import UsageError
+    from tfprof.agent.inprocess.sources.replay import check_replay_trace
 
     good = tmp_path / "t.json.gz"
     good.write_bytes(gzip.compress(b'  {"traceEvents": [' + b" " * 10_000_000))

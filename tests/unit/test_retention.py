@@ -1,4 +1,4 @@
-"""Retention (collector/retention.py), job states and summaries (collector/store/)."""
+"""Retention (collector/service/retention.py), job states and summaries (collector/store/)."""
 
 from __future__ import annotations
 
@@ -12,13 +12,12 @@ import pytest
 
 from tests.unit.test_store import batch, hello
 from tfprof.collector.errors import Conflict
-from tfprof.collector.retention import Policy, enforce, plan
-from tfprof.collector.store import Store
-from tfprof.collector.store import summary as summary_module
+from tfprof.collector.service.retention import Policy, enforce, plan
+from tfprof.collector.store import Store, stream_counts
 from tfprof.collector.store.catalog import FINISHED, INCOMPLETE, STREAMING, JobInfo
 from tfprof.collector.store.files import is_streaming
 from tfprof.collector.store.loader import load_stream
-from tfprof.collector.store.summary import read_summary
+from tfprof.collector.store.stream_counts import read_summary
 from tfprof.proto import collector_pb2 as pb
 
 DAY = 86_400.0
@@ -85,7 +84,7 @@ def test_enforce_deletes_old_runs_and_logs(
     live = run(store, "serve", "r-live", finish=False, keep_open=True)
     age(store.jobs_dir / "serve", 40)
     before = store.bytes_stored
-    caplog.set_level("INFO", logger="tfprof.collector.retention")
+    caplog.set_level("INFO", logger="tfprof.collector.service.retention")
     deleted = enforce(store, Policy(retain_days=7), now=NOW)
     assert sorted((d.run.name, d.run.run_id) for d in deleted) == [("eval", "r-old"),
                                                                   ("train", "r-old")]  # fmt: skip
@@ -193,7 +192,7 @@ def test_listing_does_not_parse_what_the_summary_covers(
         return pb.Batch.FromString(raw)
 
     batch_type = SimpleNamespace(FromString=counting)
-    monkeypatch.setattr(summary_module, "pb", SimpleNamespace(Batch=batch_type))
+    monkeypatch.setattr(stream_counts, "pb", SimpleNamespace(Batch=batch_type))
     (info,) = store.list_jobs()
     assert info.records == 50
     assert parsed == []  # checksums verified, nothing parsed

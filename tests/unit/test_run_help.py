@@ -8,7 +8,8 @@ import re
 
 import pytest
 
-from tfprof.agent import cli, config
+from tfprof.agent import cli
+from tfprof.agent.inprocess import config
 
 
 def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:

@@ -1,4 +1,4 @@
-"""collector/server.py over a real in-process gRPC server on 127.0.0.1 (a free port)."""
+"""collector/service/server.py over a real in-process gRPC server on 127.0.0.1 (a free port)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from tfprof.collector.server import SERVICE_NAME, CollectorServer
+from tfprof.collector.service.server import SERVICE_NAME, CollectorServer
 from tfprof.core.records import COLUMNS
 from tfprof.proto import collector_pb2 as pb
 from tfprof.proto import collector_pb2_grpc as pb_grpc

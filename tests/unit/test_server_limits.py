@@ -16,9 +16,9 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from tests.unit.raw_stream import RawStream
 from tests.unit.test_server import batch, goodbye, hello
-from tfprof.collector.auth import RefusalLog
-from tfprof.collector.byte_budget import ByteBudget
-from tfprof.collector.server import CollectorServer
+from tfprof.collector.service.auth import RefusalLog
+from tfprof.collector.service.byte_budget import ByteBudget
+from tfprof.collector.service.server import CollectorServer
 from tfprof.proto import collector_pb2 as pb
 from tfprof.proto import collector_pb2_grpc as pb_grpc
 
@@ -129,7 +129,7 @@ def test_refusals_are_logged_once_per_interval_with_their_count(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     refusals = RefusalLog(interval_s=10.0)
-    with caplog.at_level(logging.WARNING, logger="tfprof.collector.auth"):
+    with caplog.at_level(logging.WARNING, logger="tfprof.collector.service.auth"):
         assert refusals.refused("/m", "peer1", "invalid bearer token", now=100.0)
         for i in range(50):
             assert not refusals.refused("/m", f"peer{i}", "invalid bearer token", now=101.0)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from tfprof.collector.errors import NotFound
-from tfprof.collector.model import HOST_COLUMNS
+from tfprof.collector.jobdata import HOST_COLUMNS
 from tfprof.collector.store import Store
 from tfprof.collector.store.loader import load_stream
 from tfprof.collector.store.writer import StreamWriter

@@ -1,11 +1,11 @@
-"""collector/summary.py: the short end-of-run summary over hand-made jobs."""
+"""collector/analysis/run_summary.py: the short end-of-run summary over hand-made jobs."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from tfprof.collector.model import RECORD_COLUMNS, DeviceMeta, DropCounts, JobData, StreamData
-from tfprof.collector.summary import short_summary
+from tfprof.collector.analysis.run_summary import short_summary
+from tfprof.collector.jobdata import RECORD_COLUMNS, DeviceMeta, DropCounts, JobData, StreamData
 from tfprof.core.records import RecordKind
 
 K, C, S = RecordKind.KERNEL, RecordKind.MEMCPY, RecordKind.MEMSET

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 from tfprof.collector.export import write_timeline
-from tfprof.collector.merge import build_timeline
-from tfprof.collector.model import RECORD_COLUMNS, DeviceMeta, JobData, StreamData
-from tfprof.core.formats import load_trace
+from tfprof.collector.jobdata import RECORD_COLUMNS, DeviceMeta, JobData, StreamData
+from tfprof.collector.timeline.build import build_timeline
 from tfprof.core.records import SYNC_NO_STREAM, RecordKind
+from tfprof.readers import load_trace
 
 
 def _job() -> JobData:

@@ -1,4 +1,4 @@
-"""TensorFlow op names from TensorFlow's own host tracer (tfprof.agent.tf_ops), in a real
+"""TensorFlow op names from TensorFlow's own host tracer (tfprof.agent.inprocess.tf_ops), in a real
 TensorFlow CPU process: the tracer is installed before ``import tensorflow`` as the hook
 does, and the process reports what its sink received."""
 
@@ -21,7 +21,7 @@ pytestmark = pytest.mark.tensorflow
 
 JOB = r"""
 import json, os, sys, threading, time
-from tfprof.agent import tf_ops
+from tfprof.agent.inprocess import tf_ops
 
 class Sink:
     def __init__(self):

@@ -1,4 +1,4 @@
-"""The post-import hook (tfprof.agent.post_import) on real modules imported from disk."""
+"""The post-import hook (tfprof.agent.inprocess.post_import) on real modules imported from disk."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from types import ModuleType
 
 import pytest
 
-from tfprof.agent import post_import
+from tfprof.agent.inprocess import post_import
 
 
 @pytest.fixture

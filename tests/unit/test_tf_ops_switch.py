@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from tfprof.agent import cli, config
-from tfprof.agent.errors import ConfigError
+from tfprof.agent import cli
+from tfprof.agent.inprocess import config
+from tfprof.agent.inprocess.errors import ConfigError
 
 
 def test_default_is_off_and_values_parse() -> None:

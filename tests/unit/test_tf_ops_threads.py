@@ -1,11 +1,16 @@
-"""TensorFlow's thread ids back to OS thread ids (tfprof.agent.tf_ops_threads)."""
+"""TensorFlow's thread ids back to OS thread ids (tfprof.agent.inprocess.tf_ops_threads)."""
 
 from __future__ import annotations
 
 import random
 import threading
 
-from tfprof.agent.tf_ops_threads import ThreadResolver, pthread_of, thread_hash, threads_by_stack
+from tfprof.agent.inprocess.tf_ops_threads import (
+    ThreadResolver,
+    pthread_of,
+    thread_hash,
+    threads_by_stack,
+)
 
 # A pair read from TensorFlow 2.21's own XSpace: the main thread's pthread_t and the id
 # of the line TF's host tracer gave that thread.

@@ -1,4 +1,4 @@
-"""Op intervals out of an XSpace (tfprof.agent.tf_ops_xspace), on TensorFlow's own
+"""Op intervals out of an XSpace (tfprof.agent.inprocess.tf_ops_xspace), on TensorFlow's own
 XSpace message type, shaped as TF 2.21's host tracer writes it."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tfprof.agent.tf_ops_xspace import op_events, profile_start_ns
+from tfprof.agent.inprocess.tf_ops_xspace import op_events, profile_start_ns
 
 pytestmark = pytest.mark.tensorflow
 xplane_pb2: Any = pytest.importorskip("tensorflow.tsl.profiler.protobuf.xplane_pb2")

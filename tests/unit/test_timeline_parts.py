@@ -14,15 +14,15 @@ import numpy as np
 import pytest
 
 from tfprof.collector.export import FORMATS
-from tfprof.collector.importer import import_files
-from tfprof.collector.lake.compact import compact_data_dir
+from tfprof.collector.jobdata import RECORD_COLUMNS, JobData
 from tfprof.collector.lake.location import lake_of
+from tfprof.collector.lake.publish import compact_data_dir
 from tfprof.collector.lake.reader import LakeStream, open_jobs
 from tfprof.collector.lake.segments import collector_id
-from tfprof.collector.merge import GroupBy, build_timeline, timeline_parts
-from tfprof.collector.model import RECORD_COLUMNS, JobData
 from tfprof.collector.store import Store
-from tfprof.collector.timeline import TraceProcess, collect
+from tfprof.collector.store.importer import import_files
+from tfprof.collector.timeline.build import GroupBy, build_timeline, timeline_parts
+from tfprof.collector.timeline.model import TraceProcess, collect
 
 TRACES = Path(__file__).resolve().parents[1] / "data" / "traces"
 KINETO = ("kineto-hta/simple_add.json.gz", "kineto-hta/event_sync_multi_stream.json.gz")
@@ -119,7 +119,7 @@ def test_every_format_renders_parts_as_it_renders_the_whole(
         key = lambda e: json.dumps(e, sort_keys=True)  # noqa: E731
         assert sorted(map(key, a["traceEvents"])) == sorted(map(key, b["traceEvents"]))
     elif fmt == "perfetto":  # names and descriptors come per part: the same records
-        from tfprof.core.formats.perfetto import read_perfetto
+        from tfprof.readers.perfetto import read_perfetto
 
         (tmp_path / "a.pftrace").write_bytes(whole.getvalue())
         (tmp_path / "b.pftrace").write_bytes(parted.getvalue())

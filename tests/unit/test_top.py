@@ -19,8 +19,8 @@ from tests.unit.test_live_metrics import UUID0, hello, kernel, records
 from tfprof.collector.cli import main
 from tfprof.collector.commands.top import parse_interval
 from tfprof.collector.errors import InvalidArgument
-from tfprof.collector.ingest import IngestStream
-from tfprof.collector.metrics import CollectorMetrics, serve_metrics
+from tfprof.collector.service.ingest import IngestStream
+from tfprof.collector.service.metrics import CollectorMetrics, serve_metrics
 from tfprof.collector.store import Store
 from tfprof.collector.top.app import TopApp
 from tfprof.collector.top.scrape import (

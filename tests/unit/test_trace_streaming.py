@@ -23,16 +23,16 @@ import pytest
 from tests.traces import shared_traces
 from tests.unit.test_recorded import KINETO_FILES, TF_FILES
 from tests.unit.trace_docs import meta_event, write_doc, x_event
-from tfprof.core.formats import (
+from tfprof.readers import (
     RecordedTrace,
     TraceFormatError,
     load_events,
     load_trace,
     read_json_trace,
 )
-from tfprof.core.formats.events import stream_events
-from tfprof.core.formats.jsonstream import EventChunks
-from tfprof.core.formats.trace import NotStreamable
+from tfprof.readers.events import stream_events
+from tfprof.readers.jsonstream import EventChunks
+from tfprof.readers.trace import NotStreamable
 
 pytest.importorskip("msgspec")
 

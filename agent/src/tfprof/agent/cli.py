@@ -15,8 +15,8 @@ import sys
 import textwrap
 from collections.abc import Sequence
 
-from tfprof.agent import config
-from tfprof.agent.capture import parse_capture_mode
+from tfprof.agent.inprocess import config
+from tfprof.agent.inprocess.capture_control import parse_capture_mode
 from tfprof.core.errors import TfprofError
 from tfprof.core.version import __version__
 
@@ -140,8 +140,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _add_node_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """``daemon``, ``env`` and ``bundle``: tracing without a launcher."""
-    from tfprof.agent.daemon import DEFAULT_SOCKET
-    from tfprof.agent.exports import CAPTURE_MODES
+    from tfprof.agent.relay.daemon import DEFAULT_SOCKET
+    from tfprof.agent.relay.daemon_env import CAPTURE_MODES
 
     socket_help = (
         f"the daemon's Unix socket (default: {DEFAULT_SOCKET}) [env {config.OPTIONS['socket'].env}]"
@@ -232,7 +232,8 @@ def _add_node_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser])
 
 def node_command(args: argparse.Namespace, cfg: config.AgentConfig) -> int:
     """``daemon``, ``env`` and ``bundle``."""
-    from tfprof.agent import bundle, daemon, exports
+    from tfprof.agent.launch import bundle
+    from tfprof.agent.relay import daemon, daemon_env
 
     if args.command == "bundle":
         for line in bundle.write_bundle(args.dir, args.python_abi):
@@ -242,20 +243,22 @@ def node_command(args: argparse.Namespace, cfg: config.AgentConfig) -> int:
     socket_path = os.path.abspath(args.socket or cfg.socket or daemon.DEFAULT_SOCKET)
     bootstrap_dir = os.path.abspath(args.bootstrap_dir or daemon.default_bootstrap(socket_path))
     if args.command == "env":
-        env = exports.daemon_environment(socket_path, bootstrap_dir, args.job or "", args.capture)
-        render = exports.render_json if args.format == "json" else exports.render_sh
+        env = daemon_env.daemon_environment(
+            socket_path, bootstrap_dir, args.job or "", args.capture
+        )
+        render = daemon_env.render_json if args.format == "json" else daemon_env.render_sh
         sys.stdout.write(render(env))
         return 0
-    from tfprof.agent.client import check_address
+    from tfprof.agent.relay.collector_client import check_address
 
     check_address(cfg.collector, "--collector")
     return daemon.run(cfg, socket_path, bootstrap_dir, args.python_abi)
 
 
 def flush_spool_command(args: argparse.Namespace, cfg: config.AgentConfig) -> int:
-    from tfprof.agent.client import CollectorClient
-    from tfprof.agent.flush import flush_spool
-    from tfprof.agent.spool import Spool
+    from tfprof.agent.relay.collector_client import CollectorClient
+    from tfprof.agent.relay.flush import flush_spool
+    from tfprof.agent.relay.spool import Spool
 
     target = config.validate_collector(args.collector or "", "--collector") or None
     spool = Spool(cfg.spool_dir, cfg.spool_bytes)
@@ -320,10 +323,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return flush_spool_command(args, cfg)
         if args.command in NODE_COMMANDS:
             return node_command(args, cfg)
-        from tfprof.agent import launcher, signals
+        from tfprof.agent.launch import launcher, signals
 
         if cfg.collector:
-            from tfprof.agent.client import check_address
+            from tfprof.agent.relay.collector_client import check_address
 
             label = "--collector" if args.collector else config.OPTIONS["collector"].env
             check_address(cfg.collector, label)

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import os
 
+from tfprof.collector.analysis.run_summary import short_summary
 from tfprof.collector.errors import PathError
 from tfprof.collector.export import SUFFIXES, UnknownFormatError, format_for, write_timeline
-from tfprof.collector.merge import build_timeline
-from tfprof.collector.server import CollectorServer
+from tfprof.collector.service.server import CollectorServer
 from tfprof.collector.store import Store
-from tfprof.collector.summary import short_summary
 from tfprof.collector.terminal import progress
+from tfprof.collector.timeline.build import build_timeline
 
 # The trace file names the embedded collector can write, from the export registry.
 OUTPUT_SUFFIXES: tuple[str, ...] = tuple(suffix for suffix, _ in SUFFIXES)

@@ -1,6 +1,6 @@
 """Domain errors of the collector, under tfprof's one error tree (``tfprof.core.errors``).
 
-The gRPC layer maps them to status codes in one table (collector/server.py); the CLI's
+The gRPC layer maps them to status codes in one table (``service/servicer.py``); the CLI's
 ``main`` turns any ``TfprofError`` into one line and its ``exit_code``
 (collector/cli.py). Exit status 2 means the user can fix the input (an argument, a
 name, a file); 1 means the operation failed.
@@ -21,6 +21,10 @@ class InvalidArgument(CollectorError, InputError):
     """Malformed or out-of-range input (exit status 2)."""
 
     exit_code = 2
+
+
+class AnalysisError(InvalidArgument):
+    """A view, field, filter or window that cannot be applied; the message says why."""
 
 
 class PathError(InvalidArgument):

@@ -20,7 +20,7 @@ import re
 from collections.abc import Sequence
 
 from tfprof.collector.errors import InvalidArgument
-from tfprof.collector.model import JobData
+from tfprof.collector.jobdata import JobData
 
 UNIT_NS = {"ns": 1, "us": 10**3, "µs": 10**3, "ms": 10**6, "s": 10**9, "m": 60 * 10**9,
            "min": 60 * 10**9, "h": 3600 * 10**9}  # fmt: skip

@@ -31,14 +31,14 @@ def _tfprof_start(here):
         return
     try:
         try:
-            from tfprof.agent import hook
+            from tfprof.agent.inprocess import hook
         except ImportError as exc:
             if not (exc.name or "").startswith("tfprof"):
                 raise
             # No tfprof in the job's environment: use the launcher's copy, last on the
             # path so that it shadows nothing of the job's.
             sys.path.append(here + "/hook-lib")
-            from tfprof.agent import hook
+            from tfprof.agent.inprocess import hook
         hook.start()
     except Exception as exc:
         _tfprof_say(

@@ -28,9 +28,9 @@ from tfprof.collector.advice import (
 from tfprof.collector.advice.base import Context, Finding
 from tfprof.collector.advice.host_rows import HostRows
 from tfprof.collector.allocator import reusing_large_blocks
-from tfprof.collector.analysis.errors import AnalysisError
 from tfprof.collector.analysis.intervals import Gaps
 from tfprof.collector.analysis.records import GpuFirst, RecordSet
+from tfprof.collector.errors import AnalysisError
 
 RULES: tuple[ModuleType, ...] = (
     gpu_idle,

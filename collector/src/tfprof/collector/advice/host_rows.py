@@ -33,7 +33,7 @@ from tfprof.collector.analysis.intervals import (
     union,
 )
 from tfprof.collector.analysis.records import ProcessHost, RecordSet
-from tfprof.collector.prepare import rows_of
+from tfprof.collector.timeline.prepare import rows_of
 from tfprof.core.records import RecordKind
 
 _EMPTY = np.zeros(0, dtype=np.int64)

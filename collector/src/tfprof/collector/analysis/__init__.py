@@ -14,7 +14,7 @@ from typing import Any
 from tfprof.collector.analysis import (
     api,
     gpus,
-    jobs,
+    job_totals,
     kernels,
     launch,
     memcpy,
@@ -23,11 +23,11 @@ from tfprof.collector.analysis import (
     scopes,
     streams,
 )
-from tfprof.collector.analysis.errors import AnalysisError
 from tfprof.collector.analysis.filters import Filters, apply_filters
 from tfprof.collector.analysis.notes import notes
 from tfprof.collector.analysis.records import RecordSet, prepare
-from tfprof.collector.analysis.render import ViewReport
+from tfprof.collector.analysis.view_render import ViewReport
+from tfprof.collector.errors import AnalysisError
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,8 @@ VIEWS: dict[str, View] = {
              memcpy.memcpy_rows, memcpy.MemcpyRow, memcpy.NAME_FIELD, memcpy.TIME_FIELD,
              host=False),
         View("jobs", "per job: processes, GPUs, kernel/copy time, records, dropped",
-             jobs.job_rows, jobs.JobRow, jobs.NAME_FIELD, jobs.TIME_FIELD, host=False),
+             job_totals.job_rows, job_totals.JobRow, job_totals.NAME_FIELD,
+             job_totals.TIME_FIELD, host=False),
         View("op", "per op (framework op, NVTX range): count, GPU time, kernels, launch CPU time",
              ops.op_rows, ops.OpRow, ops.NAME_FIELD, ops.TIME_FIELD, notes=ops.op_notes),
         View("scope", "name-scope tree of the ops (split at /): self and total GPU time",

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tfprof.collector.analysis.errors import AnalysisError
+from tfprof.collector.errors import AnalysisError
 
 
 @dataclass(frozen=True)

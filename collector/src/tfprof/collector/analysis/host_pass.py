@@ -22,8 +22,8 @@ import numpy as np
 
 from tfprof.collector.allocator import reusing_heap
 from tfprof.collector.analysis.host_records import HOST_KINDS, HostRecords, LaunchCalls
-from tfprof.collector.model import StreamData
-from tfprof.collector.prepare import TimeWindow, prepare_stream, rows_of
+from tfprof.collector.jobdata import StreamData
+from tfprof.collector.timeline.prepare import TimeWindow, prepare_stream, rows_of
 from tfprof.core.records import RecordKind
 
 if TYPE_CHECKING:

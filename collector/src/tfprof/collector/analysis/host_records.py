@@ -16,8 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from tfprof.collector.analysis.intervals import group_keys
-from tfprof.collector.attribution import attribute_ops
-from tfprof.collector.flows import is_launched, link_launches
+from tfprof.collector.timeline.attribution import attribute_ops
+from tfprof.collector.timeline.flows import is_launched, link_launches
 from tfprof.core.records import RecordKind
 
 HOST_KINDS = (RecordKind.API, RecordKind.MARKER, RecordKind.MEMORY)

@@ -16,7 +16,7 @@ from typing import Literal
 
 import numpy as np
 
-from tfprof.collector.analysis.errors import AnalysisError
+from tfprof.collector.errors import AnalysisError
 
 # Few groups of many intervals are merged one group at a time (``_merge_by_group``).
 BY_GROUP_MAX_GROUPS = 64

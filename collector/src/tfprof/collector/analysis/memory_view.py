@@ -15,7 +15,7 @@ import numpy as np
 
 from tfprof.collector.analysis.records import RecordSet
 from tfprof.collector.analysis.units import pct
-from tfprof.collector.memory import MEMORY_ALLOCATION, MEMORY_RELEASE, memory_deltas
+from tfprof.collector.timeline.memory_levels import MEMORY_ALLOCATION, MEMORY_RELEASE, memory_deltas
 from tfprof.core.records import RecordKind
 
 NAME_FIELD = "job"

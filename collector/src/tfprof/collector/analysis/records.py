@@ -1,6 +1,6 @@
 """The record window every analysis starts from: one columnar table over all jobs.
 
-``prepare`` runs the shared preparation step (``tfprof.collector.prepare``: job and task
+``prepare`` runs the shared preparation step (``tfprof.collector.timeline.prepare``: job and task
 labels as on the timeline, clock shift, window, name interning), clips the records to
 the analysis window, and tags every record with its job, its process and its physical
 GPU (by UUID: CUDA ordinals are per process). The columns are numpy arrays with one
@@ -22,7 +22,6 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from tfprof.collector.allocator import reusing_heap
-from tfprof.collector.analysis.errors import AnalysisError
 from tfprof.collector.analysis.host_pass import BATCH_ROWS, ProcessSpan, read_host
 from tfprof.collector.analysis.host_records import (
     HOST_COLUMNS,
@@ -32,9 +31,10 @@ from tfprof.collector.analysis.host_records import (
     launches,
 )
 from tfprof.collector.analysis.intervals import Merged, merge_intervals
-from tfprof.collector.memory import memory_deltas
-from tfprof.collector.model import JobData, StreamData
-from tfprof.collector.prepare import (
+from tfprof.collector.errors import AnalysisError
+from tfprof.collector.jobdata import JobData, StreamData
+from tfprof.collector.timeline.memory_levels import memory_deltas
+from tfprof.collector.timeline.prepare import (
     NameTable,
     PreparedStream,
     TimeWindow,

@@ -16,7 +16,7 @@ import numpy as np
 from tfprof.collector.analysis.ops import op_totals
 from tfprof.collector.analysis.records import RecordSet
 from tfprof.collector.analysis.units import us
-from tfprof.collector.attribution import TF_OP_CATEGORY
+from tfprof.collector.timeline.attribution import TF_OP_CATEGORY
 from tfprof.core.records import RecordKind
 
 NAME_FIELD = "scope"

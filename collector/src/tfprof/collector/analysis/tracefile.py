@@ -19,8 +19,7 @@ from typing import Any
 import numpy as np
 
 from tfprof.collector.errors import CollectorError, InvalidArgument
-from tfprof.collector.importer import Loaded, job_name, load_files, stream_from
-from tfprof.collector.model import (
+from tfprof.collector.jobdata import (
     HOST_COLUMNS,
     DeviceMeta,
     DropCounts,
@@ -28,11 +27,12 @@ from tfprof.collector.model import (
     StreamData,
     empty_host,
 )
-from tfprof.core.formats import FORMAT_TFPROF, TraceFormatError, load_events, read_json_trace
-from tfprof.core.formats.load import json_trace_head
-from tfprof.core.formats.tfprof_chrome import TOOL_NAME, origin_ns
-from tfprof.core.formats.trace import Event, RecordedTrace, event_args, us_to_ns
+from tfprof.collector.store.importer import Loaded, job_name, load_files, stream_from
 from tfprof.core.tracks import TrackKey, TrackKind
+from tfprof.readers import FORMAT_TFPROF, TraceFormatError, load_events, read_json_trace
+from tfprof.readers.load import json_trace_head
+from tfprof.readers.tfprof_chrome import TOOL_NAME, origin_ns
+from tfprof.readers.trace import Event, RecordedTrace, event_args, us_to_ns
 
 
 def job_from_trace(path: str | os.PathLike[str]) -> JobData:

@@ -17,7 +17,7 @@ from tfprof.collector.analysis.records import (
     prepare_gpu_first,
 )
 from tfprof.collector.errors import InvalidArgument, NotFound, PathError
-from tfprof.collector.model import JobData
+from tfprof.collector.jobdata import JobData
 from tfprof.collector.timespec import TIME_HELP
 
 

@@ -57,7 +57,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from tfprof.collector.advice import advise, advise_gpu_first, needs_host
-    from tfprof.collector.advice.render import reporter
+    from tfprof.collector.advice.advice_render import reporter
     from tfprof.collector.analysis.notes import notes
     from tfprof.collector.errors import InvalidArgument
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from tfprof.collector.config import DEFAULT_COLLECTOR
 
 if TYPE_CHECKING:
-    from tfprof.collector.remote import Remote
+    from tfprof.collector.service.remote import Remote
     from tfprof.proto import collector_pb2 as pb
 
 RPC_TIMEOUT_S = 10.0
@@ -140,7 +140,7 @@ def request_from(args: argparse.Namespace) -> pb.CaptureRequest:
 
 def open_remote(args: argparse.Namespace) -> Remote:
     from tfprof.collector.config import check_collector_address, client_auth_token_file
-    from tfprof.collector.remote import Remote
+    from tfprof.collector.service.remote import Remote
 
     address = check_collector_address(args.collector or DEFAULT_COLLECTOR)
     token_file = args.auth_token_file
@@ -193,9 +193,9 @@ def print_capture(capture: pb.Capture) -> None:
 
 def write_window(capture: pb.Capture, args: argparse.Namespace) -> int:
     """Every matching rank's records inside the window, merged into ``args.output``."""
-    from tfprof.collector import captures
     from tfprof.collector.commands import export
     from tfprof.collector.errors import NotFound
+    from tfprof.collector.service import capture_windows
     from tfprof.collector.store import Store
     from tfprof.proto import collector_pb2 as pb
 
@@ -206,7 +206,7 @@ def write_window(capture: pb.Capture, args: argparse.Namespace) -> int:
         job.streams = [
             s
             for s in job.streams
-            if captures.matches(request, pb.CaptureStream(job=s.job, host=s.host))
+            if capture_windows.matches(request, pb.CaptureStream(job=s.job, host=s.host))
         ]
     jobs = [job for job in jobs if job.streams]
     if not jobs:

@@ -39,8 +39,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def read_captures(args: argparse.Namespace) -> list[pb.Capture]:
     import grpc
 
-    from tfprof.collector.captures import CaptureLog
     from tfprof.collector.errors import InvalidArgument
+    from tfprof.collector.service.capture_windows import CaptureLog
     from tfprof.collector.store import Store
     from tfprof.proto import collector_pb2 as pb
 
@@ -60,7 +60,7 @@ def read_captures(args: argparse.Namespace) -> list[pb.Capture]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tfprof.collector.captures import describe_targets, to_json
+    from tfprof.collector.service.capture_windows import describe_targets, to_json
     from tfprof.collector.terminal import TextWriter
 
     captures = read_captures(args)

@@ -34,8 +34,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tfprof.collector.lake.compact import compact_data_dir
     from tfprof.collector.lake.location import lake_of, set_lake
+    from tfprof.collector.lake.publish import compact_data_dir
     from tfprof.collector.lake.segments import collector_id
     from tfprof.collector.store import Store
     from tfprof.collector.terminal import progress

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from tfprof.collector.errors import NotFound, PathError
 
 if TYPE_CHECKING:
-    from tfprof.collector.model import JobData
+    from tfprof.collector.jobdata import JobData
 
 FORMAT_HELP = (
     "chrome (.json, .json.gz; the default), perfetto (.pftrace; best for large traces), "
@@ -76,9 +76,9 @@ def write(jobs: list[JobData], args: argparse.Namespace) -> int:
     at a time; returns the slices written."""
     from tfprof.collector.errors import InvalidArgument
     from tfprof.collector.export import format_for, write_timeline
-    from tfprof.collector.merge import timeline_parts
     from tfprof.collector.terminal import progress
-    from tfprof.collector.time_origin import first_record_ns
+    from tfprof.collector.timeline.build import timeline_parts
+    from tfprof.collector.timeline.time_origin import first_record_ns
     from tfprof.collector.timespec import parse_time, parse_window
 
     format_for(args.output, args.format)  # a bad name fails before any work

@@ -41,8 +41,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tfprof.collector.importer import import_files
     from tfprof.collector.store import Store
+    from tfprof.collector.store.importer import import_files
     from tfprof.collector.terminal import progress
 
     with progress(f"importing {len(args.files)} file(s) into {args.data_dir}"):

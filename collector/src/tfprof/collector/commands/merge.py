@@ -33,7 +33,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from tfprof.collector.commands.export import write
-    from tfprof.collector.importer import jobs_from_files
+    from tfprof.collector.store.importer import jobs_from_files
     from tfprof.collector.terminal import progress
 
     with progress(f"reading {len(args.inputs)} file(s)"):

@@ -93,9 +93,9 @@ def raise_open_files_limit() -> None:
 
 def _serve(config: CollectorConfig) -> int:
     from tfprof.collector.lake.serving import start_compactor
-    from tfprof.collector.metrics import CollectorMetrics, serve_metrics
-    from tfprof.collector.retention import Policy, enforce
-    from tfprof.collector.server import CollectorServer
+    from tfprof.collector.service.metrics import CollectorMetrics, serve_metrics
+    from tfprof.collector.service.retention import Policy, enforce
+    from tfprof.collector.service.server import CollectorServer
 
     raise_open_files_limit()
     metrics = CollectorMetrics()

@@ -93,7 +93,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from tfprof.collector.analysis import VIEWS, Filters, view_report
-    from tfprof.collector.analysis.render import reporter
+    from tfprof.collector.analysis.view_render import reporter
 
     rs = load_record_set(args, host=VIEWS[args.view].host)
     select = tuple(s.strip() for s in args.select.split(",") if s.strip()) if args.select else None

@@ -114,8 +114,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _once(args: argparse.Namespace, url: str, interval: float) -> int:
-    from tfprof.collector.top.render import write_json, write_table
     from tfprof.collector.top.scrape import read_metrics
+    from tfprof.collector.top.screen import write_json, write_table
     from tfprof.collector.top.snapshot import between
 
     first = read_metrics(url)

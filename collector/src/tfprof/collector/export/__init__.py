@@ -27,7 +27,7 @@ from typing import Any, Protocol
 from tfprof.collector.errors import InvalidArgument
 from tfprof.collector.export.chrome import ChromeReporter
 from tfprof.collector.export.output import BinaryOutput
-from tfprof.collector.timeline import PartedTimeline, Timeline
+from tfprof.collector.timeline.model import PartedTimeline, Timeline
 
 GZIP_LEVEL = 3  # measured: twice as fast as 4 for 2% more bytes; json shrinks ~9x either way
 # chrome://tracing cannot load JSON past ~256 MiB (V8's string limit) and the Perfetto

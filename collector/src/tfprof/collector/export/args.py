@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from tfprof.collector.timeline import SliceTrack, widened
+from tfprof.collector.timeline.model import SliceTrack, widened
 from tfprof.core.cupti_labels import PEER_COPY, Labels
 from tfprof.core.slice_args import ArgType, SliceArg, args_of, format_dim3
 

@@ -37,8 +37,8 @@ from tfprof.collector.export.args import pick
 from tfprof.collector.export.chrome_rows import DimText, NameText, Rows, flow_rows, slice_rows
 from tfprof.collector.export.flow_ends import flow_ends, flow_ids
 from tfprof.collector.export.output import CHUNK_EVENTS, BinaryOutput, BlockPipeline
-from tfprof.collector.metadata import tool_tag
-from tfprof.collector.timeline import (
+from tfprof.collector.timeline.metadata import tool_tag
+from tfprof.collector.timeline.model import (
     CounterTrack,
     PartedTimeline,
     SliceTrack,

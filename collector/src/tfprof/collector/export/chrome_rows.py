@@ -38,7 +38,7 @@ from tfprof.collector.export.text_columns import (
     write_int,
     write_millis,
 )
-from tfprof.collector.timeline import SliceTrack
+from tfprof.collector.timeline.model import SliceTrack
 from tfprof.core.cupti_labels import Labels
 from tfprof.core.records import RecordKind
 from tfprof.core.slice_args import ArgType, SliceArg, args_of, category_of

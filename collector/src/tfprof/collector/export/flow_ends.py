@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tfprof.collector.timeline import LaunchFlows, Timeline, TimelinePart
+from tfprof.collector.timeline.model import LaunchFlows, Timeline, TimelinePart
 
 _SLICE_BITS = 40  # a (track, slice) pair as one sortable key: slice indices stay below 2**40
 

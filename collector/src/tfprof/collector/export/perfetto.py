@@ -59,7 +59,7 @@ from tfprof.collector.export.perfetto_rows import (
     slice_layout,
 )
 from tfprof.collector.export.protowire import LEN, tag, varint
-from tfprof.collector.timeline import (
+from tfprof.collector.timeline.model import (
     CounterTrack,
     LaunchFlows,
     PartedTimeline,

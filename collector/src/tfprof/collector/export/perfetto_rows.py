@@ -42,7 +42,7 @@ from tfprof.collector.export.protowire import (
     varint,
     varints,
 )
-from tfprof.collector.timeline import SliceTrack
+from tfprof.collector.timeline.model import SliceTrack
 from tfprof.core.cupti_labels import PEER_COPY, Labels
 from tfprof.core.records import RecordKind
 from tfprof.core.slice_args import SLICE_CATEGORIES, ArgType, SliceArg, args_of, category_of

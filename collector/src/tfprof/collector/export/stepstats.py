@@ -41,10 +41,10 @@ from google.protobuf import text_format
 
 from tfprof.collector.export.chrome import BinaryOutput
 from tfprof.collector.export.protowire import LEN, tag, varint
-from tfprof.collector.merge import PartedTimeline, SliceTrack, Timeline
-from tfprof.collector.timeline import TimelinePart, parted
-from tfprof.core.formats.stepstats import COLON_STANDIN
-from tfprof.core.formats.tfprotos import step_stats
+from tfprof.collector.timeline.build import PartedTimeline, SliceTrack, Timeline
+from tfprof.collector.timeline.model import TimelinePart, parted
+from tfprof.readers.stepstats import COLON_STANDIN
+from tfprof.readers.tfprotos import step_stats
 
 CHUNK_NODES = 1 << 14
 _FIELD_1 = tag(1, LEN)  # RunMetadata.step_stats, StepStats.dev_stats

@@ -55,12 +55,12 @@ import numpy as np
 from tfprof.collector.export.args import label_column
 from tfprof.collector.export.output import BinaryOutput
 from tfprof.collector.export.protowire import LEN, VARINT, tag, varint
-from tfprof.collector.merge import SliceTrack, Timeline
-from tfprof.collector.timeline import PartedTimeline, TimelinePart, parted
+from tfprof.collector.timeline.build import SliceTrack, Timeline
+from tfprof.collector.timeline.model import PartedTimeline, TimelinePart, parted
 from tfprof.core.cupti_labels import MEMORY_KINDS
-from tfprof.core.formats.tfprotos import xplane
 from tfprof.core.records import RecordKind
 from tfprof.core.tracks import TrackKind
+from tfprof.readers.tfprotos import xplane
 
 GPU_PLANE_PREFIX = "/device:GPU:"
 HOST_PLANE = "/host:CPU"

@@ -17,9 +17,9 @@ from pathlib import Path
 
 from google.protobuf.message import DecodeError
 
-from tfprof.collector.lake.compact import Compacted, compact_data_dir, compact_stream
 from tfprof.collector.lake.convert import OutOfRange, StreamCursor
 from tfprof.collector.lake.fs import Lake
+from tfprof.collector.lake.publish import Compacted, compact_data_dir, compact_stream
 
 log = logging.getLogger("tfprof.collector.lake")
 

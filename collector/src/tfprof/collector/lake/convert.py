@@ -16,6 +16,7 @@ import numpy as np
 import pyarrow as pa
 from google.protobuf.message import DecodeError
 
+from tfprof.collector.jobdata import HOST_COLUMNS, RECORD_COLUMNS
 from tfprof.collector.lake.logstate import LogNotes, notes_of
 from tfprof.collector.lake.schema import (
     DEVICES,
@@ -27,9 +28,7 @@ from tfprof.collector.lake.schema import (
     Column,
     Table,
 )
-from tfprof.collector.model import HOST_COLUMNS, RECORD_COLUMNS
-from tfprof.collector.store.loader import check_int64
-from tfprof.collector.validate import record_shift
+from tfprof.collector.store.loader import check_int64, record_shift
 from tfprof.core import batchlog
 from tfprof.proto import collector_pb2 as pb
 

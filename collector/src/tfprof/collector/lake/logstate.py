@@ -22,10 +22,10 @@ from typing import Any
 
 import pyarrow as pa
 
+from tfprof.collector.jobdata import StreamData
 from tfprof.collector.lake.schema import LOG_STATE
-from tfprof.collector.model import StreamData
 from tfprof.collector.store.files import is_streaming
-from tfprof.collector.store.summary import read_log_state
+from tfprof.collector.store.stream_counts import read_log_state
 from tfprof.core.batchlog import Damage
 
 TORN = "torn tail"

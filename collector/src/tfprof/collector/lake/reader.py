@@ -27,6 +27,15 @@ import pyarrow as pa
 
 from tfprof.collector.allocator import map_large_allocations, return_freed_memory
 from tfprof.collector.errors import NotFound
+from tfprof.collector.jobdata import (
+    HOST_COLUMNS,
+    RECORD_COLUMNS,
+    DeviceMeta,
+    JobData,
+    StreamData,
+    empty_host,
+    empty_records,
+)
 from tfprof.collector.lake.arrays import numbers
 from tfprof.collector.lake.fs import Lake, is_url, parquet_batches, read_parquet
 from tfprof.collector.lake.location import distinct_lakes, resolve
@@ -42,15 +51,6 @@ from tfprof.collector.lake.schema import (
 )
 from tfprof.collector.lake.segments import SegmentName, parse_partition
 from tfprof.collector.lake.tails import Tails, published, read_tails
-from tfprof.collector.model import (
-    HOST_COLUMNS,
-    RECORD_COLUMNS,
-    DeviceMeta,
-    JobData,
-    StreamData,
-    empty_host,
-    empty_records,
-)
 from tfprof.collector.store.catalog import runs
 from tfprof.core.records import RecordKind
 

@@ -17,9 +17,9 @@ from pathlib import Path
 import pyarrow as pa
 from google.protobuf.message import DecodeError
 
-from tfprof.collector.lake.compact import published_notes, up_to_date
 from tfprof.collector.lake.convert import OutOfRange, StreamCursor
 from tfprof.collector.lake.fs import Lake, list_parquet
+from tfprof.collector.lake.publish import published_notes, up_to_date
 from tfprof.collector.lake.schema import DEVICES, GOODBYES, LOG_STATE, STREAMS, TABLES, Table
 from tfprof.collector.lake.segments import (
     SegmentName,

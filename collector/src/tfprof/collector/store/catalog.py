@@ -1,6 +1,6 @@
 """What the data dir holds: its job runs, and each run's counts, time range and state.
 
-Counts come from per-stream summaries (store/summary.py), so listing parses only what
+Counts come from per-stream summaries (store/stream_counts.py), so listing parses only what
 was appended since a stream's summary was last written.
 """
 
@@ -14,9 +14,8 @@ from pathlib import Path
 from google.protobuf.message import DecodeError
 
 from tfprof.collector.store.files import is_streaming, size_and_mtime
-from tfprof.collector.store.loader import UnreadableStream, check_int64, stream_dirs
-from tfprof.collector.store.summary import StreamSummary, read_log_state
-from tfprof.collector.validate import record_shift
+from tfprof.collector.store.loader import UnreadableStream, check_int64, record_shift, stream_dirs
+from tfprof.collector.store.stream_counts import StreamSummary, read_log_state
 from tfprof.proto import collector_pb2 as pb
 
 log = logging.getLogger("tfprof.collector.store")

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Protocol
 
 from tfprof.collector.errors import Conflict, NotFound, PathError
-from tfprof.collector.model import JobData
+from tfprof.collector.jobdata import JobData
 from tfprof.collector.store import catalog
 from tfprof.collector.store.catalog import JobInfo
 from tfprof.collector.store.files import is_streaming, size_and_mtime

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 from google.protobuf.message import DecodeError
 
-from tfprof.collector.model import (
+from tfprof.collector.jobdata import (
     HOST_COLUMNS,
     RECORD_COLUMNS,
     DeviceMeta,
@@ -22,12 +22,18 @@ from tfprof.collector.model import (
     empty_host,
     empty_records,
 )
-from tfprof.collector.store.summary import read_log_state
-from tfprof.collector.validate import record_shift
+from tfprof.collector.store.stream_counts import read_log_state
 from tfprof.core import batchlog
 from tfprof.proto import collector_pb2 as pb
 
 log = logging.getLogger("tfprof.collector.store")
+
+
+def record_shift(hello: pb.Hello) -> int:
+    """Nanoseconds that move the stream's raw record times onto the collector clock."""
+    tracer_shift = hello.clock.realtime_ns - hello.clock.tracer_ns if hello.clock.tracer_ns else 0
+    return hello.clock_offset_ns + tracer_shift
+
 
 INT64_MAX = 2**63 - 1
 

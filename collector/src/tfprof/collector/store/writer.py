@@ -29,7 +29,7 @@ from pathlib import Path
 
 from tfprof.collector.errors import Conflict
 from tfprof.collector.store.files import flock_within, fsync_dir, write_atomic
-from tfprof.collector.store.summary import StreamSummary, read_log_state
+from tfprof.collector.store.stream_counts import StreamSummary, read_log_state
 from tfprof.core import batchlog
 from tfprof.proto import collector_pb2 as pb
 

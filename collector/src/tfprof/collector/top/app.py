@@ -15,8 +15,8 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.widgets import DataTable, Footer, Input, Static
 
-from tfprof.collector.top.render import Table, gpu_table, job_table
 from tfprof.collector.top.scrape import MetricsUnavailable, Scrape
+from tfprof.collector.top.screen import Table, gpu_table, job_table
 from tfprof.collector.top.snapshot import NOTE, SORT_KEYS, Snapshot, between
 
 _EMPTY = Snapshot(1.0, (), ())

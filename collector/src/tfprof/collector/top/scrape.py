@@ -1,7 +1,7 @@
 """One read of the collector's Prometheus endpoint, reduced to the per-job/GPU families.
 
 top reads what Grafana reads (one source of truth, no RPC of its own): the ``tfprof_*``
-families collector/metrics.py exposes from collector/live.py's figures.
+families collector/service/metrics.py exposes from collector/service/live_figures.py's figures.
 """
 
 from __future__ import annotations

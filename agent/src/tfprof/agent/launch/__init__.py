@@ -1,0 +1,1 @@
+"""``tfprof-agent run``: what the launcher decides and does around the job it starts."""

@@ -1,0 +1,369 @@
+"""The agent's on-disk spool: batches the collector has not acknowledged yet.
+
+Layout, one folder per traced process's stream (names come from validated job names
+and generated ids)::
+
+    <spool>/<job>/<run_id>/<stream_id>/hello.pb      the stream's Hello
+                                        batches.log   AgentMessage batches in seq order, one
+                                                      checksummed entry each (core.batchlog)
+                                        goodbye.pb    present once the job ended (atomic)
+                                        target        the collector address
+                                        lock          flock'ed by whoever owns the folder
+
+A launcher spills to it when the collector is unreachable or slow, and leaves it behind
+when the job ends before delivery. ``tfprof-agent flush-spool``, or the next launcher on
+the host, delivers it; the collector ignores sequence numbers it already stored, so a
+batch delivered twice is stored once.
+
+A full disk (ENOSPC) is treated like the ``max_bytes`` limit: the batch that did not fit
+is counted as dropped, the partial entry is cut off, and what the spool already holds
+stays readable. A folder is deleted only once everything in it was delivered.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import io
+import logging
+import os
+import shutil
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import BinaryIO, Protocol, TypeVar
+
+from google.protobuf.message import DecodeError
+
+from tfprof.core import batchlog
+from tfprof.proto import collector_pb2 as pb
+
+log = logging.getLogger("tfprof.agent.relay.spool")
+
+
+def _dir_bytes(root: Path) -> int:
+    total = 0
+    for dirpath, _, files in os.walk(root):
+        for name in files:
+            try:
+                total += os.path.getsize(os.path.join(dirpath, name))
+            except OSError:
+                pass
+    return total
+
+
+class Spool:
+    """A bounded spool folder shared by every stream of this launcher."""
+
+    def __init__(self, root: str | os.PathLike[str], max_bytes: int) -> None:
+        self.root = Path(root)
+        self.max_bytes = max_bytes
+        self._lock = threading.Lock()
+        self._used: int | None = None
+
+    def _used_bytes(self) -> int:
+        if self._used is None:
+            self._used = _dir_bytes(self.root) if self.root.exists() else 0
+        return self._used
+
+    def reserve(self, nbytes: int, force: bool = False) -> bool:
+        """Account for ``nbytes`` more on disk; False when that would pass the limit
+        (``force``: bytes that are on disk already)."""
+        with self._lock:
+            used = self._used_bytes()
+            if used + nbytes > self.max_bytes and not force:
+                return False
+            self._used = used + nbytes
+            return True
+
+    def release(self, nbytes: int) -> None:
+        with self._lock:
+            self._used = max(0, self._used_bytes() - nbytes)
+
+    def stream_dir(self, hello: pb.Hello) -> Path:
+        return self.root / hello.job / hello.run_id / hello.stream_id
+
+    def open_stream(self, hello: pb.Hello, target: str) -> SpoolFile:
+        return SpoolFile(self, self.stream_dir(hello), hello, target)
+
+    def pending_streams(self) -> Iterator[Path]:
+        if not self.root.is_dir():
+            return
+        for hello in sorted(self.root.glob("*/*/*/hello.pb")):
+            yield hello.parent
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Replace ``path`` all at once: a crash or a full disk leaves the old file or none,
+    never a torn one."""
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+
+
+class SpoolFile:
+    """One stream's spooled batches; holds the folder's lock while open."""
+
+    def __init__(self, spool: Spool, directory: Path, hello: pb.Hello, target: str) -> None:
+        self.spool = spool
+        self.directory = directory
+        directory.mkdir(parents=True, exist_ok=True)
+        self._lockf = open(directory / "lock", "a")  # noqa: SIM115 - held until close
+        fcntl.flock(self._lockf, fcntl.LOCK_EX)
+        try:
+            files = (("hello.pb", hello.SerializeToString()), ("target", target.encode()))
+            for name, data in files:
+                path = directory / name
+                if not path.exists():
+                    write_atomic(path, data)
+            self._log, self._version = self._open_log()
+        except OSError:
+            self._unlock()
+            raise
+        self._reader: BinaryIO | None = None
+        self._disk_full = False
+
+    def _open_log(self) -> tuple[io.FileIO, int]:
+        # Unbuffered: a write the disk refuses must leave nothing behind in a buffer.
+        f, version = batchlog.open_for_append(self.directory / "batches.log")
+        f.close()
+        return open(self.directory / "batches.log", "ab", buffering=0), version
+
+    def append(self, data: bytes) -> int | None:
+        """Append a serialized batch; its offset, or None when the spool is full (its
+        limit, or the disk: ENOSPC). A full disk leaves no partial entry behind."""
+        entry = batchlog.encode(data, self._version)
+        if not self.spool.reserve(len(entry)):
+            return None
+        offset = self._log.tell()
+        try:
+            view = memoryview(entry)
+            while view:
+                view = view[self._log.write(view) or 0 :]
+        except OSError as exc:
+            self.spool.release(len(entry))
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._log.fileno(), offset)
+                self._log.seek(offset)
+            if not self._disk_full:  # once per stream, not per batch
+                self._disk_full = True
+                log.warning("the spool in %s is full (%s): batches are dropped and counted",
+                            self.spool.root, exc.strerror or exc)  # fmt: skip
+            return None
+        return offset
+
+    def read(self, offset: int) -> bytes:
+        if self._reader is None:
+            self._reader = open(self.directory / "batches.log", "rb")  # noqa: SIM115
+        return batchlog.read_entry(self._reader, offset, self._version)
+
+    def rewrite(self, batches: list[bytes]) -> int:
+        """Replace the log with what is still undelivered, as much as the spool limit
+        allows; returns how many of ``batches`` (a prefix, to keep order) were kept.
+
+        A full disk (OSError) leaves the old log in place, open for appends."""
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
+        old = self._log.tell()
+        self.spool.release(old)  # the new log replaces the old one
+        tmp = self.directory / "batches.log.tmp"
+        kept = reserved = 0
+        try:
+            with open(tmp, "wb") as f:
+                f.write(batchlog.MAGIC)
+                for data in batches:
+                    entry = batchlog.encode(data)
+                    if not self.spool.reserve(len(entry)):
+                        break
+                    reserved += len(entry)
+                    f.write(entry)
+                    kept += 1
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self.directory / "batches.log")
+        except OSError:
+            self.spool.release(reserved)
+            self.spool.reserve(old, force=True)  # the old log stays
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+            raise
+        self._log.close()
+        self._log, self._version = self._open_log()
+        return kept
+
+    def cut_to(self, offset: int) -> None:
+        """Drop the log's entries from ``offset`` on: room for the goodbye on a full
+        disk, whose counts matter more than the batches they displace."""
+        size = self._log.seek(0, os.SEEK_END)
+        os.ftruncate(self._log.fileno(), offset)
+        self._log.seek(offset)
+        self.spool.release(max(0, size - offset))
+
+    def write_goodbye(self, goodbye: pb.Goodbye) -> None:
+        write_atomic(self.directory / "goodbye.pb", goodbye.SerializeToString())
+
+    def _unlock(self) -> None:
+        fcntl.flock(self._lockf, fcntl.LOCK_UN)
+        self._lockf.close()
+
+    def close(self) -> None:
+        self._log.close()
+        if self._reader is not None:
+            self._reader.close()
+        self._unlock()
+
+    def remove(self) -> None:
+        """Delete the folder (everything in it was delivered)."""
+        size = _dir_bytes(self.directory)
+        self.close()
+        shutil.rmtree(self.directory, ignore_errors=True)
+        self.spool.release(size)
+        for parent in (self.directory.parent, self.directory.parent.parent):
+            try:
+                parent.rmdir()  # only when empty
+            except OSError:
+                break
+
+
+@dataclass
+class SpooledStream:
+    """A spooled stream opened for delivery; ``lock`` is held until ``close``.
+
+    ``problems`` says what of the folder could not be read (damaged log bytes, a torn
+    goodbye): the readable rest is delivered, and the folder is kept for inspection."""
+
+    directory: Path
+    hello: pb.Hello
+    target: str
+    batches: list[bytes]
+    goodbye: pb.Goodbye | None
+    lockf: BinaryIO
+    problems: list[str] = field(default_factory=list)
+
+    def close(self) -> None:
+        fcntl.flock(self.lockf, fcntl.LOCK_UN)
+        self.lockf.close()
+
+
+def _read_batches(directory: Path, problems: list[str]) -> list[bytes]:
+    """The folder's batches in seq order, each once. A ``batches.log.tmp`` left by a
+    rewrite that never finished (an older release on a full disk) is read too."""
+    by_seq: dict[int, bytes] = {}
+    for name in ("batches.log", "batches.log.tmp"):
+        scan = batchlog.Scan(batchlog.V2, 0)
+        for offset, data in batchlog.entries(batchlog.read_bytes(directory / name), 0, scan):
+            try:
+                seq = pb.AgentMessage.FromString(data).batch.seq
+            except DecodeError:
+                problems.append(f"{name}: undecodable batch at offset {offset:,}")
+                continue
+            by_seq.setdefault(seq, data)
+        problems.extend(f"{name}: {d}" for d in scan.damage)
+    return [by_seq[seq] for seq in sorted(by_seq)]
+
+
+def claim(directory: Path) -> SpooledStream | None:
+    """Open a spooled stream for delivery, unless its owner still holds it (or its
+    hello is unreadable: then it is left alone, with a warning)."""
+    lockf = open(directory / "lock", "ab")  # noqa: SIM115 - closed by SpooledStream.close
+    try:
+        fcntl.flock(lockf, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lockf.close()
+        return None
+    problems: list[str] = []
+    try:
+        hello = pb.Hello.FromString((directory / "hello.pb").read_bytes())
+        target_path, goodbye_path = directory / "target", directory / "goodbye.pb"
+        target = target_path.read_text().strip() if target_path.exists() else ""
+        batches = _read_batches(directory, problems)
+    except (OSError, DecodeError) as exc:
+        log.warning("unreadable spool folder %s, left as it is: %s", directory, exc)
+        fcntl.flock(lockf, fcntl.LOCK_UN)
+        lockf.close()
+        return None
+    goodbye = None
+    try:
+        if goodbye_path.exists():
+            goodbye = pb.Goodbye.FromString(goodbye_path.read_bytes())
+    except (OSError, DecodeError) as exc:
+        problems.append(f"goodbye.pb unreadable ({exc}): the stream stays incomplete")
+    return SpooledStream(directory, hello, target, batches, goodbye, lockf, problems)
+
+
+class Leftover(Protocol):
+    """An undelivered batch at the job's end: in memory (``data``) or already in the
+    spool's log at ``offset``."""
+
+    records: int
+    data: bytes | None
+    offset: int
+
+
+L = TypeVar("L", bound=Leftover)
+
+
+def keep_leftovers(
+    spool_file: SpoolFile, batches: Sequence[L], goodbye: pb.Goodbye | None
+) -> list[L]:
+    """Leave ``batches`` in the spool and close it; returns those kept. The goodbye is
+    written with every record that could not be kept added to its ``dropped_relay``."""
+    try:
+        placed = _place(spool_file, batches)
+        if goodbye is not None:
+            placed = _write_goodbye(spool_file, placed, batches, goodbye)
+    finally:
+        spool_file.close()
+    return [b for _, b in placed]
+
+
+def _place(spool_file: SpoolFile, batches: Sequence[L]) -> list[tuple[int, L]]:
+    """Replace the log with ``batches``, as many as fit: (offset, batch) of each kept.
+    Where the disk has no room for a new log, the old one (what spilled) stays and the
+    rest is appended to it as far as it goes (readers put batches back in seq order)."""
+    try:
+        data = [b.data if b.data is not None else spool_file.read(b.offset) for b in batches]
+        kept = spool_file.rewrite(data)
+    except (OSError, ValueError) as exc:
+        log.warning("cannot rewrite the spool (%s); keeping what it holds", exc)
+        placed = [(b.offset, b) for b in batches if b.data is None]
+        for b in batches:
+            if b.data is not None:
+                offset = spool_file.append(b.data)
+                if offset is None:
+                    break
+                placed.append((offset, b))
+        return sorted(placed, key=lambda p: p[0])
+    offset, placed = len(batchlog.MAGIC), []
+    for b, d in zip(batches[:kept], data, strict=False):
+        placed.append((offset, b))
+        offset += batchlog.entry_size(len(d))
+    return placed
+
+
+def _write_goodbye(
+    spool_file: SpoolFile, placed: list[tuple[int, L]], batches: Sequence[L], goodbye: pb.Goodbye
+) -> list[tuple[int, L]]:
+    """On a full disk, batches give way to the goodbye, last first: its counts say what
+    was lost, the batches only what it was."""
+    base, total = goodbye.dropped_relay, sum(b.records for b in batches)
+    while True:
+        goodbye.dropped_relay = base + total - sum(b.records for _, b in placed)
+        try:
+            spool_file.write_goodbye(goodbye)
+            return placed
+        except OSError as exc:
+            if not placed:
+                log.warning("cannot write the spooled stream's goodbye: %s", exc)
+                return placed
+            spool_file.cut_to(placed.pop()[0])

@@ -1,0 +1,261 @@
+"""Bring recorded trace files into the collector: as stored jobs, or straight into a merge.
+
+A file is read into columnar records by ``tfprof.readers.read_trace`` (every format
+tfprof imports), keeps its own clock (the absolute start the file recorded), and is
+placed in time by a ``--shift``:
+
+- ``auto``: steps (files of one process) stay on their own clocks unless they overlap,
+  then go one after another; jobs and tasks stay on their own clocks if they overlap
+  in time (they ran together), else all start with the first file;
+- ``none``: every file keeps its own clock;
+- ``to-first``: every file starts when the first one starts (side by side);
+- ``consecutive``: each file starts where the previous one ended, in the order given;
+- a signed duration (``+5s``, ``-250ms``, ``1500us``, ``42ns``): added to every file.
+
+``import_files`` writes each file as one stream of a job run through the store's
+``StreamWriter``, behind a synthetic ``Hello`` (host ``imported``, source
+``import:<file>``, the file's devices), so summaries, advice and exports see a job like
+any live one and merge it with live jobs. ``jobs_from_files`` builds the same streams
+in memory for ``tfprof-collector merge``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import os
+import re
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from tfprof.collector.errors import InvalidArgument, NotFound, PathError, StorageUnavailable
+from tfprof.collector.jobdata import RECORD_COLUMNS, DeviceMeta, JobData, StreamData
+from tfprof.collector.store import Store
+from tfprof.collector.timespec import parse_duration
+from tfprof.core.names import check_name
+from tfprof.core.version import PROTOCOL_VERSION, __version__
+from tfprof.proto import collector_pb2 as pb
+from tfprof.readers import RecordedTrace, TraceFormatError, read_trace
+
+IMPORT_HOST = "imported"
+SHIFT_MODES = ("auto", "none", "to-first", "consecutive")
+BATCH_RECORDS = 1 << 16
+
+
+@dataclass
+class Loaded:
+    path: str
+    trace: RecordedTrace
+
+    @property
+    def start(self) -> int:
+        return self.trace.origin_ns
+
+    @property
+    def end(self) -> int:
+        return self.trace.origin_ns + self.trace.span_ns
+
+
+@contextlib.contextmanager
+def _no_cycle_collection() -> Iterator[None]:
+    """Reading a trace makes millions of acyclic objects, some kept until the end (a TF
+    timeline's GPU events wait for their twins): the cycle collector would walk them
+    again and again (a fifth of a 1M-event import) and free nothing. Paused, then
+    restored, in this process only (the CLI's, not a traced job's)."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def load_files(paths: Sequence[str | os.PathLike[str]]) -> list[Loaded]:
+    if not paths:
+        raise InvalidArgument("no trace files given")
+    loaded = []
+    for path in paths:
+        where = os.fspath(path)
+        if not os.path.exists(where):
+            raise NotFound(f"no such trace file: {where}")
+        try:
+            with _no_cycle_collection():
+                loaded.append(Loaded(where, read_trace(where)))
+        except TraceFormatError as exc:
+            raise InvalidArgument(str(exc)) from None
+        except OSError as exc:  # exists, but a directory, unreadable, ...
+            raise PathError.from_os("trace file", where, exc) from exc
+    return loaded
+
+
+def shifts(files: Sequence[Loaded], mode: str, sequential: bool) -> list[int]:
+    """Nanoseconds to add to each file's own clock; ``sequential``: files are steps."""
+    if mode not in SHIFT_MODES:
+        return [parse_duration(mode)] * len(files)
+    if mode == "auto":
+        overlap, latest_end = False, None
+        for start, end in sorted((f.start, f.end) for f in files):
+            overlap = overlap or (latest_end is not None and start < latest_end)
+            latest_end = end if latest_end is None else max(latest_end, end)
+        if sequential:
+            mode = "consecutive" if overlap else "none"
+        else:
+            mode = "none" if overlap or len(files) < 2 else "to-first"
+    if mode == "none":
+        return [0] * len(files)
+    if mode == "to-first":
+        return [files[0].start - f.start for f in files]
+    out, cursor = [], files[0].start
+    for f in files:
+        out.append(cursor - f.start)
+        cursor += f.end - f.start
+    return out
+
+
+def _devices(trace: RecordedTrace) -> dict[int, DeviceMeta]:
+    return {
+        int(d["ordinal"]): DeviceMeta(
+            ordinal=int(d["ordinal"]),
+            uuid="",
+            name=str(d.get("name", "")),
+            compute_capability=(
+                int(d.get("compute_capability_major", 0)),
+                int(d.get("compute_capability_minor", 0)),
+            ),
+            sm_count=int(d.get("sm_count", 0)),
+            memory_bytes=int(d.get("memory_bytes", 0)),
+        )
+        for d in trace.devices
+    }
+
+
+def job_name(path: str) -> str:
+    """A job name from a file name: its stem, in the job-name character set."""
+    name = Path(path).name
+    for suffix in (".gz", ".json", ".pftrace", ".pbtxt", ".pb", ".trace"):
+        name = name.removesuffix(suffix)
+    name = re.sub(r"[^A-Za-z0-9._-]", "_", name).lstrip("._-")[:64]
+    return name or "trace"
+
+
+def stream_from(f: Loaded, job: str, run_id: str, task: str, pid: int, shift: int) -> StreamData:
+    return StreamData(
+        job=job,
+        run_id=run_id,
+        host=IMPORT_HOST,
+        pid=pid,
+        task=task,
+        source=f"import:{f.path}",
+        record_shift_ns=f.trace.origin_ns + shift,
+        devices=_devices(f.trace),
+        strings=list(f.trace.names),
+        records={c: np.frombuffer(f.trace.columns[c], dtype=np.int64) for c in RECORD_COLUMNS},
+        finished=True,
+        exit_code=0,
+    )
+
+
+def jobs_from_files(
+    paths: Sequence[str | os.PathLike[str]], as_steps: bool, shift: str = "auto"
+) -> list[JobData]:
+    """Files as jobs for ``build_timeline``: one job of consecutive steps, or one job each."""
+    files = load_files(paths)
+    offsets = shifts(files, shift, as_steps)
+    if as_steps:
+        job = job_name(files[0].path)
+        streams = [
+            stream_from(f, job, "file", "0", 1, s) for f, s in zip(files, offsets, strict=True)
+        ]
+        return [JobData(name=job, run_id="file", streams=streams)]
+    names: dict[str, int] = {}
+    jobs = []
+    for f, s in zip(files, offsets, strict=True):
+        name = job_name(f.path)
+        names[name] = names.get(name, 0) + 1
+        if names[name] > 1:
+            name = f"{name}.{names[name]}"
+        jobs.append(
+            JobData(name=name, run_id="file", streams=[stream_from(f, name, "file", "0", 1, s)])
+        )
+    return jobs
+
+
+def new_run_id() -> str:
+    return time.strftime("import-%Y%m%d-%H%M%S", time.gmtime()) + f"-{uuid.uuid4().hex[:8]}"
+
+
+def import_files(
+    store: Store,
+    paths: Sequence[str | os.PathLike[str]],
+    job: str,
+    as_steps: bool = True,
+    shift: str = "auto",
+    run_id: str | None = None,
+) -> tuple[str, int]:
+    """Store the files as one run of ``job``; returns (run id, records stored)."""
+    check_name("job name", job)
+    files = load_files(paths)
+    offsets = shifts(files, shift, as_steps)
+    run_id = check_name("run id", run_id or new_run_id())
+    total = 0
+    for index, (f, offset) in enumerate(zip(files, offsets, strict=True)):
+        task = "0" if as_steps else str(index)
+        stream = stream_from(f, job, run_id, task, 1 if as_steps else index + 1, offset)
+        try:
+            total += _write_stream(store, stream, f"file-{index}")
+        except OSError as exc:
+            raise StorageUnavailable(
+                f"cannot store {f.path} in {store.root}: {exc.strerror or exc}"
+            ) from exc
+    return run_id, total
+
+
+def _write_stream(store: Store, stream: StreamData, stream_id: str) -> int:
+    hello = pb.Hello(
+        protocol_version=PROTOCOL_VERSION,  # imports write what a live stream would
+        job=stream.job,
+        run_id=stream.run_id,
+        host=stream.host,
+        pid=stream.pid,
+        task=stream.task,
+        argv=[stream.source.removeprefix("import:")],
+        agent_version=__version__,
+        source=stream.source,
+        clock_offset_ns=stream.record_shift_ns,
+        stream_id=stream_id,
+    )
+    for meta in stream.devices.values():
+        hello.devices.add(
+            ordinal=meta.ordinal,
+            uuid=meta.uuid,
+            name=meta.name,
+            compute_capability_major=meta.compute_capability[0],
+            compute_capability_minor=meta.compute_capability[1],
+            sm_count=meta.sm_count,
+            memory_bytes=meta.memory_bytes,
+        )
+    writer = store.open_stream(hello)
+    n = stream.num_records
+    try:
+        for seq, a in enumerate(range(0, max(n, 1), BATCH_RECORDS), start=1):
+            batch = pb.Batch(seq=seq)
+            if seq == 1:
+                batch.string_base = 0
+                batch.strings.extend(stream.strings)
+            for col in RECORD_COLUMNS:
+                values = stream.records[col][a : a + BATCH_RECORDS]
+                if values.any():  # an empty column stands for all zeros
+                    getattr(batch.records, col).extend(values.tolist())
+            if not len(batch.records.kind) and n:
+                raise InvalidArgument(f"{stream.source}: records without a kind")
+            writer.append(batch)
+        writer.finish(pb.Goodbye(records_sent=n, exit_code=0))
+    finally:
+        writer.close()
+    return n
