@@ -9,7 +9,8 @@ import pytest
 from tfprof.collector import config
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
-README = DEPLOY.parent / "README.md"
+# The production config example of the docs (operations: running the collector).
+COLLECTOR_DOC = DEPLOY.parent / "docs" / "operations" / "collector.md"
 
 
 def test_the_kubernetes_config_map_is_a_valid_collector_config(tmp_path: Path) -> None:
@@ -32,8 +33,8 @@ def test_the_kubernetes_config_map_is_a_valid_collector_config(tmp_path: Path) -
     assert grace > cfg.grace_s, "Kubernetes must wait longer than the collector's drain"
 
 
-def test_the_readme_config_example_loads(tmp_path: Path) -> None:
-    text = README.read_text()
+def test_the_docs_config_example_loads(tmp_path: Path) -> None:
+    text = COLLECTOR_DOC.read_text()
     start = text.index("```toml\n# /etc/tfprof/collector.toml") + len("```toml\n")
     toml = tmp_path / "collector.toml"
     toml.write_text(text[start : text.index("```", start)])

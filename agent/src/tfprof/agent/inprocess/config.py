@@ -66,7 +66,7 @@ OPTIONS: dict[str, Option] = {
         "ms between CUPTI's periodic flushes, so records stream while the job runs; 0 = "
         "only when a buffer fills and at exit",
     ),
-    # The host side of CUPTI tracing (README "Host side"): on/off switches.
+    # The host side of CUPTI tracing (docs/concepts/host-side.md): on/off switches.
     "api": Option(
         "TFPROF_API",
         "on",

@@ -3,7 +3,7 @@
 ``table`` is for people (aligned columns by the collector's one text renderer,
 collector/terminal.py: bold header only on a terminal and never with ``NO_COLOR``),
 ``json`` and ``csv`` for scripts. JSON field names are the row dataclasses' field
-names, documented in README.md ("Summaries and advice").
+names, documented in docs/guides/summaries-and-advice.md.
 """
 
 from __future__ import annotations

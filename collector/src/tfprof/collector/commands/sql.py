@@ -1,6 +1,6 @@
 """``tfprof-collector sql``: run SQL over the lake's tables with DuckDB (embedded).
 
-Every table of the columnar store (README, "Columnar store") is a view, and so are
+Every table of the lake (docs/reference/lake.md) is a view, and so are
 ``kernel_summary``, ``copy_summary``, ``gpu_busy``, ``jobs``, ``runs`` and ``tasks``.
 ``--data-dir`` takes collector data dirs (their lake, plus what their logs hold that is
 not compacted yet), lake directories and lake URLs, as many as wanted: they are read

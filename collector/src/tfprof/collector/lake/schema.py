@@ -33,7 +33,7 @@ RESOLVED = {"name": "name", "domain": "category"}
 class Column:
     name: str  # in the lake
     type: pa.DataType
-    unit: str  # for the README's column list
+    unit: str  # for the lake reference's column list (scripts/gen_reference.py)
     doc: str
     source: str = ""  # the record column it comes from, when not its own name
 
