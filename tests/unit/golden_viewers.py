@@ -94,8 +94,9 @@ def perfetto_view(path: Path) -> Doc:
     for u, d in descriptors.items():
         if d.HasField("thread"):
             names[u] = f"{pids.get(d.thread.pid, d.thread.pid)} / {d.thread.thread_name}"
-        elif u not in names:
-            names[u] = f"{names.get(d.parent_uuid, d.parent_uuid)} / {d.name}"
+        elif u not in names:  # a named track: under its parent's name, if it has one
+            parent = names.get(d.parent_uuid, d.parent_uuid) if d.parent_uuid else None
+            names[u] = d.name if parent is None else f"{parent} / {d.name}"
     tracks: dict[str, Doc] = {}
     open_at: dict[int, list[int]] = {}
     flows: Counter[str] = Counter()

@@ -22,6 +22,7 @@ from tfprof.collector.export import (
 from tfprof.collector.jobdata import HOST_COLUMNS, RECORD_COLUMNS, DeviceMeta, JobData, StreamData
 from tfprof.collector.timeline.build import build_timeline
 from tfprof.collector.timeline.model import GroupBy, Timeline
+from tfprof.core.counters import counter_title
 from tfprof.core.records import RecordKind
 
 T0 = 1_700_000_000_000_000_000
@@ -219,15 +220,19 @@ def test_gpu_grouping_threads() -> None:
 def test_host_counters() -> None:
     trace = render(sample_timeline())
     counters = [e for e in trace["traceEvents"] if e["ph"] == "C"]
-    cpu = [e for e in counters if e["name"] == "cpu_percent"]
+    # One event per series and sample, named so that viewers call the counter
+    # "<name> <key>" as the Perfetto export calls its track: "cpu percent", "rss bytes"
+    cpu = [e for e in counters if e["name"] == "cpu"]
     assert [(e["ts"], e["args"]) for e in cpu] == [
-        (0.01, {"cpu_percent": 12.5}),
-        (1000.01, {"cpu_percent": 99.0}),
+        (0.01, {"percent": 12.5}),
+        (1000.01, {"percent": 99.0}),
     ]
-    rss = [e["args"]["rss_bytes"] for e in counters if e["name"] == "rss_bytes"]
+    rss = [e["args"]["bytes"] for e in counters if e["name"] == "rss"]
     assert rss == [1 << 30, 2 << 30]
     assert {proc_name(trace, e["pid"]) for e in counters} == {"/job:train/task:0/cpu"}
-    assert {e["name"] for e in counters} == set(HOST_COLUMNS[1:])
+    titles = {f"{e['name']} {key}" for e in counters for key in e["args"]}
+    assert titles == {counter_title(series) for series in HOST_COLUMNS[1:]}
+    assert len(titles) == len({e["name"] for e in counters})  # one chart per series
 
 
 def test_chunking_does_not_change_the_output() -> None:

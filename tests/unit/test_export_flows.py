@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from tests.traces import shared_traces
+from tests.unit.pftrace_tracks import PftraceTracks
 from tests.unit.test_merge import STRINGS, kernel, stream
 from tfprof.collector.export.chrome import ChromeReporter
 from tfprof.collector.jobdata import JobData
@@ -108,8 +109,8 @@ def perfetto_slices(packets: list[Any]) -> list[dict[str, Any]]:
     cats: dict[int, str] = {}
     ann: dict[int, str] = {}
     strings: dict[int, str] = {}
-    procs: dict[int, str] = {}
-    threads: dict[int, str] = {}
+    tracks = PftraceTracks(packets)
+    threads = {uuid: f"{proc} {thread}" for uuid, (proc, thread) in tracks.lanes.items()}
     out: list[dict[str, Any]] = []
     for p in packets:
         interned = p.interned_data
@@ -117,11 +118,6 @@ def perfetto_slices(packets: list[Any]) -> list[dict[str, Any]]:
         cats.update((e.iid, e.name) for e in interned.event_categories)
         ann.update((e.iid, e.name) for e in interned.debug_annotation_names)
         strings.update((e.iid, e.str.decode()) for e in interned.debug_annotation_string_values)
-        d = p.track_descriptor
-        if d.HasField("process"):
-            procs[d.process.pid] = d.process.process_name
-        elif d.HasField("thread"):
-            threads[d.uuid] = f"{procs[d.thread.pid]} {d.thread.thread_name}"
         ev = p.track_event
         if p.HasField("track_event") and ev.type == ev.TYPE_SLICE_BEGIN:
             args = {}
@@ -303,16 +299,16 @@ def test_memory_counter_in_both_formats(tmp_path: Path) -> None:
     procs = {
         e["pid"]: e["args"]["name"] for e in doc["traceEvents"] if e.get("name") == "process_name"
     }
-    counted = [e for e in doc["traceEvents"] if e["ph"] == "C" and e["name"] == name]
-    assert [e["args"][name] for e in counted] == [1000, 1500, 500, 2500]
+    # One event per value, its name split so that viewers call it "gpu:0 allocated_bytes"
+    counted = [e for e in doc["traceEvents"] if e["ph"] == "C" and e["name"] == "gpu:0"]
+    assert [e["args"] for e in counted] == [{"allocated_bytes": v} for v in (1000, 1500, 500, 2500)]
     assert [e["ts"] for e in counted] == [0.0, 1.0, 3.0, 5.0]  # µs from the first event
     assert {procs[e["pid"]] for e in counted} == {"/job:mem/task:0/cpu"}
     assert doc["otherData"]["host_side"]["memory_peak_bytes"] == {"mem": {"imported/gpu:0": 2500}}
     packets = perfetto(timeline)
     (desc,) = [p.track_descriptor for p in packets if p.track_descriptor.name == name]
     assert desc.counter.unit == pftrace.CounterDescriptor.UNIT_SIZE_BYTES
-    (proc,) = [p.track_descriptor for p in packets if p.track_descriptor.uuid == desc.parent_uuid]
-    assert proc.process.process_name == "/job:mem/task:0/cpu"
+    assert PftraceTracks(packets).counters[desc.uuid] == ("/job:mem/task:0/cpu", name)
     values = [(p.timestamp, p.track_event.counter_value) for p in packets
               if p.HasField("track_event") and p.track_event.track_uuid == desc.uuid]  # fmt: skip
     assert values == [(0, 1000), (1000, 1500), (3000, 500), (5000, 2500)]

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from tests.unit.pftrace_tracks import PftraceTracks
 from tests.unit.test_chrome_export import T0, render, sample_timeline, slices
 from tfprof.collector import export as export_mod
 from tfprof.collector.export import UnknownFormatError, format_for, write_timeline
@@ -65,10 +66,7 @@ def perfetto_view(packets: list[Any]) -> dict[str, Any]:
     cats: dict[int, str] = {}
     ann: dict[int, str] = {}
     strings: dict[int, str] = {}
-    procs: dict[int, str] = {}
-    proc_uuids: dict[int, str] = {}  # a counter's parent is its process's track uuid
-    threads: dict[int, tuple[int, str]] = {}
-    counters: dict[int, tuple[int, str]] = {}
+    tracks = PftraceTracks(packets)
     begins: list[dict[str, Any]] = []
     open_slices: dict[int, list[dict[str, Any]]] = {}
     ends = 0
@@ -83,15 +81,6 @@ def perfetto_view(packets: list[Any]) -> dict[str, Any]:
             strings.update(
                 (e.iid, e.str.decode()) for e in p.interned_data.debug_annotation_string_values
             )
-        if p.HasField("track_descriptor"):
-            d = p.track_descriptor
-            if d.HasField("process"):
-                procs[d.process.pid] = d.process.process_name
-                proc_uuids[d.uuid] = d.process.process_name
-            elif d.HasField("thread"):
-                threads[d.uuid] = (d.thread.pid, d.thread.thread_name)
-            elif d.HasField("counter"):
-                counters[d.uuid] = (d.parent_uuid, d.name)
         if p.HasField("track_event"):
             events.append(p)
     for p in sorted(events, key=lambda p: p.timestamp):  # stable: the file's order in ties
@@ -102,9 +91,9 @@ def perfetto_view(packets: list[Any]) -> dict[str, Any]:
                 which = a.WhichOneof("value")
                 value = getattr(a, which)
                 args[ann[a.name_iid]] = strings[value] if which == "string_value_iid" else value
-            pid, thread = threads[ev.track_uuid]
+            track, thread = tracks.lanes[ev.track_uuid]
             begin = {
-                "track": procs[pid],
+                "track": track,
                 "thread": thread,
                 "name": names[ev.name_iid],
                 "cat": cats[ev.category_iids[0]],
@@ -118,11 +107,11 @@ def perfetto_view(packets: list[Any]) -> dict[str, Any]:
             begin = open_slices[ev.track_uuid].pop()
             begin["dur"] = p.timestamp - begin["ts"]
         elif ev.type == ev.TYPE_COUNTER:
-            parent, series = counters[ev.track_uuid]
+            row, series = tracks.counters[ev.track_uuid]
             value = (
                 ev.double_counter_value if ev.HasField("double_counter_value") else ev.counter_value
             )
-            counter_values.setdefault(f"{proc_uuids[parent]}:{series}", []).append(value)
+            counter_values.setdefault(f"{row}:{series}", []).append(value)
     return {"slices": begins, "ends": ends, "counters": counter_values, "names": names}
 
 
@@ -145,8 +134,9 @@ def test_perfetto_tracks_slices_args_and_counters_match_chrome() -> None:
     copy = next(s for s in view["slices"] if s["args"].get("correlation") == 13)
     assert copy["args"]["GB/s"] == 2.0 and copy["args"]["kind"] == "HtoD"
     cpu = "/job:train/task:0/cpu"
-    assert view["counters"][f"{cpu}:cpu_percent"] == [12.5, 99.0]
-    assert view["counters"][f"{cpu}:rss_bytes"] == [1 << 30, 2 << 30]
+    # Named as viewers name the Chrome export's counters ("<event name> <arg key>")
+    assert view["counters"][f"{cpu}:cpu percent"] == [12.5, 99.0]
+    assert view["counters"][f"{cpu}:rss bytes"] == [1 << 30, 2 << 30]
 
 
 def test_perfetto_clock_snapshot_and_sequence_flags() -> None:

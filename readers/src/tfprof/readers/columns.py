@@ -30,19 +30,31 @@ class LayoutColumns(Protocol):
     values: array.array[int]  # row-major: one value per column, record after record
 
 
-def sort_columns(layouts: Sequence[LayoutColumns], order: array.array[int]) -> tuple[Columns, int]:
+def sort_columns(
+    layouts: Sequence[LayoutColumns],
+    order: array.array[int],
+    carried: array.array[int] | None = None,
+) -> tuple[Columns, int, array.array[int] | None]:
     """(every column of ``COLUMNS``, start made relative to the earliest, that earliest
-    start in ns); the layouts' values are released as they are used."""
+    start in ns, ``carried`` in the same order as the columns: one value per record in
+    insertion order, such as the task each record belongs to); the layouts' values are
+    released as they are used."""
     try:
         import numpy
     except ImportError:
-        return _sort_stdlib(layouts, order)
-    return _sort_numpy(numpy, layouts, order)
+        columns, origin, perm = _sort_stdlib(layouts, order)
+        if carried is not None and perm is not None:
+            carried = array.array("q", map(carried.__getitem__, perm))
+        return columns, origin, carried
+    return _sort_numpy(numpy, layouts, order, carried)
 
 
 def _sort_numpy(
-    np: ModuleType, layouts: Sequence[LayoutColumns], order: array.array[int]
-) -> tuple[Columns, int]:
+    np: ModuleType,
+    layouts: Sequence[LayoutColumns],
+    order: array.array[int],
+    carried: array.array[int] | None,
+) -> tuple[Columns, int, array.array[int] | None]:
     n = len(order)
     ids = np.frombuffer(order, dtype=np.uint8)
     parts = []  # (layout, its records as rows, where they are among all records)
@@ -69,10 +81,18 @@ def _sort_numpy(
         layout.values = array.array("q")
     views["start_ns"] -= origin
     del views, parts  # release the arrays' buffers
-    return columns, origin
+    if carried is not None and rank is not None:
+        moved = array.array("q", [0]) * n
+        np.frombuffer(moved, dtype=np.int64)[rank] = np.frombuffer(carried, dtype=np.int64)
+        carried = moved
+    return columns, origin, carried
 
 
-def _sort_stdlib(layouts: Sequence[LayoutColumns], order: array.array[int]) -> tuple[Columns, int]:
+def _sort_stdlib(
+    layouts: Sequence[LayoutColumns], order: array.array[int]
+) -> tuple[Columns, int, list[int] | None]:
+    """``sort_columns`` in the standard library, and the permutation it applied (None:
+    none was needed)."""
     n = len(order)
     positions: dict[int, list[int]] = {layout.id: [] for layout in layouts}
     for i, layout_id in enumerate(order):
@@ -106,4 +126,4 @@ def _sort_stdlib(layouts: Sequence[LayoutColumns], order: array.array[int]) -> t
         if name == "start_ns":
             column = array.array("q", [v - origin for v in column])
         columns[name] = column
-    return columns, origin
+    return columns, origin, perm

@@ -2,21 +2,29 @@
 
 Packets are read one at a time; interned names, categories and annotations are
 resolved; each begin/end pair on a lane becomes a complete Chrome event with its debug
-annotations as args, under the process and thread names of the track descriptors, and
-those events go through the reader of our Chrome export. The clock snapshot gives back
-the absolute start. Perfetto's protobuf classes come from the ``perfetto`` package,
-imported only when a file is read (``tfprof.core`` is standard library only).
+annotations as args, each counter value a Chrome counter event, under the process and
+thread names of the track descriptors, and those events go through the reader of our
+Chrome export. The clock snapshot gives back the absolute start. Perfetto's protobuf
+classes come from the ``perfetto`` package, imported only when a file is read
+(``tfprof.core`` is standard library only).
+
+Both layouts the export has written are read (``_Tracks``): process and thread tracks
+(a pseudo-device a process, its lanes threads), and the named tracks of today's
+(``tfprof.collector.export.perfetto_tracks``): a root per job (``/job:J``), rows under
+it (processes: slices on a row are its lane 0), the rows' children (threads).
 """
 
 from __future__ import annotations
 
 import importlib
+import re
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from tfprof.core.counters import counter_parts, title_series
 from tfprof.core.errors import FormatUnavailable, TraceFormatError
 from tfprof.readers.events import load_events
 from tfprof.readers.tfprof_chrome import TOOL_NAME, gpu_track
@@ -130,15 +138,77 @@ class _Interned:
         return getattr(annotation, which)
 
 
+_JOB_ROOT = re.compile(r"/job:[^/]+")
+
+
+class _Tracks:
+    """What each track descriptor is in Chrome's terms: the (pid, tid) a slice on it
+    belongs to, the pid of a counter's process, and the ``process_name`` and
+    ``thread_name`` events naming them."""
+
+    def __init__(self) -> None:
+        self.lane_of: dict[int, tuple[int, int]] = {}  # track uuid -> (pid, tid)
+        self.pid_of: dict[int, int] = {}  # process or row uuid -> pid
+        self.counters: dict[int, tuple[int, str]] = {}  # counter uuid -> (pid, title)
+        self.roots: set[int] = set()
+        self.rows: dict[int, str] = {}  # named row uuid -> its name
+        self.names: list[Event] = []  # metadata events
+        self._next = 0  # pids and tids made up for named tracks, past any pid written
+
+    def _made_up(self) -> int:
+        self._next += 1
+        return self._next
+
+    def add(self, desc: Any) -> None:
+        if desc.HasField("process"):
+            process = desc.process
+            self.pid_of[desc.uuid] = process.pid
+            self._next = max(self._next, process.pid)
+            self.names.append(metadata_event("process_name", process.pid, process.process_name))
+        elif desc.HasField("thread"):
+            thread = desc.thread
+            self.lane_of[desc.uuid] = (thread.pid, thread.tid)
+            self._next = max(self._next, thread.pid, thread.tid)
+            self.names.append(
+                metadata_event("thread_name", thread.pid, thread.thread_name, thread.tid)
+            )
+        elif desc.HasField("counter"):
+            self.counters[desc.uuid] = (self.pid_of.get(desc.parent_uuid, 0), desc.name)
+        elif not desc.parent_uuid and _JOB_ROOT.fullmatch(desc.name):
+            self.roots.add(desc.uuid)
+        elif not desc.parent_uuid or desc.parent_uuid in self.roots:
+            pid, tid = self._made_up(), self._made_up()
+            self.pid_of[desc.uuid] = pid
+            self.lane_of[desc.uuid] = (pid, tid)  # lane 0 of a pseudo-device's own row
+            self.names.append(metadata_event("process_name", pid, desc.name))
+            self.names.append(metadata_event("thread_name", pid, "lane 0", tid))
+        elif desc.parent_uuid in self.pid_of:
+            pid, tid = self.pid_of[desc.parent_uuid], self._made_up()
+            self.lane_of[desc.uuid] = (pid, tid)
+            self.names.append(metadata_event("thread_name", pid, desc.name, tid))
+
+
+def _counter_event(pid: int, title: str, time_ns: int, event: Any) -> Event | None:
+    """A counter value as the Chrome export writes it; None for a counter not ours."""
+    series = title_series(title)
+    if series is None:
+        return None
+    which = event.WhichOneof("counter_value_field")
+    value = getattr(event, which) if which else 0
+    name, key = counter_parts(series)
+    return {"ph": "C", "pid": pid, "name": name, "ts": ns_to_us(time_ns), "args": {key: value}}
+
+
 def read_perfetto(where: str) -> RecordedTrace:
     pftrace = _trace_protos()
     data = Path(where).read_bytes()
     interned = _Interned()
-    thread_of: dict[int, tuple[int, int]] = {}  # track uuid -> (pid, tid)
+    tracks = _Tracks()
     events: list[Event] = []
     open_slices: dict[int, list[Event]] = {}
     origin = 0
     begin, end = pftrace.TrackEvent.TYPE_SLICE_BEGIN, pftrace.TrackEvent.TYPE_SLICE_END
+    counter = pftrace.TrackEvent.TYPE_COUNTER
     for packet in _parsed(where, data, pftrace):
         if packet.HasField("clock_snapshot"):
             clocks = {c.clock_id: c.timestamp for c in packet.clock_snapshot.clocks}
@@ -148,21 +218,12 @@ def read_perfetto(where: str) -> RecordedTrace:
         if packet.HasField("interned_data"):
             interned.update(packet.interned_data)
         if packet.HasField("track_descriptor"):
-            desc = packet.track_descriptor
-            if desc.HasField("process"):
-                process = desc.process
-                events.append(metadata_event("process_name", process.pid, process.process_name))
-            elif desc.HasField("thread"):
-                thread = desc.thread
-                thread_of[desc.uuid] = (thread.pid, thread.tid)
-                events.append(
-                    metadata_event("thread_name", thread.pid, thread.thread_name, thread.tid)
-                )
+            tracks.add(packet.track_descriptor)
         if not packet.HasField("track_event"):
             continue
         event = packet.track_event
-        if event.type == begin and event.track_uuid in thread_of:
-            pid, tid = thread_of[event.track_uuid]
+        if event.type == begin and event.track_uuid in tracks.lane_of:
+            pid, tid = tracks.lane_of[event.track_uuid]
             slice_event = interned.slice_event(event, pid, tid, packet.timestamp)
             open_slices.setdefault(event.track_uuid, []).append(slice_event)
         elif event.type == end and open_slices.get(event.track_uuid):
@@ -171,7 +232,13 @@ def read_perfetto(where: str) -> RecordedTrace:
             slice_event["ts"] = ns_to_us(start)
             slice_event["dur"] = ns_to_us(packet.timestamp - start)
             events.append(slice_event)
-    if not any(gpu_track(str(e["args"].get("name", ""))) for e in events if e["ph"] == "M"):
+        elif event.type == counter and event.track_uuid in tracks.counters:
+            pid, title = tracks.counters[event.track_uuid]
+            value = _counter_event(pid, title, packet.timestamp, event)
+            if value is not None:
+                events.append(value)
+    events[:0] = tracks.names
+    if not any(gpu_track(str(e["args"].get("name", ""))) for e in tracks.names):
         raise TraceFormatError(
             f"{where}: a Perfetto trace without tfprof GPU tracks; only tfprof's own "
             ".pftrace exports can be imported"

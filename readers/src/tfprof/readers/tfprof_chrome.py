@@ -8,20 +8,31 @@ only stream tracks are read; ``cat`` says kernel / memcpy / memset / sync (``arg
 as a fallback, in an older hand-written form), and the args are read back through the
 slice-arg table the exporters write from (``tfprof.core.slice_args``), enums as labels or
 numbers. With several (job, task) pairs, each (job, task, gpu) becomes its own device
-ordinal. Copy and memset names come back as the exporter's labels ("MEMCPYHtoD"), not
-the original ones; every other column round-trips exactly.
+ordinal (``RecordedTrace.gpu_of`` keeps the GPU's own). Copy and memset names come back
+as the exporter's labels ("MEMCPYHtoD"), not the original ones; every other column
+round-trips exactly.
 
 Host slices (CUDA API calls, host ranges) come back from the thread tracks of a task's
 ``/job:J/task:T/cpu`` process (threads named ``thread:TID``, lanes ``thread:TID lane N``):
-category ``cuda_api`` is an API call, any other category a range of that category. The
-memory counter is not read back (its records are allocation deltas the counter sums).
+category ``cuda_api`` is an API call, any other category a range of that category.
+
+The counters of that process come back too (``tfprof.core.counters`` names them): host
+samples as the task's ``host_samples``; a device-memory counter, the running sum of the
+allocations and releases the export drew it from, as one MEMORY record per value (an
+allocation of the rise, a release of the fall, neither when it stays), so that summing
+them again draws the same counter.
+
+Every record and sample keeps the job and task its track names (``RecordedTrace.tasks``).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from decimal import Decimal
 from typing import Any
 
+from tfprof.core.counters import HOST_SERIES, memory_device, series_of
 from tfprof.core.records import RecordKind
 from tfprof.core.slice_args import CATEGORY_KINDS, HOST_CATEGORIES, OTHER_CATEGORY, args_of
 from tfprof.core.tracks import TrackKey, TrackKind
@@ -31,6 +42,7 @@ TOOL_NAME = "tfprof-agent"  # otherData.tool.name of our exports
 _TRACK_START = "/job:"
 _THREAD_NAME = re.compile(r"thread:(\d+)(?: lane \d+)?$")
 _API_CATEGORY = HOST_CATEGORIES[RecordKind.API]
+_MEMORY_ALLOCATION, _MEMORY_RELEASE = 1, 2  # CUpti_ActivityMemoryOperationType
 
 
 def gpu_track(name: str) -> TrackKey | None:
@@ -63,19 +75,23 @@ def origin_ns(meta: dict[str, Any]) -> int:
 
 def read_tfprof(events: list[Event], out: TraceBuilder) -> None:
     tracks = _stream_tracks(events)
-    gpus = sorted({(key.job, key.task, key.gpu) for key in tracks.values()})
+    hosts = _cpu_processes(events)
+    memory = _memory_counters(events, hosts)
+    gpus = sorted({(key.job, key.task, key.gpu) for key in tracks.values()} | set(memory))
     if len({gpu[:2] for gpu in gpus}) > 1:
         # One process replays it: give each (job, task, gpu) an ordinal of its own.
         ordinals = {gpu: i for i, gpu in enumerate(gpus)}
     else:
         ordinals = {gpu: gpu[2] for gpu in gpus}
-    threads = _host_threads(events)
+    out.gpu_of.update((ordinal, gpu[2]) for gpu, ordinal in ordinals.items())
+    threads = _host_threads(events, hosts)
     for e in events:
         if e.get("ph") != "X":
             continue
         thread = threads.get((e.get("pid"), e.get("tid")))
         if thread is not None:
-            _add_host_slice(e, thread, out)
+            tid, job, task = thread
+            _add_host_slice(e, tid, out, out.task(job, task))
             continue
         key = tracks.get((e.get("pid"), e.get("tid")))
         if key is None:
@@ -93,33 +109,93 @@ def read_tfprof(events: list[Event], out: TraceBuilder) -> None:
             stream=key.stream,
             name=out.name(str(e.get("name", ""))),
         )
-        out.add(RecordKind(kind), e, **values)
+        out.add(RecordKind(kind), e, out.task(key.job, key.task), **values)
+    for (job, task, gpu), levels in memory.items():
+        _add_memory(levels, out, out.task(job, task), ordinals[(job, task, gpu)])
+    _read_host_samples(events, hosts, out)
 
 
-def _add_host_slice(e: Event, thread: int, out: TraceBuilder) -> None:
+def _add_host_slice(e: Event, thread: int, out: TraceBuilder, task: int) -> None:
     category = str(e.get("cat") or "")
     kind = RecordKind.API if category == _API_CATEGORY else RecordKind.MARKER
     values = arg_columns(event_args(e), args_of(kind))
     values.update(thread=thread, name=out.name(str(e.get("name", ""))))
     if kind is RecordKind.MARKER and category and category != OTHER_CATEGORY:
         values["category"] = out.name(category)
-    out.add(kind, e, **values)
+    out.add(kind, e, task, **values)
 
 
-def _host_threads(events: list[Event]) -> dict[tuple[Any, Any], int]:
-    """(pid, tid) -> OS thread id, for the thread tracks of a task's ``cpu`` process."""
-    cpu_pids = set()
+def _cpu_processes(events: list[Event]) -> dict[Any, TrackKey]:
+    """pid -> the host track (``/job:J/task:T/cpu``) of each task's host process."""
+    hosts: dict[Any, TrackKey] = {}
     for e in events:
         if e.get("ph") == "M" and e.get("name") == "process_name":
             key = _any_track(str(event_args(e).get("name", "")))
             if key is not None and key.kind is TrackKind.CPU:
-                cpu_pids.add(e.get("pid"))
-    threads: dict[tuple[Any, Any], int] = {}
+                hosts[e.get("pid")] = key
+    return hosts
+
+
+def _counter_values(
+    events: list[Event], hosts: dict[Any, TrackKey]
+) -> Iterator[tuple[TrackKey, str, Event, Any]]:
+    """(host, series, event, value) of each value of our counters on a task's host."""
     for e in events:
-        if e.get("ph") == "M" and e.get("name") == "thread_name" and e.get("pid") in cpu_pids:
+        if e.get("ph") != "C" or e.get("pid") not in hosts:
+            continue
+        name = str(e.get("name", ""))
+        for key, value in event_args(e).items():
+            series = series_of(name, key)
+            number = isinstance(value, (int, float, Decimal)) and not isinstance(value, bool)
+            if series is not None and number:
+                yield hosts[e["pid"]], series, e, value
+
+
+def _memory_counters(
+    events: list[Event], hosts: dict[Any, TrackKey]
+) -> dict[tuple[str, str, int], list[tuple[Event, int]]]:
+    """Each (job, task, gpu)'s device-memory counter: (event, bytes) in file order."""
+    found: dict[tuple[str, str, int], list[tuple[Event, int]]] = {}
+    for host, series, e, value in _counter_values(events, hosts):
+        gpu = memory_device(series)
+        if gpu is not None:
+            found.setdefault((host.job, host.task, gpu), []).append((e, int(value)))
+    return found
+
+
+def _add_memory(levels: list[tuple[Event, int]], out: TraceBuilder, task: int, device: int) -> None:
+    """The MEMORY records a device-memory counter was summed from: each change of level
+    an allocation (a rise) or a release (a fall) of the difference, at its time."""
+    timed = sorted(((out.ns(e, "ts", required=True), e, v) for e, v in levels),
+                   key=lambda t: t[0])  # fmt: skip
+    level = 0
+    for _, e, value in timed:
+        delta, level = value - level, value
+        op = _MEMORY_ALLOCATION if delta > 0 else _MEMORY_RELEASE if delta < 0 else 0
+        instant = {"ts": e["ts"]}  # a counter value has no duration
+        out.add(RecordKind.MEMORY, instant, task, device=device, bytes=abs(delta), memory_op=op)
+
+
+def _read_host_samples(events: list[Event], hosts: dict[Any, TrackKey], out: TraceBuilder) -> None:
+    for host, series, e, value in _counter_values(events, hosts):
+        if series in HOST_SERIES:
+            ns = out.ns(e, "ts", required=True)
+            reading = float(value) if series == "cpu_percent" else int(value)
+            out.host_sample(out.task(host.job, host.task), series, ns, reading)
+
+
+def _host_threads(
+    events: list[Event], hosts: dict[Any, TrackKey]
+) -> dict[tuple[Any, Any], tuple[int, str, str]]:
+    """(pid, tid) -> (OS thread id, job, task), for the thread tracks of a task's
+    ``cpu`` process."""
+    threads: dict[tuple[Any, Any], tuple[int, str, str]] = {}
+    for e in events:
+        host = hosts.get(e.get("pid")) if e.get("ph") == "M" else None
+        if host is not None and e.get("name") == "thread_name":
             match = _THREAD_NAME.match(str(event_args(e).get("name", "")))
             if match:
-                threads[(e.get("pid"), e.get("tid"))] = int(match.group(1))
+                threads[(e.get("pid"), e.get("tid"))] = (int(match.group(1)), host.job, host.task)
     return threads
 
 

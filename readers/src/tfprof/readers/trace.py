@@ -35,10 +35,31 @@ class NotStreamable(Exception):
 
 
 class RecordedTrace:
-    """Records of one trace file, columnar, sorted by start, first start at 0."""
+    """Records of one trace file, columnar, sorted by start, first start at 0.
+
+    A file that says whose records it holds (tfprof's own exports name the job and task
+    of every track) keeps that identity: ``tasks`` lists its (job, task) pairs and
+    ``task_index`` gives each record's, ``gpu_of`` the GPU ordinal each device ordinal
+    had in its task (a file of several tasks gives each (job, task, GPU) an ordinal of
+    its own, so that one process can replay it), and ``host_samples`` each task's host
+    readings (``"time_ns"`` on the records' clock, start 0 being the first record's,
+    then one list per host series). Other files name none of this: ``tasks`` is empty.
+    """
 
     # A plain class, not a dataclass: dataclasses costs ~10 ms of import in the job.
-    __slots__ = ("columns", "devices", "flow_stats", "format", "names", "origin_ns", "path")
+    __slots__ = (
+        "columns",
+        "devices",
+        "flow_stats",
+        "format",
+        "gpu_of",
+        "host_samples",
+        "names",
+        "origin_ns",
+        "path",
+        "task_index",
+        "tasks",
+    )
 
     def __init__(
         self,
@@ -62,6 +83,10 @@ class RecordedTrace:
         # (epoch ns for TF and tfprof files, whatever clock Kineto used), so that imports
         # can keep each file's clock.
         self.origin_ns = origin_ns
+        self.tasks: list[tuple[str, str]] = []
+        self.task_index: array.array[int] | None = None
+        self.gpu_of: dict[int, int] = {}
+        self.host_samples: dict[int, dict[str, list[float]]] = {}
 
     def __repr__(self) -> str:
         return f"RecordedTrace({self.path!r}, {self.format!r}, {len(self)} records)"
@@ -143,6 +168,13 @@ class TraceBuilder:
         self.devices: dict[int, DeviceInfo] = {}
         self.flow_stats: dict[str, int] = {}
         self.order = array.array("B")  # layout id of each record, in insertion order
+        # Whose records (readers of files that say so): each record's index into
+        # ``tasks``, the GPU ordinal each device ordinal had in its task, host samples
+        # per task and series as (ns, value) in the file's own time.
+        self.tasks: dict[tuple[str, str], int] = {}
+        self.task_of = array.array("q")
+        self.gpu_of: dict[int, int] = {}
+        self.samples: dict[int, dict[str, list[tuple[int, float]]]] = {}
         self._layouts: list[Layout] = []
         self._by_columns: dict[tuple[int, tuple[str, ...]], Layout] = {}
 
@@ -172,8 +204,9 @@ class TraceBuilder:
         if ordinal not in self.devices:
             self.devices[ordinal] = {"ordinal": ordinal}
 
-    def add(self, kind: RecordKind, event: Event, **values: int) -> None:
-        """One record of ``event``'s time; ``values``: columns by name.
+    def add(self, kind: RecordKind, event: Event, task: int | None = None, **values: int) -> None:
+        """One record of ``event``'s time; ``values``: columns by name; ``task``: whose
+        record it is (``task``'s index), given for every record or for none.
 
         A record that names a ``device`` makes that GPU one of the trace's devices; host
         records (API calls, host ranges) name none.
@@ -183,8 +216,18 @@ class TraceBuilder:
         layout = self.layout(kind, *values)
         layout.values.extend((start, duration, *values.values()))
         self.order.append(layout.id)
+        if task is not None:
+            self.task_of.append(task)
         if "device" in values:
             self.add_device(values["device"])
+
+    def task(self, job: str, task: str) -> int:
+        """The index of the (job, task) records and samples are said to belong to."""
+        return self.tasks.setdefault((job, task), len(self.tasks))
+
+    def host_sample(self, task: int, series: str, time_ns: int, value: float) -> None:
+        """One host reading of ``task`` (time in the file's ns, as ``ns`` gives)."""
+        self.samples.setdefault(task, {}).setdefault(series, []).append((time_ns, value))
 
     def times(self, event: Event) -> tuple[int, int]:
         """(start, duration) in ns of ``event``, as ``add`` takes them; ints take a shortcut."""
@@ -218,12 +261,36 @@ class TraceBuilder:
         return values
 
     def finish(self, fmt: str) -> RecordedTrace:
-        columns, origin = sort_columns(self._layouts, self.order)
+        if self.task_of and len(self.task_of) != len(self.order):
+            raise ValueError("a task given for some records only")
+        carried = self.task_of if self.task_of else None
+        columns, origin, task_index = sort_columns(self._layouts, self.order, carried)
         names = [""] * len(self.names)
         for text, index in self.names.items():
             names[index] = text
         devices = [self.devices[k] for k in sorted(self.devices)]
-        return RecordedTrace(self.path, fmt, names, devices, columns, origin, dict(self.flow_stats))
+        trace = RecordedTrace(
+            self.path, fmt, names, devices, columns, origin, dict(self.flow_stats)
+        )
+        if self.tasks:
+            trace.tasks = sorted(self.tasks, key=self.tasks.__getitem__)
+            trace.task_index = task_index
+            trace.gpu_of = dict(self.gpu_of)
+            trace.host_samples = {
+                task: _aligned(series, origin) for task, series in self.samples.items()
+            }
+        return trace
+
+
+def _aligned(series: dict[str, list[tuple[int, float]]], origin: int) -> dict[str, list[float]]:
+    """Readings of several series as columns on one time column (``time_ns`` from
+    ``origin``): each time any series was read at, a series' value 0 where it was not."""
+    times = sorted({t for readings in series.values() for t, _ in readings})
+    columns: dict[str, list[float]] = {"time_ns": [t - origin for t in times]}
+    for name, readings in series.items():
+        at = dict(readings)
+        columns[name] = [at.get(t, 0) for t in times]
+    return columns
 
 
 _TIME_COLUMNS = ("kind", "start_ns", "duration_ns")

@@ -28,6 +28,7 @@ from tfprof.collector.jobdata import (
     empty_host,
 )
 from tfprof.collector.store.importer import Loaded, job_name, load_files, stream_from
+from tfprof.core.counters import series_of
 from tfprof.core.tracks import TrackKey, TrackKind
 from tfprof.readers import FORMAT_TFPROF, TraceFormatError, load_events, read_json_trace
 from tfprof.readers.load import json_trace_head
@@ -164,14 +165,14 @@ def _host_samples(events: list[Event], origin: int) -> dict[str, np.ndarray]:
     """The CPU tracks' counters back as host-sample columns on the file's clock."""
     rows: dict[int, dict[str, float]] = {}
     for e in _host_events(events):
-        series = str(e.get("name"))
-        value = event_args(e).get(series)
-        if series not in HOST_COLUMNS[1:] or value is None:
-            continue
-        try:
-            rows.setdefault(origin + us_to_ns(e.get("ts")), {})[series] = float(value)
-        except (TypeError, ValueError, ArithmeticError):
-            continue  # a counter we cannot read is left out, as the exporters' readers do
+        for key, value in event_args(e).items():
+            series = series_of(str(e.get("name")), key)  # either spelling of ours
+            if series not in HOST_COLUMNS[1:] or value is None:
+                continue
+            try:
+                rows.setdefault(origin + us_to_ns(e.get("ts")), {})[series] = float(value)
+            except (TypeError, ValueError, ArithmeticError):
+                continue  # a counter we cannot read is left out, as the readers do
     if not rows:
         return empty_host()
     times = sorted(rows)

@@ -46,6 +46,7 @@ from tfprof.collector.timeline.model import (
     TimelinePart,
     parted,
 )
+from tfprof.core.counters import counter_parts
 from tfprof.core.slice_args import SLICE_CATEGORIES
 
 # Slices are written by kind in SLICE_CATEGORIES' order, unknown kinds last (None).
@@ -192,11 +193,13 @@ class ChromeReporter:
                 yield flow_rows(phase, ids[a:b], ends.pid[a:b], ends.tid[a:b], ends.start_ns[a:b])
 
     def _counter_events(self, counter: CounterTrack) -> Iterator[list[dict[str, Any]]]:
-        name, pid, tid = counter.name, counter.pid, counter.tid
+        """One event per sample, the series' name split so that viewers call the counter
+        what the Perfetto export calls it (``tfprof.core.counters``)."""
+        (name, key), pid, tid = counter_parts(counter.name), counter.pid, counter.tid
         for a in range(0, counter.time_ns.shape[0], self.chunk_events):
             b = a + self.chunk_events
             yield [
-                {"ph": "C", "name": name, "pid": pid, "tid": tid, "ts": s, "args": {name: v}}
+                {"ph": "C", "name": name, "pid": pid, "tid": tid, "ts": s, "args": {key: v}}
                 for s, v in zip(
                     (counter.time_ns[a:b] / 1000.0).tolist(),
                     counter.values[a:b].tolist(),

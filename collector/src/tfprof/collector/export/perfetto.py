@@ -7,14 +7,15 @@ time, each chunk serialised on its own (descriptors, names and counters with the
 classes of the ``perfetto`` package, slices straight from the columns): memory stays
 bounded whatever the trace size.
 
-Layout, mirroring the Chrome export so both look the same in ui.perfetto.dev:
+Layout:
 
 - a clock snapshot maps the trace's time 0 to the collector's realtime clock
   (``Timeline.origin_ns``): slices are written relative to the earliest event, as in
   the Chrome export, and importers recover absolute times from the snapshot;
-- one process track per pseudo-device (or per physical GPU with ``group_by="gpu"``)
-  with the same names and sort order as Chrome's ``process_name`` /
-  ``process_sort_index``, one thread track per lane;
+- named tracks nested as the Perfetto UI shows them (``perfetto_tracks``): a root per
+  job, under it a row per pseudo-device named in full, in the timeline's sort order
+  (the same names and order as Chrome's ``process_name`` / ``process_sort_index``), a
+  row's lanes (Chrome's threads) as its children;
 - each slice is a ``TYPE_SLICE_BEGIN`` carrying the args as debug annotations and a
   ``TYPE_SLICE_END``; event names, categories, annotation names and the values of
   string args are interned (``interned_data``) on one packet sequence, so a slice's
@@ -22,15 +23,21 @@ Layout, mirroring the Chrome export so both look the same in ui.perfetto.dev:
   from the columns (``perfetto_rows``), no protobuf object per slice;
 - launch flows: the API call's begin carries the ids of the flows it starts
   (``flow_ids``, several for a graph launch), the GPU slice's begin the one it ends
-  (``terminating_flow_ids``); ids as in the Chrome export (``flow_ends``);
+  (``terminating_flow_ids``); ids as in the Chrome export (``flow_ends``). A part's
+  tracks that start flows (its host threads) are written before the others:
+  trace_processor orders packets by timestamp and, among equal ones, by their place in
+  the file, and ignores the end of a flow it has not seen begin (no stat says so), so a
+  kernel that starts the very nanosecond its launch does (a stream wait, a stream sync)
+  must come after it in the file;
 - a MARKER's own category (``cpu_op``, ``tf_op``, an NVTX domain) is interned when a
   chunk first uses it;
 - host metrics and device memory (``gpu:N allocated_bytes``, in bytes) are counter
-  tracks under the task's ``.../cpu`` process.
+  tracks under the task's ``.../cpu`` row, named as the Chrome export's counters
+  (``tfprof.core.counters``).
 
 The timeline is written one part (task) at a time (``PartedTimeline``): the names it
-adds to the name table (interned event names), descriptors for its processes, lanes
-and counters, then its slice and counter packets.
+adds to the name table (interned event names), descriptors for its rows, lanes and
+counters, then its slice and counter packets.
 
 Slice and counter packets are written in ``compressed_packets`` (deflate), the way
 Perfetto's own tracing service compresses traces (``TraceConfig.compression_type``);
@@ -58,6 +65,7 @@ from tfprof.collector.export.perfetto_rows import (
     kind_blocks,
     slice_layout,
 )
+from tfprof.collector.export.perfetto_tracks import TrackTree, TrackUuids
 from tfprof.collector.export.protowire import LEN, tag, varint
 from tfprof.collector.timeline.model import (
     CounterTrack,
@@ -81,7 +89,6 @@ _COMPRESSED_PACKETS = tag(50, LEN)
 _CLEARED = pftrace.TracePacket.SEQ_INCREMENTAL_STATE_CLEARED
 _NEEDS_STATE = pftrace.TracePacket.SEQ_NEEDS_INCREMENTAL_STATE
 _COUNTER = pftrace.TrackEvent.TYPE_COUNTER
-_BYTES = pftrace.CounterDescriptor.UNIT_SIZE_BYTES
 
 # Every arg name of the table, in its order: the interned annotation name ids.
 ANNOTATION_NAMES: tuple[str, ...] = tuple(
@@ -103,22 +110,19 @@ def pick_deflate() -> Callable[[bytes | memoryview], bytes]:
 deflate = pick_deflate()
 
 
-class TrackUuids:
-    """Track uuids from pids, tids and counter indices alone (a timeline written part by
-    part knows no maxima up front): every third number, in three interleaved classes,
-    so they stay small (every slice packet names its lane's: one byte instead of five)."""
+def writing_order(part: TimelinePart) -> list[int]:
+    """The part's slice tracks in the order they are written: task by task (a part is
+    one task, a whole timeline all of them), each task's tracks that start flows (its
+    host threads) first. Each flow's start then precedes its end in the file, which is
+    what trace_processor goes by when both share a timestamp."""
+    sources = set(np.unique(part.flows.from_track).tolist())
+    tasks: dict[tuple[str, str], int] = {}
 
-    @staticmethod
-    def process(pid: int) -> int:
-        return 3 * pid
+    def place(index: int) -> tuple[int, bool]:
+        key = part.slices[index].key
+        return tasks.setdefault((key.job, key.task), len(tasks)), index not in sources
 
-    @staticmethod
-    def thread(tid: int) -> int:
-        return 3 * tid + 1
-
-    @staticmethod
-    def counter(index: int) -> int:
-        return 3 * index + 2
+    return sorted(range(len(part.slices)), key=place)
 
 
 class PerfettoReporter:
@@ -137,7 +141,7 @@ class PerfettoReporter:
         self.timeline = timeline
         self.chunk_events = max(1, chunk_events)
         self.compress = compress
-        self._uuids = TrackUuids()
+        self._tree = TrackTree()
         self._interned = Interned(
             categories={name: i + 1 for i, name in enumerate(CATEGORY_NAMES)},
             annotation_names={name: i + 1 for i, name in enumerate(ANNOTATION_NAMES)},
@@ -163,8 +167,8 @@ class PerfettoReporter:
         made by ``Packets.finish``)."""
         self._interned.names = part.names
         self._flows = TrackFlows(part.flows, part.first_flow)
-        for index, track in enumerate(part.slices):
-            yield from self._slices(index, track)
+        for index in writing_order(part):
+            yield from self._slices(index, part.slices[index])
         for index, counter in enumerate(part.counters, start=part.first_counter):
             for trace in self._counter_values(index, counter):
                 yield Packets((), 0, trace.SerializeToString())
@@ -215,38 +219,14 @@ class PerfettoReporter:
 
     def _descriptors(self, part: TimelinePart) -> pftrace.Trace:
         trace = pftrace.Trace()
-        for proc in part.processes:
-            desc = self._packet(trace).track_descriptor
-            desc.uuid = self._uuids.process(proc.pid)
-            desc.process.pid = proc.pid
-            desc.process.process_name = proc.name
-            desc.process.legacy_sort_index = proc.sort_index
-        for track in part.slices:
-            for tid, name in zip(track.thread_ids, track.thread_names, strict=True):
-                desc = self._packet(trace).track_descriptor
-                desc.uuid = self._uuids.thread(tid)
-                desc.parent_uuid = self._uuids.process(track.pid)
-                desc.thread.pid = track.pid
-                desc.thread.tid = tid
-                desc.thread.thread_name = name
-                desc.thread.legacy_sort_index = tid
-        for index, counter in enumerate(part.counters, start=part.first_counter):
-            desc = self._packet(trace).track_descriptor
-            desc.uuid = self._uuids.counter(index)
-            desc.parent_uuid = self._uuids.process(counter.pid)
-            desc.name = counter.name
-            if counter.name.endswith("_bytes"):
-                desc.counter.unit = _BYTES
-            elif counter.name == "cpu_percent":
-                desc.counter.unit_name = "%"
-            else:
-                desc.counter.SetInParent()
+        for desc in self._tree.descriptors(part):
+            self._packet(trace).track_descriptor.CopyFrom(desc)
         return trace
 
     def _slices(self, index: int, track: SliceTrack) -> Iterator[Packets]:
         """The track's slice packets in time order, a chunk at a time; strings and
         categories a chunk interns first go on a packet before it."""
-        uuids = np.asarray([self._uuids.thread(t) for t in track.thread_ids], dtype=np.int64)
+        uuids = np.asarray(self._tree.lane_uuids(track), dtype=np.int64)
         for a, b in self._runs(index, len(track)):
             flows = self._flows.chunk(index, a, b) if self._flows else None
             for rows in kind_blocks(track, a, b):
@@ -283,7 +263,7 @@ class PerfettoReporter:
         yield from zip(bounds, [*bounds[1:], n], strict=True)
 
     def _counter_values(self, index: int, counter: CounterTrack) -> Iterator[pftrace.Trace]:
-        uuid = self._uuids.counter(index)
+        uuid = TrackUuids.counter(index)
         floats = counter.values.dtype.kind == "f"
         for a in range(0, counter.time_ns.shape[0], self.chunk_events):
             b = a + self.chunk_events

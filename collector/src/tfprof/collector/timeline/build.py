@@ -61,6 +61,7 @@ from tfprof.collector.timeline.prepare import (
 )
 from tfprof.collector.timeline.slice_names import slice_name_ids
 from tfprof.collector.timeline.time_origin import StoredStream, origin_ns
+from tfprof.core.counters import memory_counter
 from tfprof.core.records import RecordKind
 from tfprof.core.tracks import TrackKey, TrackKind
 
@@ -263,7 +264,7 @@ class _Merger:
         for used in memory:
             pid, tid = layout.place_host(host_name)
             rel = used.time_ns - np.int64(origin)
-            name = f"gpu:{used.device} allocated_bytes"
+            name = memory_counter(used.device)
             counters.append(CounterTrack(pid, tid, name, rel, used.allocated))
         add_slices(_task_tracks(task, host_side=True))
         flows = self._link(task, slices) if linkable else self._unlinked(task, slices)
