@@ -15,7 +15,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         description="Merge trace files (any format `import` reads) into one timeline with "
         "the same track names as `export`. --as steps: the files are successive steps "
         "of one job and share its tracks, one after another; --as jobs: each file is a "
-        "job of its own, on its own tracks, side by side.",
+        "job of its own, on its own tracks, side by side. tfprof's own files keep the "
+        "jobs and tasks they were recorded with; other formats are named after the file.",
     )
     p.add_argument("inputs", nargs="+", metavar="IN", help="trace files to merge, in order")
     p.add_argument(
@@ -24,7 +25,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         choices=("steps", "jobs"),
         default="steps",
         help="steps (default): one job, files consecutive on shared tracks; jobs: one job "
-        "per file (named after it), in parallel",
+        "per file (as recorded; other formats named after the file), in parallel",
     )
     p.add_argument("--shift", default="auto", metavar="MODE", help=SHIFT_HELP)
     add_output_options(p)

@@ -15,8 +15,13 @@ placed in time by a ``--shift``:
 ``import_files`` writes each file as one stream of a job run through the store's
 ``StreamWriter``, behind a synthetic ``Hello`` (host ``imported``, source
 ``import:<file>``, the file's devices), so summaries, advice and exports see a job like
-any live one and merge it with live jobs. ``jobs_from_files`` builds the same streams
-in memory for ``tfprof-collector merge``.
+any live one and merge it with live jobs. ``jobs_from_files`` builds such streams in
+memory for ``tfprof-collector merge``.
+
+A file that says whose records it holds (tfprof's own exports: ``RecordedTrace.tasks``)
+keeps that identity through ``merge``: one stream per (job, task) it names, with that
+task's records, GPU ordinals and host samples, in a job of that name. Other formats
+(TF timeline, Kineto) name no job: each is one stream, its job named after the file.
 """
 
 from __future__ import annotations
@@ -27,17 +32,24 @@ import os
 import re
 import time
 import uuid
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
 from tfprof.collector.errors import InvalidArgument, NotFound, PathError, StorageUnavailable
-from tfprof.collector.jobdata import RECORD_COLUMNS, DeviceMeta, JobData, StreamData
+from tfprof.collector.jobdata import (
+    RECORD_COLUMNS,
+    DeviceMeta,
+    JobData,
+    StreamData,
+    empty_host,
+)
 from tfprof.collector.store import Store
 from tfprof.collector.timespec import parse_duration
 from tfprof.core.names import check_name
+from tfprof.core.records import RecordKind
 from tfprof.core.version import PROTOCOL_VERSION, __version__
 from tfprof.proto import collector_pb2 as pb
 from tfprof.readers import RecordedTrace, TraceFormatError, read_trace
@@ -51,6 +63,11 @@ BATCH_RECORDS = 1 << 16
 class Loaded:
     path: str
     trace: RecordedTrace
+
+    @property
+    def identity(self) -> frozenset[tuple[str, str]] | None:
+        """The (job, task) pairs the file names, None for a file that names none."""
+        return frozenset(self.trace.tasks) if self.trace.tasks else None
 
     @property
     def start(self) -> int:
@@ -99,13 +116,13 @@ def shifts(files: Sequence[Loaded], mode: str, sequential: bool) -> list[int]:
     if mode not in SHIFT_MODES:
         return [parse_duration(mode)] * len(files)
     if mode == "auto":
-        overlap, latest_end = False, None
-        for start, end in sorted((f.start, f.end) for f in files):
-            overlap = overlap or (latest_end is not None and start < latest_end)
-            latest_end = end if latest_end is None else max(latest_end, end)
         if sequential:
-            mode = "consecutive" if overlap else "none"
+            mode = "consecutive" if _steps_overlap(files) else "none"
         else:
+            overlap, latest_end = False, None
+            for start, end in sorted((f.start, f.end) for f in files):
+                overlap = overlap or (latest_end is not None and start < latest_end)
+                latest_end = end if latest_end is None else max(latest_end, end)
             mode = "none" if overlap or len(files) < 2 else "to-first"
     if mode == "none":
         return [0] * len(files)
@@ -116,6 +133,20 @@ def shifts(files: Sequence[Loaded], mode: str, sequential: bool) -> list[int]:
         out.append(cursor - f.start)
         cursor += f.end - f.start
     return out
+
+
+def _steps_overlap(files: Sequence[Loaded]) -> bool:
+    """Whether two files that would share tracks as steps overlap in time: files naming
+    no task, or the same (job, task). Files of different tasks (the ranks of one job,
+    each recorded on its own) ran side by side, not one after the other."""
+    for i, a in enumerate(files):
+        for b in files[i + 1 :]:
+            shared = a.identity is None and b.identity is None
+            if a.identity is not None and b.identity is not None:
+                shared = bool(a.identity & b.identity)
+            if shared and a.start < b.end and b.start < a.end:
+                return True
+    return False
 
 
 def _devices(trace: RecordedTrace) -> dict[int, DeviceMeta]:
@@ -161,29 +192,89 @@ def stream_from(f: Loaded, job: str, run_id: str, task: str, pid: int, shift: in
     )
 
 
+def task_streams(f: Loaded, shift: int) -> list[StreamData]:
+    """The streams of a file that names its tasks (``Loaded.identity``): one per
+    (job, task), holding that task's records with its own GPU ordinals, its devices
+    and its host samples, on the file's clock plus ``shift``."""
+    trace = f.trace
+    assert trace.task_index is not None
+    index = np.frombuffer(trace.task_index, dtype=np.int64)
+    columns = {c: np.frombuffer(trace.columns[c], dtype=np.int64) for c in RECORD_COLUMNS}
+    on_gpu = np.isin(columns["kind"], _DEVICE_KINDS)
+    top = max(trace.gpu_of, default=0) + 1
+    gpu_of = np.arange(max(top, int(columns["device"].max(initial=0)) + 1), dtype=np.int64)
+    for ordinal, gpu in trace.gpu_of.items():
+        gpu_of[ordinal] = gpu
+    devices = _devices(trace)
+    streams = []
+    for t, (job, task) in enumerate(trace.tasks):
+        rows = np.flatnonzero(index == t)
+        records = {c: v[rows] for c, v in columns.items()}
+        records["device"] = np.where(on_gpu[rows], gpu_of[records["device"]], records["device"])
+        mine = np.unique(columns["device"][rows[on_gpu[rows]]]).tolist()
+        stream = stream_from(f, job, "file", task, 1, shift)
+        stream.records = records
+        stream.devices = {
+            gpu_of[o]: replace(devices[o], ordinal=int(gpu_of[o])) for o in mine if o in devices
+        }
+        stream.host_samples = _host_samples(trace.host_samples.get(t, {}))
+        stream.host_shift_ns = stream.record_shift_ns  # samples are on the records' clock
+        streams.append(stream)
+    return streams
+
+
+_DEVICE_KINDS = (
+    RecordKind.KERNEL, RecordKind.MEMCPY, RecordKind.MEMSET, RecordKind.SYNC, RecordKind.MEMORY
+)  # fmt: skip
+
+
+def _host_samples(read: dict[str, list[float]]) -> dict[str, np.ndarray]:
+    """A task's host samples as read (``RecordedTrace.host_samples``) as columns; a
+    series the file did not hold reads 0."""
+    samples = empty_host()
+    count = len(read.get("time_ns", ()))
+    for column, empty in samples.items():
+        if count:
+            samples[column] = np.asarray(read.get(column) or [0] * count, dtype=empty.dtype)
+    return samples
+
+
 def jobs_from_files(
     paths: Sequence[str | os.PathLike[str]], as_steps: bool, shift: str = "auto"
 ) -> list[JobData]:
-    """Files as jobs for ``build_timeline``: one job of consecutive steps, or one job each."""
+    """Files as jobs for ``build_timeline``: steps (one after another, sharing tracks)
+    or one job each. Files that name their job and tasks keep them (``task_streams``):
+    as steps, the streams of a (job, task) named by several files are that task's steps;
+    as jobs, a job a later file names again is told apart by a suffix (``.2``). Other
+    files are named after the file: as steps, all of them after the first one."""
     files = load_files(paths)
     offsets = shifts(files, shift, as_steps)
-    if as_steps:
-        job = job_name(files[0].path)
-        streams = [
-            stream_from(f, job, "file", "0", 1, s) for f, s in zip(files, offsets, strict=True)
-        ]
-        return [JobData(name=job, run_id="file", streams=streams)]
-    names: dict[str, int] = {}
-    jobs = []
+    jobs: dict[str, JobData] = {}
+    fallback = job_name(files[0].path)
     for f, s in zip(files, offsets, strict=True):
-        name = job_name(f.path)
-        names[name] = names.get(name, 0) + 1
-        if names[name] > 1:
-            name = f"{name}.{names[name]}"
-        jobs.append(
-            JobData(name=name, run_id="file", streams=[stream_from(f, name, "file", "0", 1, s)])
-        )
-    return jobs
+        if f.identity is not None:
+            streams = task_streams(f, s)
+        else:
+            name = fallback if as_steps else job_name(f.path)
+            streams = [stream_from(f, name, "file", "0", 1, s)]
+        if not as_steps:
+            renamed = {job: _unused(job, jobs) for job in dict.fromkeys(s.job for s in streams)}
+            for stream in streams:
+                stream.job = renamed[stream.job]
+        for stream in streams:
+            jobs.setdefault(stream.job, JobData(name=stream.job, run_id="file"))
+            jobs[stream.job].streams.append(stream)
+    return list(jobs.values())
+
+
+def _unused(name: str, taken: Mapping[str, object]) -> str:
+    """``name``, or ``name.N`` with the first N from 2 that no job has yet."""
+    n = 1
+    found = name
+    while found in taken:
+        n += 1
+        found = f"{name}.{n}"
+    return found
 
 
 def new_run_id() -> str:
