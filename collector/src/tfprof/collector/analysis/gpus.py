@@ -13,7 +13,6 @@ from tfprof.collector.analysis.units import pct, us
 
 NAME_FIELD = "uuid"
 TIME_FIELD = "busy_us"
-DEFAULT_ORDER = "busy_us"
 GAPS_SHOWN = 3
 
 

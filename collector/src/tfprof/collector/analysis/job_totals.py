@@ -13,7 +13,6 @@ from tfprof.core.records import RecordKind
 
 NAME_FIELD = "job"
 TIME_FIELD = "kernel_us"
-DEFAULT_ORDER = "kernel_us"
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,6 @@ from tfprof.core.records import RecordKind
 
 NAME_FIELD = "name"
 TIME_FIELD = "total_us"
-DEFAULT_ORDER = "total_us"
 UNNAMED = "unnamed kernel"
 
 

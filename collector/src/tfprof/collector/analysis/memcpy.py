@@ -16,7 +16,6 @@ from tfprof.core.records import RecordKind
 
 NAME_FIELD = "copy"
 TIME_FIELD = "total_us"
-DEFAULT_ORDER = "total_us"
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,6 @@ from tfprof.core.records import RecordKind
 
 NAME_FIELD = "track"
 TIME_FIELD = "busy_us"
-DEFAULT_ORDER = "busy_us"
 
 
 @dataclass(frozen=True)

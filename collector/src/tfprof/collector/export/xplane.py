@@ -40,7 +40,6 @@ name.
 
 from __future__ import annotations
 
-import os
 import re
 import socket
 import tempfile
@@ -486,7 +485,3 @@ def _memset_details(track: SliceTrack, sel: np.ndarray) -> list[str]:
     kinds = label_column(MEMORY_KINDS, track.column("src_kind", sel))
     nbytes = track.column("bytes", sel).tolist()
     return [f"kind:{k} size:{n} async:1" for k, n in zip(kinds, nbytes, strict=True)]
-
-
-def default_logdir_file(logdir: str | os.PathLike[str], reporter: XPlaneReporter) -> Path:
-    return reporter.output_file(Path(logdir))

@@ -28,8 +28,6 @@ from tfprof.collector.store.files import is_streaming
 from tfprof.collector.store.stream_counts import read_log_state
 from tfprof.core.batchlog import Damage
 
-TORN = "torn tail"
-
 
 @dataclass(frozen=True)
 class LogNotes:

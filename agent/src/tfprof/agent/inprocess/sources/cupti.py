@@ -172,7 +172,6 @@ class CuptiSource:
         self.memory = memory
         # The NVTX_INJECTION64_PATH the launcher set (see point_nvtx_here); "" if none.
         self.launcher_nvtx = launcher_nvtx
-        self.api_filtered = False  # the per-call filter took (else every call is kept)
         self.launcher_cupti = launcher_cupti  # (folder, ABI): see import_cupti
         self.flush_period_ms = flush_period_ms
         self.dropped = 0  # records lost in our own callback (also reported to the sink)
@@ -316,15 +315,13 @@ class CuptiSource:
             from tfprof.core.cupti_labels import API_DRIVER, API_RUNTIME
 
             names = ApiNames(cupti)
-            filtered = True
             for kind, category in ((ak.RUNTIME, API_RUNTIME), (ak.DRIVER, API_DRIVER)):
                 if not self._enable_optional(int(kind)):
                     continue
                 try:
                     apply_filter(cupti, names, category)
                 except Exception:
-                    filtered = False  # a CUPTI without per-call filters: keep every call
-            self.api_filtered = filtered
+                    pass  # a CUPTI without per-call filters: every call is kept
         if self.markers and self._enable_optional(int(ak.MARKER)):
             self.point_nvtx_here()
         if self.memory:
