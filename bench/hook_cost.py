@@ -24,6 +24,7 @@ Run: python bench/hook_cost.py [N]. Prints figures, asserts nothing; no GPU need
 
 from __future__ import annotations
 
+import argparse
 import ctypes
 import statistics
 import sys
@@ -221,7 +222,14 @@ HOST_MIX = ("marker", "api", "kernel", "marker", "marker", "api", "kernel", "mar
 
 
 def main(argv: list[str]) -> int:
-    n = int(argv[1]) if len(argv) > 1 else 20_000
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "records", nargs="?", type=int, default=20_000, metavar="N",
+        help="records per buffer (default: 20000)",
+    )  # fmt: skip
+    n = parser.parse_args(argv[1:]).records
     sink = _Sink()
     source = CuptiSource()
     source.bind(sink)
