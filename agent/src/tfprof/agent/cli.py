@@ -17,6 +17,7 @@ from collections.abc import Sequence
 
 from tfprof.agent.inprocess import config
 from tfprof.agent.inprocess.capture_control import parse_capture_mode
+from tfprof.core.cli_parser import GuessingParser
 from tfprof.core.errors import TfprofError
 from tfprof.core.version import __version__
 
@@ -61,7 +62,7 @@ def _help(key: str) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = GuessingParser(
         prog="tfprof-agent",
         description="Profile the GPU activity of an unmodified job: kernels, copies and "
         "memsets of every Python process, streamed to a tfprof collector.",
@@ -138,7 +139,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _add_node_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def _add_node_commands(sub: argparse._SubParsersAction[GuessingParser]) -> None:
     """``daemon``, ``env`` and ``bundle``: tracing without a launcher."""
     from tfprof.agent.relay.daemon import DEFAULT_SOCKET
     from tfprof.agent.relay.daemon_env import CAPTURE_MODES

@@ -15,6 +15,7 @@ import sys
 from collections.abc import Sequence
 
 from tfprof.collector.config import import_numpy_without_blas_threads
+from tfprof.core.cli_parser import GuessingParser
 from tfprof.core.errors import TfprofError
 from tfprof.core.version import __version__
 
@@ -54,7 +55,7 @@ class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
 def build_parser() -> argparse.ArgumentParser:
     from tfprof.collector.commands import COMMANDS  # imports numpy: after main's first line
 
-    parser = argparse.ArgumentParser(
+    parser = GuessingParser(
         prog="tfprof-collector",
         description="Collect GPU activity streamed by tfprof agents; merge, export and analyse it.",
     )
