@@ -64,6 +64,16 @@ class WindowCollector(pb_grpc.CollectorServicer):
     ) -> pb.ListCapturesReply:
         context.abort(grpc.StatusCode.UNIMPLEMENTED, "this test pushes windows itself")
 
+    def LiveFigures(
+        self, request: pb.LiveFiguresRequest, context: grpc.ServicerContext
+    ) -> pb.LiveFiguresReply:
+        context.abort(grpc.StatusCode.UNIMPLEMENTED, "this test pushes windows itself")
+
+    def Export(
+        self, request: pb.ExportRequest, context: grpc.ServicerContext
+    ) -> Iterator[pb.ExportChunk]:
+        context.abort(grpc.StatusCode.UNIMPLEMENTED, "this test pushes windows itself")
+
     def Clock(self, request: pb.ClockRequest, context: grpc.ServicerContext) -> pb.ClockReply:
         t = self.now_ns()
         return pb.ClockReply(t1_ns=request.t1_ns, t2_ns=t, t3_ns=t)

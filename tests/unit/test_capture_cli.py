@@ -36,8 +36,9 @@ def own_log_handlers(capsys: pytest.CaptureFixture[str]) -> Iterator[None]:
 
 @pytest.fixture
 def two_jobs(collector: CollectorServer) -> Iterator[tuple[CollectorServer, int]]:
-    """Streams of jobs train (two hosts) and eval, each with records 300 ms from now
-    (inside a window that opens now) and 30 s from now (outside it)."""
+    """Streams of jobs train (two hosts) and eval, each with records 1 s from now (inside
+    a window of 3 s that opens now; setting the streams up on a loaded machine with
+    fsync on took over 300 ms) and 30 s from now (outside it)."""
     now = time.time_ns()
     with grpc.insecure_channel(collector.address) as ch:
         streams = []
@@ -45,7 +46,7 @@ def two_jobs(collector: CollectorServer) -> Iterator[tuple[CollectorServer, int]
             s = RawStream(pb_grpc.CollectorStub(ch))
             s.send(hello(job, host, pid))
             assert s.next_ack().seq == 0
-            s.send(batch(1, [now + 300 * MS + pid, now + 30_000 * MS], ["k"]))
+            s.send(batch(1, [now + 1_000 * MS + pid, now + 30_000 * MS], ["k"]))
             assert s.next_ack().seq == 1
             streams.append(s)
         try:
@@ -70,7 +71,7 @@ def test_capture_writes_the_windows_timeline_of_the_matching_ranks(
     collector, _ = two_jobs
     out = tmp_path / "window.json.gz"
     code = main(["capture", "--collector", collector.address, "--job", "train",
-                 "--duration", "2s", "--start-in", "0", "--flush-grace", "0ms",
+                 "--duration", "3s", "--start-in", "0", "--flush-grace", "0ms",
                  "-o", str(out), "--data-dir", str(collector.store.root)])  # fmt: skip
     assert code == 0
     printed = capsys.readouterr().out
@@ -103,7 +104,7 @@ def test_captures_lists_from_the_collector_and_from_the_data_dir(
         (["--duration", "1s"], 2, "--job NAME, --host HOST, or --all"),
         (["--all", "--job", "a", "--duration", "1s"], 2, "without --job or --host"),
         (["--all", "--duration", "2"], 2, "--duration '2': not a duration"),
-        (["--all", "--duration", "1s", "-o", "x.json"], 2, "-o needs --data-dir"),
+        (["--all", "--duration", "1s", "-o", "x.unknown"], 2, "cannot tell the output format"),
     ],
 )
 def test_capture_errors_are_one_line(

@@ -22,9 +22,10 @@ from tfprof.core.version import __version__
 EXAMPLES = {
     "serve": "tfprof-collector serve --listen 0.0.0.0:50051 --data-dir /var/lib/tfprof",
     "jobs": "tfprof-collector jobs --data-dir /var/lib/tfprof",
-    "export": "tfprof-collector export --data-dir /var/lib/tfprof --job train -o train.pftrace",
+    "export": "tfprof-collector export --collector node1:4317 --job train -o train.pftrace",
     "import": "tfprof-collector import --data-dir /var/lib/tfprof --job baseline step*.json",
-    "merge": "tfprof-collector merge --as jobs a.json b.json -o both.json.gz",
+    "merge": "tfprof-collector merge --as jobs a.json b.json -o both.json.gz   "
+    "(the same as: tfprof-collector export --as jobs a.json b.json -o both.json.gz)",
     "summary": "tfprof-collector summary tfprof-trace.json --view kernels --top 20",
     "advise": "tfprof-collector advise --data-dir /var/lib/tfprof --job train",
     "top": "tfprof-collector top --collector 127.0.0.1:9317 --once --format json",
@@ -32,7 +33,7 @@ EXAMPLES = {
     "--data-dir /var/lib/tfprof",
     "compact": "tfprof-collector compact --data-dir /var/lib/tfprof",
     "capture": "tfprof-collector capture --collector node1:4317 --job train --duration 2s "
-    "-o train-window.pftrace --data-dir /var/lib/tfprof",
+    "-o train-window.pftrace",
     "captures": "tfprof-collector captures --collector node1:4317 --format json",
 }
 

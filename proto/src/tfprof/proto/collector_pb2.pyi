@@ -792,3 +792,256 @@ class ListCapturesReply(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ListCapturesReply: _TypeAlias = ListCapturesReply  # noqa: Y015
+
+@_typing.final
+class LiveFiguresRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___LiveFiguresRequest: _TypeAlias = LiveFiguresRequest  # noqa: Y015
+
+@_typing.final
+class LiveCopies(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DIRECTION_FIELD_NUMBER: _builtins.int
+    COPIES_FIELD_NUMBER: _builtins.int
+    BYTES_FIELD_NUMBER: _builtins.int
+    direction: _builtins.str
+    """HtoD, DtoH, DtoD, PtoP, ..."""
+    copies: _builtins.int
+    bytes: _builtins.int
+    def __init__(
+        self,
+        *,
+        direction: _builtins.str = ...,
+        copies: _builtins.int = ...,
+        bytes: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["bytes", b"bytes", "copies", b"copies", "direction", b"direction"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___LiveCopies: _TypeAlias = LiveCopies  # noqa: Y015
+
+@_typing.final
+class LiveGpu(_message.Message):
+    """One job on one GPU: counters since the collector started (or the job came back)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    HOST_FIELD_NUMBER: _builtins.int
+    GPU_UUID_FIELD_NUMBER: _builtins.int
+    BUSY_NS_FIELD_NUMBER: _builtins.int
+    KERNELS_FIELD_NUMBER: _builtins.int
+    COPIES_FIELD_NUMBER: _builtins.int
+    host: _builtins.str
+    gpu_uuid: _builtins.str
+    """else host/gpu:N"""
+    busy_ns: _builtins.int
+    """union of kernel intervals per CUDA stream"""
+    kernels: _builtins.int
+    @_builtins.property
+    def copies(self) -> _containers.RepeatedCompositeFieldContainer[Global___LiveCopies]: ...
+    def __init__(
+        self,
+        *,
+        host: _builtins.str = ...,
+        gpu_uuid: _builtins.str = ...,
+        busy_ns: _builtins.int = ...,
+        kernels: _builtins.int = ...,
+        copies: _abc.Iterable[Global___LiveCopies] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["busy_ns", b"busy_ns", "copies", b"copies", "gpu_uuid", b"gpu_uuid", "host", b"host", "kernels", b"kernels"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___LiveGpu: _TypeAlias = LiveGpu  # noqa: Y015
+
+@_typing.final
+class LiveDropped(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REASON_FIELD_NUMBER: _builtins.int
+    RECORDS_FIELD_NUMBER: _builtins.int
+    reason: _builtins.str
+    """queue, tracer, relay"""
+    records: _builtins.int
+    def __init__(
+        self,
+        *,
+        reason: _builtins.str = ...,
+        records: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["reason", b"reason", "records", b"records"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___LiveDropped: _TypeAlias = LiveDropped  # noqa: Y015
+
+@_typing.final
+class LiveJob(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    JOB_FIELD_NUMBER: _builtins.int
+    PROCESSES_FIELD_NUMBER: _builtins.int
+    DROPPED_FIELD_NUMBER: _builtins.int
+    GPUS_FIELD_NUMBER: _builtins.int
+    job: _builtins.str
+    processes: _builtins.int
+    """streams open now"""
+    @_builtins.property
+    def dropped(self) -> _containers.RepeatedCompositeFieldContainer[Global___LiveDropped]: ...
+    @_builtins.property
+    def gpus(self) -> _containers.RepeatedCompositeFieldContainer[Global___LiveGpu]: ...
+    def __init__(
+        self,
+        *,
+        job: _builtins.str = ...,
+        processes: _builtins.int = ...,
+        dropped: _abc.Iterable[Global___LiveDropped] | None = ...,
+        gpus: _abc.Iterable[Global___LiveGpu] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["dropped", b"dropped", "gpus", b"gpus", "job", b"job", "processes", b"processes"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___LiveJob: _TypeAlias = LiveJob  # noqa: Y015
+
+@_typing.final
+class LiveFiguresReply(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    JOBS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def jobs(self) -> _containers.RepeatedCompositeFieldContainer[Global___LiveJob]: ...
+    def __init__(
+        self,
+        *,
+        jobs: _abc.Iterable[Global___LiveJob] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["jobs", b"jobs"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___LiveFiguresReply: _TypeAlias = LiveFiguresReply  # noqa: Y015
+
+@_typing.final
+class ExportRequest(_message.Message):
+    """What to export: the window and filters mean what `tfprof-collector export`'s options
+    of the same names mean.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    JOBS_FIELD_NUMBER: _builtins.int
+    CAPTURE_ID_FIELD_NUMBER: _builtins.int
+    FORMAT_FIELD_NUMBER: _builtins.int
+    FILE_NAME_FIELD_NUMBER: _builtins.int
+    GROUP_BY_FIELD_NUMBER: _builtins.int
+    WINDOW_FIELD_NUMBER: _builtins.int
+    SINCE_FIELD_NUMBER: _builtins.int
+    UNTIL_FIELD_NUMBER: _builtins.int
+    capture_id: _builtins.str
+    """only this capture's streams, inside its window"""
+    format: _builtins.str
+    """chrome, perfetto, xplane, stepstats"""
+    file_name: _builtins.str
+    """the output's name: ".gz" compresses, ".pbtxt" is text"""
+    group_by: _builtins.str
+    """job (the default) or gpu"""
+    window: _builtins.str
+    """START:END"""
+    since: _builtins.str
+    until: _builtins.str
+    @_builtins.property
+    def jobs(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """every job when empty"""
+
+    def __init__(
+        self,
+        *,
+        jobs: _abc.Iterable[_builtins.str] | None = ...,
+        capture_id: _builtins.str = ...,
+        format: _builtins.str = ...,
+        file_name: _builtins.str = ...,
+        group_by: _builtins.str = ...,
+        window: _builtins.str = ...,
+        since: _builtins.str = ...,
+        until: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["capture_id", b"capture_id", "file_name", b"file_name", "format", b"format", "group_by", b"group_by", "jobs", b"jobs", "since", b"since", "until", b"until", "window", b"window"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ExportRequest: _TypeAlias = ExportRequest  # noqa: Y015
+
+@_typing.final
+class ExportDone(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SLICES_FIELD_NUMBER: _builtins.int
+    PATH_FIELD_NUMBER: _builtins.int
+    slices: _builtins.int
+    path: _builtins.str
+    """Where the bytes go, relative to the output: empty for a file; for xplane into a log
+    dir, plugins/profile/RUN/HOST.xplane.pb.
+    """
+    def __init__(
+        self,
+        *,
+        slices: _builtins.int = ...,
+        path: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["path", b"path", "slices", b"slices"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ExportDone: _TypeAlias = ExportDone  # noqa: Y015
+
+@_typing.final
+class ExportChunk(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DATA_FIELD_NUMBER: _builtins.int
+    DONE_FIELD_NUMBER: _builtins.int
+    data: _builtins.bytes
+    @_builtins.property
+    def done(self) -> Global___ExportDone: ...
+    def __init__(
+        self,
+        *,
+        data: _builtins.bytes = ...,
+        done: Global___ExportDone | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["data", b"data", "done", b"done", "part", b"part"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["data", b"data", "done", b"done", "part", b"part"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_part: _TypeAlias = _typing.Literal["data", "done"]  # noqa: Y015
+    _WhichOneofArgType_part: _TypeAlias = _typing.Literal["part", b"part"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_part) -> _WhichOneofReturnType_part | None: ...
+
+Global___ExportChunk: _TypeAlias = ExportChunk  # noqa: Y015

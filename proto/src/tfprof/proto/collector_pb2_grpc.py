@@ -54,6 +54,16 @@ class CollectorStub:
                 request_serializer=tfprof_dot_proto_dot_collector__pb2.ListCapturesRequest.SerializeToString,
                 response_deserializer=tfprof_dot_proto_dot_collector__pb2.ListCapturesReply.FromString,
                 _registered_method=True)
+        self.LiveFigures = channel.unary_unary(
+                '/tfprof.v1.Collector/LiveFigures',
+                request_serializer=tfprof_dot_proto_dot_collector__pb2.LiveFiguresRequest.SerializeToString,
+                response_deserializer=tfprof_dot_proto_dot_collector__pb2.LiveFiguresReply.FromString,
+                _registered_method=True)
+        self.Export = channel.unary_stream(
+                '/tfprof.v1.Collector/Export',
+                request_serializer=tfprof_dot_proto_dot_collector__pb2.ExportRequest.SerializeToString,
+                response_deserializer=tfprof_dot_proto_dot_collector__pb2.ExportChunk.FromString,
+                _registered_method=True)
 
 
 class CollectorServicer:
@@ -90,6 +100,23 @@ class CollectorServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def LiveFigures(self, request, context):
+        """Per job and GPU, the figures of the records ingested so far: what `tfprof-collector
+        top` shows and --metrics-listen exposes as the tfprof_* families.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Export(self, request, context):
+        """One merged timeline of stored records (all jobs, some, or one capture's window),
+        written by the collector in the requested format and streamed as data chunks, then
+        one done. What `export --collector` and `capture -o` read from another machine.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_CollectorServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -112,6 +139,16 @@ def add_CollectorServicer_to_server(servicer, server):
                     servicer.ListCaptures,
                     request_deserializer=tfprof_dot_proto_dot_collector__pb2.ListCapturesRequest.FromString,
                     response_serializer=tfprof_dot_proto_dot_collector__pb2.ListCapturesReply.SerializeToString,
+            ),
+            'LiveFigures': grpc.unary_unary_rpc_method_handler(
+                    servicer.LiveFigures,
+                    request_deserializer=tfprof_dot_proto_dot_collector__pb2.LiveFiguresRequest.FromString,
+                    response_serializer=tfprof_dot_proto_dot_collector__pb2.LiveFiguresReply.SerializeToString,
+            ),
+            'Export': grpc.unary_stream_rpc_method_handler(
+                    servicer.Export,
+                    request_deserializer=tfprof_dot_proto_dot_collector__pb2.ExportRequest.FromString,
+                    response_serializer=tfprof_dot_proto_dot_collector__pb2.ExportChunk.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -222,6 +259,60 @@ class Collector:
             '/tfprof.v1.Collector/ListCaptures',
             tfprof_dot_proto_dot_collector__pb2.ListCapturesRequest.SerializeToString,
             tfprof_dot_proto_dot_collector__pb2.ListCapturesReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def LiveFigures(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tfprof.v1.Collector/LiveFigures',
+            tfprof_dot_proto_dot_collector__pb2.LiveFiguresRequest.SerializeToString,
+            tfprof_dot_proto_dot_collector__pb2.LiveFiguresReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Export(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/tfprof.v1.Collector/Export',
+            tfprof_dot_proto_dot_collector__pb2.ExportRequest.SerializeToString,
+            tfprof_dot_proto_dot_collector__pb2.ExportChunk.FromString,
             options,
             channel_credentials,
             insecure,

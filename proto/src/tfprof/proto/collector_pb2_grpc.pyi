@@ -49,6 +49,15 @@ class CollectorStub:
     """
     ListCaptures: _grpc.UnaryUnaryMultiCallable[_collector_pb2.ListCapturesRequest, _collector_pb2.ListCapturesReply]
     """Every capture recorded in the collector's data dir, oldest first."""
+    LiveFigures: _grpc.UnaryUnaryMultiCallable[_collector_pb2.LiveFiguresRequest, _collector_pb2.LiveFiguresReply]
+    """Per job and GPU, the figures of the records ingested so far: what `tfprof-collector
+    top` shows and --metrics-listen exposes as the tfprof_* families.
+    """
+    Export: _grpc.UnaryStreamMultiCallable[_collector_pb2.ExportRequest, _collector_pb2.ExportChunk]
+    """One merged timeline of stored records (all jobs, some, or one capture's window),
+    written by the collector in the requested format and streamed as data chunks, then
+    one done. What `export --collector` and `capture -o` read from another machine.
+    """
 
 @_typing.type_check_only
 class CollectorAsyncStub(CollectorStub):
@@ -66,6 +75,15 @@ class CollectorAsyncStub(CollectorStub):
     """
     ListCaptures: _aio.UnaryUnaryMultiCallable[_collector_pb2.ListCapturesRequest, _collector_pb2.ListCapturesReply]  # type: ignore[assignment]
     """Every capture recorded in the collector's data dir, oldest first."""
+    LiveFigures: _aio.UnaryUnaryMultiCallable[_collector_pb2.LiveFiguresRequest, _collector_pb2.LiveFiguresReply]  # type: ignore[assignment]
+    """Per job and GPU, the figures of the records ingested so far: what `tfprof-collector
+    top` shows and --metrics-listen exposes as the tfprof_* families.
+    """
+    Export: _aio.UnaryStreamMultiCallable[_collector_pb2.ExportRequest, _collector_pb2.ExportChunk]  # type: ignore[assignment]
+    """One merged timeline of stored records (all jobs, some, or one capture's window),
+    written by the collector in the requested format and streamed as data chunks, then
+    one done. What `export --collector` and `capture -o` read from another machine.
+    """
 
 class CollectorServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -104,5 +122,26 @@ class CollectorServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_collector_pb2.ListCapturesReply, _abc.Awaitable[_collector_pb2.ListCapturesReply]]:
         """Every capture recorded in the collector's data dir, oldest first."""
+
+    @_abc_1.abstractmethod
+    def LiveFigures(
+        self,
+        request: _collector_pb2.LiveFiguresRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_collector_pb2.LiveFiguresReply, _abc.Awaitable[_collector_pb2.LiveFiguresReply]]:
+        """Per job and GPU, the figures of the records ingested so far: what `tfprof-collector
+        top` shows and --metrics-listen exposes as the tfprof_* families.
+        """
+
+    @_abc_1.abstractmethod
+    def Export(
+        self,
+        request: _collector_pb2.ExportRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_collector_pb2.ExportChunk], _abc.AsyncIterator[_collector_pb2.ExportChunk]]:
+        """One merged timeline of stored records (all jobs, some, or one capture's window),
+        written by the collector in the requested format and streamed as data chunks, then
+        one done. What `export --collector` and `capture -o` read from another machine.
+        """
 
 def add_CollectorServicer_to_server(servicer: CollectorServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -4,7 +4,9 @@ The collector sends the window down each stream that matches (``--job``, ``--hos
 ``--all``); every process starts recording at the same instant on the collector's clock
 and stops after ``--duration``. With ``-o`` the command waits until the window has ended
 (plus ``--flush-grace`` for the last records to arrive), then writes one merged timeline
-of every matching rank, restricted to the window, through the export command's path.
+of every matching rank, restricted to the window: the collector writes it and streams it
+here (the Export call, as ``export --collector --capture ID``), or, with ``--data-dir``,
+this machine reads the collector's data dir itself.
 """
 
 from __future__ import annotations
@@ -15,9 +17,9 @@ import time
 from typing import TYPE_CHECKING
 
 from tfprof.collector.config import DEFAULT_COLLECTOR
+from tfprof.collector.service.remote import add_client_options, open_remote
 
 if TYPE_CHECKING:
-    from tfprof.collector.service.remote import Remote
     from tfprof.proto import collector_pb2 as pb
 
 RPC_TIMEOUT_S = 10.0
@@ -27,26 +29,6 @@ def local_time(ns: int) -> str:
     """A collector time (ns since the epoch) as this machine's local time, to the ms."""
     ms = ns % 10**9 // 10**6
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ns / 1e9)) + f".{ms:03d}"
-
-
-def add_client_options(p: argparse.ArgumentParser) -> None:
-    """How to reach a running collector (shared with ``captures``)."""
-    p.add_argument(
-        "--collector",
-        metavar="HOST:PORT",
-        default=None,
-        help=f"the running collector (default: {DEFAULT_COLLECTOR})",
-    )
-    p.add_argument(
-        "--auth-token-file",
-        metavar="FILE",
-        default=None,
-        help="file holding the collector's bearer token (default: "
-        "TFPROF_COLLECTOR_AUTH_TOKEN_FILE, else none)",
-    )
-    p.add_argument(
-        "--tls-ca", metavar="PEM", default="", help="talk TLS, trusting this CA (default: none)"
-    )
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -81,14 +63,16 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--output",
         metavar="PATH",
         default=None,
-        help="wait, then write the window's merged timeline here (needs --data-dir); its "
-        "suffix picks the format as for export (default: no file)",
+        help="wait, then write the window's merged timeline here, sent by the collector "
+        "(or read from --data-dir); its suffix picks the format as for export (default: "
+        "no file)",
     )
     p.add_argument(
         "--data-dir",
         metavar="DIR",
         default=None,
-        help="the collector's data dir, read for -o (default: none)",
+        help="with -o, read the collector's data dir on this machine instead of asking the "
+        "collector for the trace (default: ask the collector)",
     )
     p.add_argument(
         "--flush-grace",
@@ -138,28 +122,14 @@ def request_from(args: argparse.Namespace) -> pb.CaptureRequest:
     )
 
 
-def open_remote(args: argparse.Namespace) -> Remote:
-    from tfprof.collector.config import check_collector_address, client_auth_token_file
-    from tfprof.collector.service.remote import Remote
-
-    address = check_collector_address(args.collector or DEFAULT_COLLECTOR)
-    token_file = args.auth_token_file
-    if token_file is None:
-        token_file = client_auth_token_file()
-    return Remote(address, args.tls_ca, token_file)
-
-
 def run(args: argparse.Namespace) -> int:
     import grpc
 
-    from tfprof.collector.errors import InvalidArgument
     from tfprof.collector.export import format_for
 
     request = request_from(args)
     grace_ns = _positive_duration(args.flush_grace, "--flush-grace", allow_zero=True)
     if args.output:
-        if not args.data_dir:
-            raise InvalidArgument("-o needs --data-dir: the collector's data dir to read")
         format_for(args.output, args.format)  # a bad name fails before the capture
     with open_remote(args) as remote:
         try:
@@ -192,30 +162,25 @@ def print_capture(capture: pb.Capture) -> None:
 
 
 def write_window(capture: pb.Capture, args: argparse.Namespace) -> int:
-    """Every matching rank's records inside the window, merged into ``args.output``."""
+    """Every matching rank's records inside the window, merged into ``args.output``: read
+    from ``args.data_dir``, else written by the collector and streamed here."""
     from tfprof.collector.commands import export
-    from tfprof.collector.errors import NotFound
-    from tfprof.collector.service import capture_windows
-    from tfprof.collector.store import Store
-    from tfprof.proto import collector_pb2 as pb
 
-    store = Store(args.data_dir, create=False)
-    request = capture.request
-    jobs = store.load_jobs(list(request.jobs) or None)
-    for job in jobs:
-        job.streams = [
-            s
-            for s in job.streams
-            if capture_windows.matches(request, pb.CaptureStream(job=s.job, host=s.host))
-        ]
-    jobs = [job for job in jobs if job.streams]
-    if not jobs:
-        raise NotFound(f"no stream of the capture is stored in {args.data_dir}")
-    end = capture.start_ns + capture.duration_ns
     options = argparse.Namespace(
+        inputs=[],
+        as_=None,
+        shift=None,
+        data_dir=[args.data_dir] if args.data_dir else None,
+        job=None,
+        capture=capture.capture_id,
+        collector=None if args.data_dir else (args.collector or DEFAULT_COLLECTOR),
+        auth_token_file=args.auth_token_file,
+        tls_ca=args.tls_ca,
         output=args.output,
         format=args.format,
         group_by=args.group_by,
-        window=f"@{capture.start_ns}ns:@{end}ns",
+        window=None,
+        since=None,
+        until=None,
     )
-    return export.write(jobs, options)
+    return export.run(options)

@@ -11,7 +11,8 @@ import json
 import sys
 from typing import TYPE_CHECKING
 
-from tfprof.collector.commands.capture import add_client_options, local_time, open_remote
+from tfprof.collector.commands.capture import local_time
+from tfprof.collector.service.remote import add_client_options, open_remote
 
 if TYPE_CHECKING:
     from tfprof.proto import collector_pb2 as pb

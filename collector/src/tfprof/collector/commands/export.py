@@ -1,21 +1,45 @@
-"""``tfprof-collector export``: merge stored jobs into one timeline file."""
+"""``tfprof-collector export``: the one command that writes a merged timeline.
+
+Its inputs, in any mix: trace files (``IN ...``, whatever ``import`` reads) and stored
+jobs (``--data-dir``, ``--job``). Or, instead of both, a running collector
+(``--collector``): it writes the timeline of its own data dir in the requested format
+and streams the bytes (the Export call), so a laptop gets a trace of a cluster's
+collector without sharing its disk. ``--capture ID`` keeps what one capture window
+recorded. ``merge`` is this command for trace files, kept as an alias for scripts.
+"""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import TYPE_CHECKING
 
-from tfprof.collector.errors import NotFound, PathError
+from tfprof.collector.errors import InvalidArgument, NotFound, PathError
 
 if TYPE_CHECKING:
     from tfprof.collector.jobdata import JobData
+    from tfprof.proto import collector_pb2 as pb
 
+FORMATS = ("chrome", "perfetto", "xplane", "stepstats")
 FORMAT_HELP = (
     "chrome (.json, .json.gz; the default), perfetto (.pftrace; best for large traces), "
     "xplane (a TensorBoard log dir, or NAME.xplane.pb), stepstats (.pb, .pbtxt: a "
     "TensorFlow RunMetadata); default: from the output's suffix"
 )
+DESCRIPTION = """\
+Merge trace files and/or stored jobs into one timeline: Chrome JSON, Perfetto, XPlane
+(TensorBoard/XProf) or TensorFlow StepStats, chosen by the output's suffix or --format.
+
+Inputs, in any mix: trace files (IN: our exports, Kineto and TF timelines, .pftrace,
+StepStats; each is a job of its own unless --as steps joins them) and the jobs stored in
+one or more --data-dir (--job picks some). With --collector, a running collector reads
+its own data dir and streams the trace to this machine (give --job, --capture, the time
+options and the output options; no IN or --data-dir then). --capture ID keeps what one
+capture window recorded: its streams, inside its window.
+
+`merge` is this command for trace files, kept for scripts. Stored records are read one
+process at a time."""
 
 
 def add_output_options(p: argparse.ArgumentParser) -> None:
@@ -29,12 +53,7 @@ def add_output_options(p: argparse.ArgumentParser) -> None:
         help="job: tracks per job/task/GPU/stream; gpu: every job's streams under the "
         "physical GPU they ran on (default: job)",
     )
-    p.add_argument(
-        "--format",
-        choices=("chrome", "perfetto", "xplane", "stepstats"),
-        default=None,
-        help=FORMAT_HELP,
-    )
+    p.add_argument("--format", choices=FORMATS, default=None, help=FORMAT_HELP)
     p.add_argument("--window", metavar="START:END", default=None, help=WINDOW_HELP)
     p.add_argument("--since", metavar="TIME", help=f"keep from this time on: {TIME_HELP}")
     p.add_argument("--until", metavar="TIME", help=f"keep up to this time: {TIME_HELP}")
@@ -47,53 +66,147 @@ def add_output_options(p: argparse.ArgumentParser) -> None:
     )
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser(
-        "export",
-        help="merge stored jobs into one timeline file",
-        description="Merge stored jobs into one timeline: Chrome JSON, Perfetto, "
-        "XPlane (TensorBoard/XProf) or TensorFlow StepStats. Stored records are read "
-        "one process at a time, so memory stays bounded by the largest process. "
-        "Example: tfprof-collector export --data-dir ./tfprof-data -o trace.pftrace",
+def add_file_options(p: argparse.ArgumentParser, required: bool) -> None:
+    """Trace files as input (export, merge) and how they are laid side by side."""
+    from tfprof.collector.commands.import_ import SHIFT_HELP
+
+    p.add_argument(
+        "inputs",
+        nargs="+" if required else "*",
+        metavar="IN",
+        help="trace files to merge, in order" + ("" if required else " (default: none)"),
     )
     p.add_argument(
+        "--as",
+        dest="as_",
+        choices=("steps", "jobs"),
+        default="steps" if required else None,
+        help="steps (default): one job, files consecutive on shared tracks; jobs: one job "
+        "per file (as recorded; other formats named after the file), in parallel",
+    )
+    p.add_argument("--shift", default="auto" if required else None, metavar="MODE", help=SHIFT_HELP)
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from tfprof.collector.service.remote import add_client_options
+
+    p = sub.add_parser(
+        "export",
+        help="merge trace files and/or stored jobs into one timeline file",
+        description=DESCRIPTION,
+    )
+    add_file_options(p, required=False)
+    p.add_argument(
         "--data-dir",
-        required=True,
         action="append",
         metavar="DIR",
         help="collector data dir to read (never created); also a lake directory or URL "
-        "(file://, s3://, gs://); repeat to merge several into one timeline",
+        "(file://, s3://, gs://); repeat to merge several into one timeline (default: none)",
     )
     p.add_argument(
-        "--job", action="append", metavar="NAME", help="job to include (repeatable; default: all)"
+        "--job", action="append", metavar="NAME", help="stored job to include (repeatable; "
+        "default: all)"
+    )  # fmt: skip
+    p.add_argument(
+        "--capture",
+        metavar="ID",
+        default=None,
+        help="only what this capture recorded: its streams, inside its window (ids: "
+        "`tfprof-collector captures`) (default: everything)",
+    )
+    add_client_options(
+        p,
+        collector_help="ask this running collector for the trace instead of reading files "
+        "(its data dir need not be reachable from here) (default: read locally)",
     )
     add_output_options(p)
     p.set_defaults(func=run)
 
 
-def write(jobs: list[JobData], args: argparse.Namespace) -> int:
-    """Merge ``jobs`` with the shared options and write the output, one task (process)
-    at a time; returns the slices written."""
-    from tfprof.collector.errors import InvalidArgument
-    from tfprof.collector.export import format_for, write_timeline
+def capture_jobs(jobs: list[JobData], capture: pb.Capture) -> list[JobData]:
+    """The jobs' streams that ``capture`` asked for (by job and host, as it matched live
+    streams); jobs left without one are dropped."""
+    from tfprof.collector.service import capture_windows
+    from tfprof.proto import collector_pb2 as pb
+
+    request = capture.request
+    for job in jobs:
+        job.streams = [
+            s
+            for s in job.streams
+            if capture_windows.matches(request, pb.CaptureStream(job=s.job, host=s.host))
+        ]
+    return [job for job in jobs if job.streams]
+
+
+def find_capture(data_dirs: list[str], capture_id: str) -> pb.Capture:
+    from tfprof.collector.service.capture_windows import CaptureLog
+
+    for data_dir in data_dirs:
+        for capture in CaptureLog(data_dir).read():
+            if capture.capture_id == capture_id:
+                return capture
+    raise NotFound(f"no capture {capture_id} in {', '.join(data_dirs)}")
+
+
+def capture_window(capture: pb.Capture) -> str:
+    """The capture's window in --window's words (collector clock, ns)."""
+    return f"@{capture.start_ns}ns:@{capture.start_ns + capture.duration_ns}ns"
+
+
+def stored_jobs(
+    data_dirs: list[str], names: list[str] | None, capture_id: str | None
+) -> tuple[list[JobData], str | None]:
+    """The stored jobs to export, and the capture's window when ``capture_id`` is given."""
+    from tfprof.collector.lake.reader import open_jobs
     from tfprof.collector.terminal import progress
-    from tfprof.collector.timeline.build import timeline_parts
+
+    where = ", ".join(data_dirs)
+    capture = find_capture(data_dirs, capture_id) if capture_id else None
+    with progress(f"loading {where}"):
+        # Segments and log tails, read one process at a time (lake/reader.py).
+        jobs = open_jobs(data_dirs, names or (list(capture.request.jobs) if capture else None))
+    if not jobs.jobs:
+        raise NotFound(f"no jobs stored in {where}")
+    if capture is None:
+        return jobs.jobs, None
+    chosen = capture_jobs(jobs.jobs, capture)
+    if not chosen:
+        raise NotFound(f"no stream of capture {capture_id} is stored in {where}")
+    return chosen, capture_window(capture)
+
+
+def time_window(
+    jobs: list[JobData], window: str | None, since: str | None, until: str | None
+) -> tuple[int | None, int | None] | None:
+    """The time options as a window on the collector clock (None: everything)."""
     from tfprof.collector.timeline.time_origin import first_record_ns
     from tfprof.collector.timespec import parse_time, parse_window
 
-    format_for(args.output, args.format)  # a bad name fails before any work
-    window: tuple[int | None, int | None] | None = None
-    since, until = getattr(args, "since", None), getattr(args, "until", None)
-    if args.window and (since or until):
+    if window and (since or until):
         raise InvalidArgument("give --window or --since/--until, not both")
-    if args.window:
-        window = parse_window(args.window, first_record_ns(jobs))
-    elif since or until:
+    if window:
+        return parse_window(window, first_record_ns(jobs))
+    if since or until:
         first = first_record_ns(jobs)
-        window = (
+        return (
             parse_time(since, first, "--since") if since else None,
             parse_time(until, first, "--until") if until else None,
         )
+    return None
+
+
+def write(jobs: list[JobData], args: argparse.Namespace) -> int:
+    """Merge ``jobs`` with the shared options and write the output, one task (process)
+    at a time; returns the slices written."""
+    from tfprof.collector.export import format_for, write_timeline
+    from tfprof.collector.terminal import progress
+    from tfprof.collector.timeline.build import timeline_parts
+
+    format_for(args.output, args.format)  # a bad name fails before any work
+    window = time_window(
+        jobs, args.window, getattr(args, "since", None), getattr(args, "until", None)
+    )
     with progress("finding the first event"):
         timeline = timeline_parts(jobs, group_by=args.group_by, window_ns=window)
     try:
@@ -105,15 +218,65 @@ def write(jobs: list[JobData], args: argparse.Namespace) -> int:
     return timeline.num_slices
 
 
+def check_args(args: argparse.Namespace) -> None:
+    """What cannot go together, said before anything is read."""
+    files, data_dirs = args.inputs or [], args.data_dir or []
+    if args.capture and (args.window or args.since or args.until):
+        raise InvalidArgument("--capture keeps its own window: give no --window/--since/--until")
+    if args.collector:
+        if files or data_dirs:
+            raise InvalidArgument(
+                "--collector exports what that collector stores: give no IN file or --data-dir"
+            )
+        return
+    if not (files or data_dirs):
+        raise InvalidArgument(
+            "nothing to export: give trace files (IN), --data-dir DIR, or --collector HOST:PORT"
+        )
+    if not files and (args.as_ or args.shift):
+        raise InvalidArgument("--as and --shift place trace files (IN): give some")
+    if args.capture and not data_dirs:
+        raise InvalidArgument("--capture needs the --data-dir (or --collector) that recorded it")
+
+
 def run(args: argparse.Namespace) -> int:
-    from tfprof.collector.lake.reader import open_jobs
+    check_args(args)
+    if args.collector:
+        return run_remote(args)
+    from tfprof.collector.store.importer import jobs_from_files
     from tfprof.collector.terminal import progress
 
-    where = ", ".join(args.data_dir)
-    with progress(f"loading {where}"):
-        # Segments and log tails, read one process at a time (lake/reader.py).
-        jobs = open_jobs(args.data_dir, args.job or None).jobs
-    if not jobs:
-        raise NotFound(f"no jobs stored in {where}")
+    jobs: list[JobData] = []
+    if args.inputs:
+        with progress(f"reading {len(args.inputs)} file(s)"):
+            steps = (args.as_ or "steps") == "steps"
+            jobs += jobs_from_files(args.inputs, steps, args.shift or "auto")
+    if args.data_dir:
+        stored, window = stored_jobs(args.data_dir, args.job, args.capture)
+        jobs += stored
+        if window:
+            args.window = window
     write(jobs, args)
+    return 0
+
+
+def run_remote(args: argparse.Namespace) -> int:
+    from tfprof.collector.export import format_for
+    from tfprof.collector.service.remote import download_export, open_remote
+    from tfprof.proto import collector_pb2 as pb
+
+    fmt = format_for(args.output, args.format)  # a bad name fails before the call
+    request = pb.ExportRequest(
+        jobs=args.job or [],
+        capture_id=args.capture or "",
+        format=fmt,
+        file_name=os.path.basename(args.output.rstrip("/" + os.sep)),
+        group_by=args.group_by,
+        window=args.window or "",
+        since=args.since or "",
+        until=args.until or "",
+    )
+    with open_remote(args) as remote:
+        target, slices = download_export(remote, request, args.output)
+    print(f"tfprof-collector: wrote {target}: {slices:,} slices", file=sys.stderr)
     return 0

@@ -22,7 +22,7 @@ import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import IO, Any, Protocol
 
 from tfprof.collector.errors import InvalidArgument
 from tfprof.collector.export.chrome import ChromeReporter
@@ -113,6 +113,40 @@ def reporter_for(path: str | os.PathLike[str], fmt: str | None = None) -> Report
     return FORMATS[format_for(path, fmt)]
 
 
+def make_reporter(timeline: Timeline | PartedTimeline, name: str, fmt: str) -> Reporter:
+    """The reporter of format ``fmt`` for an output called ``name`` (``.pbtxt``: text)."""
+    options: dict[str, Any] = {}
+    if fmt == "stepstats":
+        options["text"] = name.lower().endswith(".pbtxt")
+    return FORMATS[fmt](timeline, **options)
+
+
+def render_to(
+    reporter: Reporter,
+    raw: IO[bytes],
+    gzip_name: str | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> int:
+    """Render into ``raw``, gzip-compressed when ``gzip_name`` (the name inside the gzip
+    stream) is given; returns the bytes the reporter wrote, before compression."""
+    counted = _Counting(raw, progress)
+    if gzip_name is None:
+        reporter.render(counted)
+        return counted.written
+    with gzip.GzipFile(
+        filename=gzip_name, mode="wb", fileobj=raw, compresslevel=GZIP_LEVEL, mtime=0
+    ) as zipped:
+        counted = _Counting(zipped, progress)
+        reporter.render(counted)
+    return counted.written
+
+
+def gzip_name_of(file_name: str) -> str | None:
+    """The name inside the gzip stream of an output called ``file_name``; None when it
+    is not to be compressed (no ``.gz`` suffix)."""
+    return file_name[:-3] if file_name.lower().endswith(".gz") else None
+
+
 def write_timeline(
     timeline: Timeline | PartedTimeline,
     path: str | os.PathLike[str],
@@ -128,10 +162,7 @@ def write_timeline(
     byte count the reporter writes.
     """
     name = format_for(path, fmt)
-    options: dict[str, Any] = {}
-    if name == "stepstats":
-        options["text"] = os.fspath(path).lower().endswith(".pbtxt")
-    reporter = FORMATS[name](timeline, **options)
+    reporter = make_reporter(timeline, os.fspath(path), name)
     target = Path(path)
     if name == "xplane":
         from tfprof.collector.export.xplane import XPlaneReporter
@@ -142,29 +173,17 @@ def write_timeline(
     partial = target.with_name(f".{target.name}.partial-{os.getpid()}")
     try:
         with open(partial, "wb") as raw:
-            counted = _Counting(raw, progress)
-            if target.name.lower().endswith(".gz"):
-                with gzip.GzipFile(
-                    filename=target.name[:-3],
-                    mode="wb",
-                    fileobj=raw,
-                    compresslevel=GZIP_LEVEL,
-                    mtime=0,
-                ) as zipped:
-                    counted = _Counting(zipped, progress)
-                    reporter.render(counted)
-            else:
-                reporter.render(counted)
+            written = render_to(reporter, raw, gzip_name_of(target.name), progress)
         os.replace(partial, target)
     except BaseException:
         partial.unlink(missing_ok=True)
         raise
-    if name == "chrome" and counted.written > CHROME_JSON_WARN_BYTES:
+    if name == "chrome" and written > CHROME_JSON_WARN_BYTES:
         log.warning(
             "%s holds %.0f MB of JSON: chrome://tracing cannot open JSON over ~256 MB and "
             "the Perfetto UI slows down; export with --format perfetto (a .pftrace file)",
             target,
-            counted.written / 1e6,
+            written / 1e6,
         )
     return target
 
@@ -194,6 +213,9 @@ __all__ = [
     "ReporterFactory",
     "UnknownFormatError",
     "format_for",
+    "gzip_name_of",
+    "make_reporter",
+    "render_to",
     "reporter_for",
     "write_timeline",
 ]

@@ -323,3 +323,18 @@ class LiveAccounting:
         for name, job in list(self._jobs.items()):
             if job.finished_at is not None and job.finished_at < limit:
                 del self._jobs[name]
+
+
+def live_reply(snapshot: dict[str, JobFigures]) -> pb.LiveFiguresReply:
+    """``LiveAccounting.snapshot()`` as the LiveFigures reply: the same figures the
+    tfprof_* metric families expose, jobs and GPUs in name order."""
+    reply = pb.LiveFiguresReply()
+    for job, figures in sorted(snapshot.items()):
+        out = reply.jobs.add(job=job, processes=figures.processes)
+        for reason, n in sorted(figures.dropped.items()):
+            out.dropped.add(reason=reason, records=n)
+        for (host, uuid), gpu in sorted(figures.gpus.items()):
+            g = out.gpus.add(host=host, gpu_uuid=uuid, busy_ns=gpu.busy_ns, kernels=gpu.kernels)
+            for direction, n in sorted(gpu.copies.items()):
+                g.copies.add(direction=direction, copies=n, bytes=gpu.copy_bytes.get(direction, 0))
+    return reply

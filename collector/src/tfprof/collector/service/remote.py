@@ -1,5 +1,6 @@
-"""Client commands' channel to a running collector (``capture``, ``captures``): TLS and
-bearer token applied, and a failed call turned into one ``tfprof-collector:`` line.
+"""Client commands' channel to a running collector (``capture``, ``captures``, ``top``,
+``export --collector``): the options that reach it, TLS and bearer token applied, a
+failed call turned into one ``tfprof-collector:`` line, and an exported trace received.
 
 The token is read from a file (``--auth-token-file``), never from the command line,
 where other users of the host could read it.
@@ -7,10 +8,15 @@ where other users of the host could read it.
 
 from __future__ import annotations
 
+import argparse
+import os
+from pathlib import Path
+
 import grpc
 
-from tfprof.collector.config import read_file_text, read_token
-from tfprof.collector.errors import CollectorError, InvalidArgument, NotFound
+from tfprof.collector.config import DEFAULT_COLLECTOR, read_file_text, read_token
+from tfprof.collector.errors import CollectorError, InvalidArgument, NotFound, PathError
+from tfprof.proto import collector_pb2 as pb
 from tfprof.proto import collector_pb2_grpc as pb_grpc
 
 Metadata = tuple[tuple[str, str], ...]
@@ -18,6 +24,39 @@ Metadata = tuple[tuple[str, str], ...]
 
 class Unreachable(CollectorError):
     """No collector answered at the address (exit status 1: try again later)."""
+
+
+def add_client_options(p: argparse.ArgumentParser, collector_help: str | None = None) -> None:
+    """How to reach a running collector: its gRPC address (what `serve --listen` binds,
+    the address agents stream to), its token, its CA."""
+    p.add_argument(
+        "--collector",
+        metavar="HOST:PORT",
+        default=None,
+        help=collector_help
+        or f"the running collector's gRPC address (default: {DEFAULT_COLLECTOR})",
+    )
+    p.add_argument(
+        "--auth-token-file",
+        metavar="FILE",
+        default=None,
+        help="file holding the collector's bearer token (default: "
+        "TFPROF_COLLECTOR_AUTH_TOKEN_FILE, else none)",
+    )
+    p.add_argument(
+        "--tls-ca", metavar="PEM", default="", help="talk TLS, trusting this CA (default: none)"
+    )
+
+
+def open_remote(args: argparse.Namespace) -> Remote:
+    """A channel to ``args.collector`` (else the default address) with its credentials."""
+    from tfprof.collector.config import check_collector_address, client_auth_token_file
+
+    address = check_collector_address(args.collector or DEFAULT_COLLECTOR)
+    token_file = args.auth_token_file
+    if token_file is None:
+        token_file = client_auth_token_file()
+    return Remote(address, args.tls_ca, token_file)
 
 
 class Remote:
@@ -57,3 +96,46 @@ class Remote:
             return Unreachable(f"{what}: no collector answers at {self.address} ({details})")
         name = code.name if code else "ERROR"
         return CollectorError(f"{what}: {name}: {details}")
+
+
+def download_export(remote: Remote, request: pb.ExportRequest, output: str) -> tuple[Path, int]:
+    """Write the trace the collector streams for ``request`` to ``output`` (a file, or
+    for xplane a log dir); whole or not at all, as ``export`` writes locally. Returns
+    the file written and its slices."""
+    from tfprof.collector.terminal import progress
+
+    into_dir = request.format == "xplane" and not output.lower().endswith(".xplane.pb")
+    base = Path(output)
+    if into_dir:
+        partial = base / f".export.partial-{os.getpid()}"
+    else:
+        partial = base.with_name(f".{base.name}.partial-{os.getpid()}")
+    try:
+        if into_dir:
+            base.mkdir(parents=True, exist_ok=True)
+        done = None
+        with open(partial, "wb") as out, progress(f"receiving {output}", unit="bytes") as advance:
+            for chunk in remote.stub.Export(request, metadata=remote.metadata):
+                if chunk.HasField("done"):
+                    done = chunk.done
+                else:
+                    out.write(chunk.data)
+                    advance(len(chunk.data))
+        if done is None:
+            raise CollectorError(f"export: {remote.address} ended the trace before its end")
+        relative = Path(done.path)
+        if relative.is_absolute() or ".." in relative.parts:
+            raise CollectorError(f"export: {remote.address} named a file outside {output}")
+        target = base / relative if into_dir and done.path else base
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(partial, target)
+        return target, done.slices
+    except grpc.RpcError as exc:
+        partial.unlink(missing_ok=True)
+        raise remote.error(exc, "export") from None
+    except OSError as exc:
+        partial.unlink(missing_ok=True)
+        raise PathError.from_os("output", output, exc) from exc
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise

@@ -10,10 +10,14 @@ before reading, and HTTP/2 flow control holds their agents back. Clock, health a
 capture calls never wait on ingest.
 
 Domain errors (the collector's and the shared core's, e.g. a bad job name) become status
-codes here and nowhere else, through one table. Stream messages arrive as raw bytes (a
-size check only, on the loop) and are parsed in the pool: a message protobuf cannot
-parse gets ``INVALID_ARGUMENT`` with the parse error, where gRPC's own handling would
-answer ``INTERNAL``.
+codes here and nowhere else, through one table. Requests are parsed leniently and
+Stream messages arrive as raw bytes, parsed in the pool (service/rpc_table.py, which
+also says why the handler table is built from collector.proto's descriptor rather than
+by the generated ``add_CollectorServicer_to_server``).
+
+Exports (``Export``) run in a child process each (service/export_stream.py), at most
+``MAX_EXPORTS`` at once: reading and merging stored records never holds the event loop,
+the ingest pool or the server's memory.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from typing import Any, NoReturn, TypeVar
 
 import grpc
 import grpc.aio
-from google.protobuf.message import DecodeError, Message
+from google.protobuf.message import DecodeError
 
 from tfprof.collector.errors import (
     CollectorError,
@@ -40,10 +44,12 @@ from tfprof.collector.errors import (
     TooLarge,
     Unsupported,
 )
-from tfprof.collector.service import capture_windows
+from tfprof.collector.service import capture_windows, export_stream
 from tfprof.collector.service.byte_budget import ByteBudget
 from tfprof.collector.service.ingest import IngestStream
+from tfprof.collector.service.live_figures import live_reply
 from tfprof.collector.service.metrics import CollectorMetrics
+from tfprof.collector.service.rpc_table import SERVICE_NAME, Malformed, handler_table
 from tfprof.collector.service.streams_registry import LiveStream, StreamRegistry, identity_of
 from tfprof.collector.store import Store
 from tfprof.core.errors import InputError, TfprofError
@@ -51,14 +57,18 @@ from tfprof.proto import collector_pb2 as pb
 
 log = logging.getLogger("tfprof.collector.service.server")
 
-SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Collector"].full_name
+__all__ = ["OVERSIZE_HEADROOM", "SERVICE_NAME", "CollectorServicer", "Limits", "status_for"]
+
 # gRPC itself refuses messages this far over the limit before Python sees them (a memory
 # bound); up to there our deserializer does, so the refusal is logged and counted.
 OVERSIZE_HEADROOM = 1 << 20
+MAX_EXPORTS = 2  # export children at once; more callers are told to retry
+T = TypeVar("T")
 
 
 class Busy(CollectorError):
-    """This collector holds as many streams as it may (--max-streams): retry later."""
+    """This collector holds as many streams (--max-streams) or runs as many exports as it
+    may: retry later."""
 
 
 class HelloTimeout(CollectorError):
@@ -82,58 +92,12 @@ _STATUS: dict[type[TfprofError], grpc.StatusCode] = {
 
 
 def status_for(exc: TfprofError) -> grpc.StatusCode:
+    if isinstance(exc, export_stream.ExportFailed):  # the child's own status_for named it
+        return exc.code
     for kind, code in _STATUS.items():
         if isinstance(exc, kind):
             return code
     return grpc.StatusCode.INTERNAL
-
-
-@dataclass(frozen=True)
-class Malformed:
-    """A request we refuse to parse: protobuf cannot, or it is over the size limit."""
-
-    error: CollectorError
-
-    def exception(self) -> CollectorError:
-        return self.error
-
-
-Request = TypeVar("Request", bound=Message)
-T = TypeVar("T")
-
-
-def _too_large(name: str, size: int, max_bytes: int) -> Malformed:
-    return Malformed(
-        TooLarge(
-            f"{name} of {size} bytes is over this collector's limit of {max_bytes} "
-            "(--max-message-bytes)"
-        )
-    )
-
-
-def lenient(cls: type[Request], max_bytes: int) -> Callable[[bytes], Request | Malformed]:
-    name = cls.DESCRIPTOR.name
-
-    def parse(data: bytes) -> Request | Malformed:
-        if len(data) > max_bytes:
-            return _too_large(name, len(data), max_bytes)
-        try:
-            return cls.FromString(data)
-        except DecodeError as exc:
-            return Malformed(InvalidArgument(f"malformed {name}: {exc or 'cannot parse'}"))
-
-    return parse
-
-
-def size_checked(max_bytes: int) -> Callable[[bytes], bytes | Malformed]:
-    """Stream messages stay bytes on the loop: they are parsed in the storage pool."""
-
-    def check(data: bytes) -> bytes | Malformed:
-        if len(data) > max_bytes:
-            return _too_large("AgentMessage", len(data), max_bytes)
-        return data
-
-    return check
 
 
 def _parse_agent_message(data: bytes) -> pb.AgentMessage:
@@ -172,6 +136,7 @@ class CollectorServicer:
         self.control = control
         self.capture_log = capture_log
         self.registry = StreamRegistry()
+        self.exports = 0  # Export calls running now
         # Windows still open after a restart reach the streams that reconnect.
         self.open_captures = capture_windows.still_open(capture_log.read(), time.time_ns())
 
@@ -236,6 +201,33 @@ class CollectorServicer:
             await self.abort(context, request.exception())
         return pb.ListCapturesReply(captures=await self._control(self.capture_log.read))
 
+    async def LiveFigures(
+        self, request: pb.LiveFiguresRequest | Malformed, context: Context
+    ) -> pb.LiveFiguresReply:
+        if isinstance(request, Malformed):
+            await self.abort(context, request.exception())
+        return live_reply(self.metrics.live.snapshot())
+
+    async def Export(
+        self, request: pb.ExportRequest | Malformed, context: Context
+    ) -> AsyncIterator[pb.ExportChunk]:
+        try:
+            if isinstance(request, Malformed):
+                raise request.exception()
+            export_stream.check_request(request)
+            if self.exports >= MAX_EXPORTS:
+                raise Busy(f"this collector is writing {self.exports} exports; retry later")
+        except TfprofError as exc:
+            await self.abort(context, exc)
+        self.exports += 1
+        try:
+            async for chunk in export_stream.exported(str(self.store.root), request):
+                yield chunk
+        except TfprofError as exc:
+            await self.abort(context, exc)
+        finally:
+            self.exports -= 1
+
     def on_hello(self, stream: LiveStream) -> None:
         """A stream said hello: make it reachable, and send it the windows still open."""
         self.registry.add(stream)
@@ -254,32 +246,7 @@ class CollectorServicer:
         raise AssertionError("context.abort returned")  # it raises
 
     def handlers(self) -> grpc.GenericRpcHandler[object, object]:
-        limit = self.limits.max_message_bytes
-        return grpc.method_handlers_generic_handler(
-            SERVICE_NAME,
-            {
-                "Stream": grpc.stream_stream_rpc_method_handler(
-                    self.Stream,
-                    request_deserializer=size_checked(limit),
-                    response_serializer=pb.Ack.SerializeToString,
-                ),
-                "Clock": grpc.unary_unary_rpc_method_handler(
-                    self.Clock,
-                    request_deserializer=lenient(pb.ClockRequest, limit),
-                    response_serializer=pb.ClockReply.SerializeToString,
-                ),
-                "StartCapture": grpc.unary_unary_rpc_method_handler(
-                    self.StartCapture,
-                    request_deserializer=lenient(pb.CaptureRequest, limit),
-                    response_serializer=pb.CaptureReply.SerializeToString,
-                ),
-                "ListCaptures": grpc.unary_unary_rpc_method_handler(
-                    self.ListCaptures,
-                    request_deserializer=lenient(pb.ListCapturesRequest, limit),
-                    response_serializer=pb.ListCapturesReply.SerializeToString,
-                ),
-            },
-        )
+        return handler_table(self, self.limits.max_message_bytes)
 
 
 class StreamCall:
