@@ -74,15 +74,28 @@ def test_top_once_json_matches_the_records_ingested(traces: Path, tmp_path: Path
             out, err = proc.communicate(timeout=180)
             assert proc.returncode == 0, err
             assert "job done" in out
-        top = subprocess.run(
-            collector_cmd("top", "--collector", metrics, "--once", "--format", "json",
-                          "--interval", "200ms"),
-            capture_output=True, text=True, env=clean_env(), timeout=60,
-        )  # fmt: skip
-        assert top.returncode == 0, top.stderr
-        view = json.loads(top.stdout)
+        views = []
+        # The gRPC address every command takes, and the Prometheus endpoint Grafana reads.
+        for source in (["--collector", serve.address], ["--metrics-url", metrics]):
+            top = subprocess.run(
+                collector_cmd("top", *source, "--once", "--format", "json",
+                              "--interval", "200ms"),
+                capture_output=True, text=True, env=clean_env(), timeout=60,
+            )  # fmt: skip
+            assert top.returncode == 0, top.stderr
+            views.append(json.loads(top.stdout))
     finally:
         assert serve.terminate() == 0
+
+    view, scraped = views
+    for figures in (view, scraped):  # rates differ with the moment; the totals may not
+        figures.pop("collector"), figures.pop("interval_s")
+        for row in (*figures["jobs"], *figures["gpus"]):
+            for key in [k for k in row if k.endswith("_per_s") or k == "busy_percent"]:
+                row.pop(key)
+            for share in row.get("jobs", ()):
+                share.pop("busy_percent"), share.pop("share_percent")
+    assert view == scraped
 
     by_job = {j["job"]: j for j in view["jobs"]}
     assert set(by_job) == set(JOBS)

@@ -92,7 +92,7 @@ def test_addresses_and_intervals_are_checked() -> None:
     assert metrics_url("http://h:1") == "http://h:1/metrics"
     assert metrics_url("http://h:1/other") == "http://h:1/other"
     for bad in ("localhost", "h:port", "grpc://h:1", ":9317", "h:70000"):
-        with pytest.raises(InvalidArgument, match="--collector"):
+        with pytest.raises(InvalidArgument, match="--metrics-url"):
             metrics_url(bad)
     assert parse_interval("1s") == 1.0
     assert parse_interval("250ms") == 0.25
@@ -175,10 +175,19 @@ def test_once_json_reads_the_endpoint(
 ) -> None:
     live.feed(live.open("alpha"), kernel(0, 1_000))
     live.feed(live.open("beta"), kernel(0, 3_000), kernel(10_000, 1_000))
-    argv = ["top", "--collector", live.address, "--once", "--format", "json", "--interval", "50ms"]
+    argv = [
+        "top",
+        "--metrics-url",
+        live.address,
+        "--once",
+        "--format",
+        "json",
+        "--interval",
+        "50ms",
+    ]
     assert main(argv) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["collector"] == live.address
+    assert out["collector"] == metrics_url(live.address)
     assert "on demand" in out["note"]
     jobs = {j["job"]: j for j in out["jobs"]}
     assert jobs["beta"]["kernels_total"] == 2
@@ -193,11 +202,11 @@ def test_once_table_and_a_dead_endpoint(
     live: LiveCollector, capsys: pytest.CaptureFixture[str]
 ) -> None:
     live.feed(live.open("alpha"), kernel(0, 1_000))
-    assert main(["top", "--collector", live.address, "--once", "--interval", "50ms"]) == 0
+    assert main(["top", "--metrics-url", live.address, "--once", "--interval", "50ms"]) == 0
     out = capsys.readouterr().out
     assert "on demand" in out.splitlines()[0]
     assert "alpha" in out and "node-a/gpu:0" in out and "BUSY %" in out
-    assert main(["top", "--collector", f"127.0.0.1:{closed_port()}", "--once"]) == 1
+    assert main(["top", "--metrics-url", f"127.0.0.1:{closed_port()}", "--once"]) == 1
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 1 and err[0].startswith("tfprof-collector: cannot read http://")
 

@@ -28,7 +28,7 @@ EXAMPLES = {
     "(the same as: tfprof-collector export --as jobs a.json b.json -o both.json.gz)",
     "summary": "tfprof-collector summary tfprof-trace.json --view kernels --top 20",
     "advise": "tfprof-collector advise --data-dir /var/lib/tfprof --job train",
-    "top": "tfprof-collector top --collector 127.0.0.1:9317 --once --format json",
+    "top": "tfprof-collector top --collector node1:4317 --once --format json",
     "sql": 'tfprof-collector sql "SELECT * FROM kernel_summary ORDER BY total_ns DESC LIMIT 10" '
     "--data-dir /var/lib/tfprof",
     "compact": "tfprof-collector compact --data-dir /var/lib/tfprof",

@@ -15,7 +15,8 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.widgets import DataTable, Footer, Input, Static
 
-from tfprof.collector.top.scrape import MetricsUnavailable, Scrape
+from tfprof.collector.errors import CollectorError
+from tfprof.collector.top.scrape import Scrape
 from tfprof.collector.top.screen import Table, gpu_table, job_table
 from tfprof.collector.top.snapshot import NOTE, SORT_KEYS, Snapshot, between
 
@@ -82,7 +83,7 @@ class TopApp(App[None]):
         self._reading = True
         try:
             scrape = await asyncio.to_thread(self._read)
-        except MetricsUnavailable as exc:
+        except CollectorError as exc:  # down, refused: said in the status line
             self.error = f"{exc}; retrying every {self.interval_s:g} s"
         else:
             if self._last is not None:

@@ -1,7 +1,9 @@
-"""One read of the collector's Prometheus endpoint, reduced to the per-job/GPU families.
+"""One read of the collector's live figures, reduced to the per-job/GPU counters.
 
-top reads what Grafana reads (one source of truth, no RPC of its own): the ``tfprof_*``
-families collector/service/metrics.py exposes from collector/service/live_figures.py's figures.
+From either door to the same figures (collector/service/live_figures.py): the
+LiveFigures call on the collector's gRPC address (``read_live``, what ``top`` uses by
+default, wherever gRPC reaches), or the ``tfprof_*`` families of its Prometheus endpoint
+(``read_metrics``, what Grafana reads; ``top --metrics-url``).
 """
 
 from __future__ import annotations
@@ -12,10 +14,15 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from prometheus_client.parser import text_string_to_metric_families
 
 from tfprof.collector.errors import CollectorError, InvalidArgument
+
+if TYPE_CHECKING:
+    from tfprof.collector.service.remote import Remote
+    from tfprof.proto import collector_pb2 as pb
 
 GpuSeries = tuple[str, str, str]  # (job, host, gpu uuid)
 CopySeries = tuple[str, str, str, str]  # (job, host, gpu uuid, direction)
@@ -23,7 +30,8 @@ MAX_BYTES = 64 << 20  # a scrape of 1,000 jobs on 64 GPUs each is a few MB
 
 
 class MetricsUnavailable(CollectorError):
-    """The metrics endpoint cannot be read now (down, not an HTTP metrics endpoint)."""
+    """The figures cannot be read now: no collector answers, or the metrics endpoint is
+    down or not a Prometheus endpoint."""
 
 
 @dataclass(frozen=True)
@@ -44,12 +52,12 @@ def metrics_url(address: str) -> str:
     if "://" in address:
         parsed = urllib.parse.urlsplit(address)
         if parsed.scheme not in ("http", "https") or not parsed.netloc:
-            raise InvalidArgument(f"--collector {address!r}: not an http(s) URL")
+            raise InvalidArgument(f"--metrics-url {address!r}: not an http(s) URL")
         return address if parsed.path not in ("", "/") else f"{address.rstrip('/')}/metrics"
     host, sep, port = address.rpartition(":")
     if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise InvalidArgument(
-            f"--collector {address!r}: not HOST:PORT of the collector's metrics endpoint "
+            f"--metrics-url {address!r}: not HOST:PORT of the collector's metrics endpoint "
             "(the address `serve --metrics-listen` prints)"
         )
     return f"http://{host}:{port}/metrics"
@@ -97,3 +105,40 @@ def parse_metrics(text: str, at: float) -> Scrape:
             elif sample.name == "tfprof_processes":
                 scrape.processes[job] = value
     return scrape
+
+
+def scrape_of(reply: pb.LiveFiguresReply, at: float) -> Scrape:
+    """The LiveFigures reply as the counters a scrape of the same moment holds."""
+    scrape = Scrape(at)
+    for job in reply.jobs:
+        scrape.processes[job.job] = float(job.processes)
+        if job.dropped:  # as the exposition, which has a series only for what was counted
+            scrape.dropped[job.job] = float(sum(d.records for d in job.dropped))
+        for gpu in job.gpus:
+            key = (job.job, gpu.host, gpu.gpu_uuid)
+            scrape.busy_seconds[key] = gpu.busy_ns / 1e9
+            scrape.kernels[key] = float(gpu.kernels)
+            for c in gpu.copies:
+                scrape.copies[(*key, c.direction)] = float(c.copies)
+                scrape.copy_bytes[(*key, c.direction)] = float(c.bytes)
+    return scrape
+
+
+def read_live(remote: Remote, timeout: float = 5.0) -> Scrape:
+    """One LiveFigures call; ``MetricsUnavailable`` when no collector answers, the
+    call's own error (a refused token, ...) otherwise."""
+    import grpc
+
+    from tfprof.collector.service.remote import Unreachable
+    from tfprof.proto import collector_pb2 as pb
+
+    try:
+        reply = remote.stub.LiveFigures(
+            pb.LiveFiguresRequest(), metadata=remote.metadata, timeout=timeout
+        )
+    except grpc.RpcError as exc:
+        error = remote.error(exc, "top")
+        if isinstance(error, Unreachable):
+            raise MetricsUnavailable(str(error)) from None
+        raise error from None
+    return scrape_of(reply, time.monotonic())
