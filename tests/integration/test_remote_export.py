@@ -55,6 +55,7 @@ def test_export_from_elsewhere_is_the_collectors_own_export(
         env=clean_env(), capture_output=True, text=True, timeout=180,
     )  # fmt: skip
     assert job.returncode == 0, job.stderr
+    assert f"export --collector {serve.address} --job train" in job.stderr
     laptop = tmp_path / "laptop"
     laptop.mkdir()
     remote = client(laptop, "export", "--collector", serve.address, "--job", "train",

@@ -131,7 +131,7 @@ def test_remote_run_says_where_the_job_went(tmp_path: Path) -> None:
     assert run.returncode == 0, run.stderr
     assert "job remote (run " in run.stderr
     assert "0 spooled, 0 dropped" in run.stderr
-    assert "tfprof-collector export --data-dir DIR --job remote" in run.stderr
+    assert f"tfprof-collector export --collector {collector.address} --job remote" in run.stderr
     assert "tfprof-collector summary" in run.stderr
 
 
@@ -200,3 +200,54 @@ def test_command_not_found_comes_before_any_notice(tmp_path: Path) -> None:
     run = run_agent(tmp_path, "--", str(script))
     assert run.returncode == 126
     assert one_line(run) == f"tfprof: permission denied: {script}"
+
+
+def test_a_missing_script_fails_before_the_job_runs_and_writes_nothing(tmp_path: Path) -> None:
+    run = run_agent(tmp_path, "--", sys.executable, "nosuchscript.py")
+    assert run.returncode == 2
+    name = os.path.basename(sys.executable)
+    assert one_line(run) == (
+        f"tfprof: {name}: can't open file 'nosuchscript.py': no such file (nothing was started)"
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("command", "status"),
+    [
+        (["sh", "-c", f"exec {sys.executable} nosuchscript.py"], 2),
+        (["sh", "-c", "no-such-command-tfprof"], 127),
+        ([sys.executable, "-c", "import sys; sys.exit(2)"], 2),
+    ],
+)
+def test_a_job_that_failed_to_start_gets_one_line_and_no_trace(
+    tmp_path: Path, command: list[str], status: int
+) -> None:
+    run = run_agent(tmp_path, "--source", "none", "--", *command)
+    assert run.returncode == status
+    ours = [line for line in run.stderr.splitlines() if line.startswith("tfprof:")]
+    assert len(ours) == 1, run.stderr
+    assert ours[0].startswith("tfprof: the job failed to start: ")
+    assert f"exited with status {status} after " in ours[0]
+    assert list(tmp_path.iterdir()) == []  # no trace, no summary
+
+
+def test_a_short_job_that_ran_and_failed_keeps_its_summary_and_trace(tmp_path: Path) -> None:
+    run = run_agent(tmp_path, "--source", "none", "-o", "t.json", "--",
+                    sys.executable, "-c", "import sys; sys.exit(1)")  # fmt: skip
+    assert run.returncode == 1
+    assert "failed to start" not in run.stderr
+    assert "tfprof: trace written to" in run.stderr and (tmp_path / "t.json").exists()
+
+
+def test_a_remote_job_that_failed_to_start_says_so_instead_of_the_report(tmp_path: Path) -> None:
+    collector: Collector = start_collector(tmp_path / "data")
+    try:
+        run = run_agent(tmp_path, "--collector", collector.address, "--source", "none",
+                        "--spool-dir", str(tmp_path / "spool"),
+                        "--", "sh", "-c", "exit 127")  # fmt: skip
+    finally:
+        assert collector.stop() == 0
+    assert run.returncode == 127
+    ours = [line for line in run.stderr.splitlines() if line.startswith("tfprof:")]
+    assert len(ours) == 1 and "the job failed to start" in ours[0], run.stderr

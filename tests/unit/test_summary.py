@@ -145,6 +145,6 @@ def test_next_commands_name_the_real_paths() -> None:
         "tfprof: next:\n"
         "  tfprof-collector summary 'my runs/t.json.gz'\n"
         "  tfprof-collector advise 'my runs/t.json.gz'\n"
-        "  tfprof-collector merge 'my runs/t.json.gz' --format perfetto -o 'my runs/t.pftrace'\n"
+        "  tfprof-collector export 'my runs/t.json.gz' -o 'my runs/t.pftrace'\n"
     )
     assert "next:" not in short_summary([make_job()])

@@ -82,7 +82,11 @@ def build_parser() -> argparse.ArgumentParser:
             "it starts traced. The exit status, output and signals of CMD pass through "
             "unchanged. Without --collector, an embedded collector writes the trace to "
             "--output when the job ends; an --output that names an existing file replaces "
-            "it, while a default name never replaces a file (NAME-2... is used instead)."
+            "it, while a default name never replaces a file (NAME-2... is used instead). "
+            "A command that cannot run, or a Python script that does not exist, is refused "
+            "before anything starts. A job that failed to start (exit status 2, 126 or 127 "
+            "within 10 s, not one record traced) gets one line instead of the summary, and "
+            "no trace is written."
         ),
         epilog="examples:\n  tfprof-agent run --job mnist -o mnist.json.gz -- python train.py"
         "\n  tfprof-agent run --collector collector.example:50051 -- torchrun train.py"

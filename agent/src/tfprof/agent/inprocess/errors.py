@@ -29,6 +29,11 @@ class CommandNotFound(UsageError):
     exit_code = 127
 
 
+class ScriptNotFound(UsageError):
+    """The job's Python interpreter was given a script that does not exist (exit status 2,
+    as the interpreter says)."""
+
+
 class CommandNotExecutable(UsageError):
     """The job's command exists but cannot be run (exit status 126, as a shell says)."""
 

@@ -3,6 +3,15 @@
 The launcher is the job's parent. It forwards signals, returns the job's exit status
 unchanged, samples host metrics of every traced process, streams everything to a
 collector and, when none is named, runs one embedded and writes the trace at the end.
+
+A job that failed to start gets one line instead of a summary, and no trace. The rule
+(``failed_to_start``) needs all of: an exit status that by convention means the command
+could not run (2: the interpreter could not open its script, or a command-line usage
+error; 126 and 127: a shell's "not executable" and "not found"), within
+``FAILED_START_S`` of the start, and not one record traced, delivered, spooled or
+dropped by any process. Any other failure, any record, or a later exit gets the usual
+summary and trace: a short job that ran and failed (``sys.exit(1)``, an exception) is
+never reported as one that did not start.
 """
 
 from __future__ import annotations
@@ -14,6 +23,7 @@ import shutil
 import signal
 import sys
 import tempfile
+import time
 from collections.abc import Mapping, Sequence
 from types import ModuleType
 from typing import TYPE_CHECKING
@@ -25,6 +35,7 @@ from tfprof.agent.inprocess.sources.cupti import interpreter_abi, libcupti_path
 from tfprof.agent.launch import bundle
 from tfprof.agent.launch.prestart import (
     check_command,
+    check_script,
     cuda_driver_present,
     default_job_name,
     free_path,
@@ -42,6 +53,18 @@ if TYPE_CHECKING:
     from tfprof.collector.embedded import EmbeddedCollector
 
 log = logging.getLogger("tfprof.agent.launch.launcher")
+
+# Exit statuses that by convention mean the command never got to run its work: a usage
+# error or a script the interpreter cannot open (2), found but not executable (126), not
+# found (127).
+NOT_STARTED_STATUSES = frozenset({2, 126, 127})
+FAILED_START_S = 10.0  # later than this, a job ran long enough to be worth its trace
+
+
+def failed_to_start(code: int, seconds: float, records: int) -> bool:
+    """Whether a job that exited with ``code`` after ``seconds``, having traced
+    ``records`` records in all, failed to start (see the module's docstring)."""
+    return code in NOT_STARTED_STATUSES and seconds < FAILED_START_S and records == 0
 
 
 class Run:
@@ -64,6 +87,7 @@ class Run:
         # Checked in this order, before anything starts or prints: the command, then a
         # collector to talk to, then where the trace goes, then the source.
         check_command(command, environ)
+        check_script(command)
         self._embedded_type = None if cfg.collector else _embedded_collector_type()
         self.job = cfg.job or default_job_name(command)
         self.output = cfg.output or f"tfprof-{self.job}.trace.json.gz"
@@ -178,13 +202,14 @@ class Run:
         except BaseException:
             self._abort()
             raise
+        started = time.monotonic()
         forwarder = SignalForwarder(pid)
         forwarder.start()
         _, status = os.waitpid(pid, 0)
         forwarder.reaped.set()
         code = os.waitstatus_to_exitcode(status)
         try:
-            self._finish(code)
+            self._finish(code, time.monotonic() - started)
         except Exception as exc:  # the job's status matters more than our trace
             notice(f"failed to finish the trace ({type(exc).__name__}: {exc})")
             if self.embedded is not None and not self._keep_run_dir:
@@ -205,7 +230,7 @@ class Run:
             self.embedded.stop(grace=0)
         shutil.rmtree(self.run_dir, ignore_errors=True)
 
-    def _finish(self, code: int) -> None:
+    def _finish(self, code: int, seconds: float) -> None:
         # Processes deliver what they hold at exit within TFPROF_EXIT_TIMEOUT; a
         # grandchild the job left running is not waited for beyond that.
         if not self.hub.relay.wait_closed(self.cfg.exit_timeout_s + 2.0):
@@ -213,6 +238,16 @@ class Run:
         self.hub.stop()
         links = list(self.hub.relay.links)
         left = self.hub.finish_links(links, exit_code=code)
+        if failed_to_start(code, seconds, _records_seen(links)):
+            self.client.close()
+            if self.embedded is not None:
+                self.embedded.stop(grace=0)
+            notice(
+                f"the job failed to start: {os.path.basename(self.command[0])} exited with "
+                f"status {code} after {seconds:.1f} s without tracing a record; nothing "
+                "was written"
+            )
+            return
         records = sum(link.sender.spooled_records for link in left)
         if records and self.spool is not None:
             notice(
@@ -237,15 +272,14 @@ class Run:
             for link in links
         )
         spooled = sum(link.sender.spooled_records for link in left)
-        # The address is not repeated: a failure to reach it was said once already.
         notice(
             f"job {self.job} (run {self.run_id}): {delivered:,} records delivered, "
             f"{spooled:,} spooled, {dropped:,} dropped"
         )
         notice(
-            f"on the collector's host: `tfprof-collector export --data-dir DIR --job {self.job}"
-            f" -o {self.job}.trace.json.gz` writes the trace; `tfprof-collector summary "
-            f"--data-dir DIR --job {self.job}` summarises it"
+            f"`tfprof-collector export --collector {self.cfg.collector} --job {self.job} -o "
+            f"{self.job}.trace.json.gz` writes the trace here; on the collector's host, "
+            f"`tfprof-collector summary --data-dir DIR --job {self.job}` summarises it"
         )
 
     def _write_trace(self) -> None:
@@ -274,6 +308,18 @@ class Run:
             f"the records are kept in {store}: `tfprof-collector export --data-dir {store} "
             f"-o {os.path.abspath(self.output)}` writes the trace again"
         )
+
+
+def _records_seen(links: list[ProcessLink]) -> int:
+    """Records any process of the job traced: delivered, spooled or lost on the way."""
+    return sum(
+        link.sender.records_acked
+        + link.sender.spooled_records
+        + link.sender.dropped
+        + link.dropped_queue
+        + int((link.goodbye or {}).get("dropped_tracer", 0))
+        for link in links
+    )
 
 
 def _flushed_notice(records: int, streams: int) -> None:

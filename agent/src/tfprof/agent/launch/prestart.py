@@ -1,6 +1,7 @@
-"""What ``tfprof-agent run`` decides before the job starts: the command is runnable, the
-job's name, a free default trace name, the tracer source (a replay trace is checked),
-and the one-line notices the launcher prints.
+"""What ``tfprof-agent run`` decides before the job starts: the command is runnable (and,
+for a Python interpreter, its script exists), the job's name, a free default trace name,
+the tracer source (a replay trace is checked), and the one-line notices the launcher
+prints.
 
 Everything here fails as a ``UsageError`` subclass before anything is started, so a typo
 never costs a training run.
@@ -18,7 +19,7 @@ import time
 from collections.abc import Mapping, Sequence
 
 from tfprof.agent.inprocess.config import AgentConfig, validate_job_name
-from tfprof.agent.inprocess.errors import CommandNotExecutable, CommandNotFound
+from tfprof.agent.inprocess.errors import CommandNotExecutable, CommandNotFound, ScriptNotFound
 from tfprof.agent.inprocess.sources.replay import check_replay_trace
 from tfprof.agent.launch import bundle
 
@@ -68,6 +69,52 @@ def check_command(command: Sequence[str], environ: Mapping[str, str]) -> None:
     if os.sep in name and os.path.exists(name):
         raise CommandNotExecutable(f"permission denied: {name}")
     raise CommandNotFound(f"command not found: {name}")
+
+
+# CPython's options that take a value: ``-W arg``, ``-X opt``, ``--check-hash-based-pycs m``.
+_VALUE_OPTIONS = frozenset("WX")
+_LONG_VALUE_OPTIONS = frozenset({"--check-hash-based-pycs"})
+_PYTHON = re.compile(r"python[0-9.]*$")
+
+
+def python_script(command: Sequence[str]) -> str | None:
+    """The script a Python interpreter command runs (``python3 -u train.py`` ->
+    ``train.py``); None when it is not an interpreter or runs no file (``-c``, ``-m``,
+    ``-`` for stdin, ``--help``, an interactive prompt)."""
+    if not command or not _PYTHON.match(os.path.basename(command[0])):
+        return None
+    args = iter(command[1:])
+    for arg in args:
+        if arg == "--":
+            return next(args, None)
+        if arg == "-" or not arg.startswith("-"):
+            return None if arg == "-" else arg
+        if arg.startswith("--"):
+            name = arg.partition("=")[0]
+            if name in _LONG_VALUE_OPTIONS and "=" not in arg:
+                next(args, None)
+            elif name in ("--help", "--version", "--help-env", "--help-xoptions", "--help-all"):
+                return None
+            continue
+        for i, letter in enumerate(arg[1:], start=1):  # a cluster: -uB, -Werror, -c CODE
+            if letter in "cmhV?":  # code, a module, or help: no file
+                return None
+            if letter in _VALUE_OPTIONS:
+                if i == len(arg) - 1:
+                    next(args, None)  # its value is the next argument
+                break
+    return None
+
+
+def check_script(command: Sequence[str]) -> None:
+    """Fail as the interpreter would (status 2), but before anything is started, when a
+    Python command's script does not exist: nothing to trace, nothing to write."""
+    script = python_script(command)
+    if script is not None and not os.path.exists(script):
+        name = os.path.basename(command[0])
+        raise ScriptNotFound(
+            f"{name}: can't open file {script!r}: no such file (nothing was started)"
+        )
 
 
 def python_started_without_site(command: Sequence[str]) -> bool:

@@ -107,7 +107,7 @@ def _job_lines(job: JobData, top: int) -> list[str]:
 
 def _next_steps(trace: str | os.PathLike[str]) -> list[str]:
     """The commands that look further. The embedded store is deleted at job end, so they
-    read the trace file written, which ``summary``, ``advise`` and ``merge`` all take."""
+    read the trace file written, which ``summary``, ``advise`` and ``export`` all take."""
     path = os.fspath(trace)
     stem = path
     for suffix in (".json.gz", ".json"):
@@ -119,7 +119,7 @@ def _next_steps(trace: str | os.PathLike[str]) -> list[str]:
         "tfprof: next:",
         f"{INDENT}tfprof-collector summary {t}",
         f"{INDENT}tfprof-collector advise {t}",
-        f"{INDENT}tfprof-collector merge {t} --format perfetto -o {perfetto}",
+        f"{INDENT}tfprof-collector export {t} -o {perfetto}",
     ]
 
 
