@@ -32,8 +32,8 @@ Merge trace files and/or stored jobs into one timeline: Chrome JSON, Perfetto, X
 (TensorBoard/XProf) or TensorFlow StepStats, chosen by the output's suffix or --format.
 
 Inputs, in any mix: trace files (IN: our exports, Kineto and TF timelines, .pftrace,
-StepStats; each is a job of its own unless --as steps joins them) and the jobs stored in
-one or more --data-dir (--job picks some). With --collector, a running collector reads
+StepStats; successive steps of one job, or with --as jobs a job each) and the jobs
+stored in one or more --data-dir (--job picks some). With --collector, a running collector reads
 its own data dir and streams the trace to this machine (give --job, --capture, the time
 options and the output options; no IN or --data-dir then). --capture ID keeps what one
 capture window recorded: its streams, inside its window.
