@@ -4,7 +4,8 @@ Replicates a real recorded GPU trace (Kineto, shipped in tests/data/traces) to N
 with time shifted forward each copy, stores it through the collector's own
 ``StreamWriter`` in batches of 8,192 records (fsync off: the log's bytes are what is
 measured here), then compacts the stream into a lake as ``serve`` does and queries it.
-Prints figures; asserts nothing.
+The segments are also rewritten with each other Parquet codec (same row groups and
+dictionaries), for the choice of zstd in lake/fs.py. Prints figures; asserts nothing.
 
     python bench/store_bytes.py [--records 1000000] [--trace PATH]
 """
@@ -56,6 +57,22 @@ def write_log(data_dir: Path, trace: Path, records: int) -> int:
     return (writer.directory / "batches.log").stat().st_size
 
 
+def rewritten_bytes(lake_dir: Path, codec: str) -> int:
+    """Bytes of the lake's segments rewritten with ``codec`` (lake/fs.py's other options)."""
+    import pyarrow.parquet as pq
+
+    from tfprof.collector.lake.fs import ROW_GROUP_ROWS
+
+    total = 0
+    with tempfile.TemporaryDirectory() as out:
+        for i, path in enumerate(sorted(lake_dir.rglob("*.parquet"))):
+            target = Path(out) / f"{i}.parquet"
+            pq.write_table(pq.read_table(path), target, compression=codec,
+                           row_group_size=ROW_GROUP_ROWS, use_dictionary=True)  # fmt: skip
+            total += target.stat().st_size
+    return total
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=1_000_000)
@@ -86,6 +103,10 @@ def main() -> None:
         print(f"parquet segments (zstd)    {parquet_bytes:,} bytes  "
               f"{parquet_bytes / n:.2f} B/record  ({done.files} files)")  # fmt: skip
         print(f"parquet / log              {parquet_bytes / log_bytes:.3f}")
+        for codec in ("snappy", "gzip", "lz4", "none"):
+            other = rewritten_bytes(tmp / "lake", codec)
+            print(f"  same segments, {codec:<9} {other:,} bytes  {other / n:.2f} B/record  "
+                  f"(zstd: {parquet_bytes / other:.2f}x its size)")  # fmt: skip
         print(f"compaction                 {compact_s:.2f} s  {n / compact_s:,.0f} records/s")
         print(f"kernel_summary over lake   {query_s:.2f} s  "
               f"({result.column('n')[0].as_py()} kernel names)")  # fmt: skip

@@ -1,5 +1,6 @@
 """Arrow columns to numpy without pyarrow's ``to_numpy`` (``lake.arrays``), and a lake
-read for advice without pandas imported (``to_numpy`` imports it: 0.14 s a command)."""
+read for advice without pandas imported (``to_numpy`` imports it, at a cost:
+bench/results/cpu-design-choices.txt)."""
 
 from __future__ import annotations
 

@@ -369,9 +369,9 @@ def check_collector_address(raw: str, flag: str = "--collector") -> str:
 def import_numpy_without_blas_threads() -> None:
     """Import numpy with OpenBLAS on one thread (the CLI does, before anything imports
     it). No command calls BLAS, but OpenBLAS starts a thread per core when numpy is
-    imported, and each spins for ~0.1 s of CPU before it sleeps: on a 2-core machine
-    that is the core the commands' read-ahead threads want (advise over 10M records:
-    1.88 -> 1.70 s median, 0.57 -> 0.41 s in the kernel). The variable is put back, so
+    imported, and each spins on a core before it sleeps (bench/results/cpu-design-choices.txt,
+    "blas"): on a 2-core machine that is the core the commands' read-ahead threads want.
+    The variable is put back, so
     processes we start see the user's own setting; a value the user set is left alone."""
     if "numpy" in sys.modules or BLAS_THREADS_ENV in os.environ:
         return

@@ -46,7 +46,8 @@ class RecordedTrace:
     then one list per host series). Other files name none of this: ``tasks`` is empty.
     """
 
-    # A plain class, not a dataclass: dataclasses costs ~10 ms of import in the job.
+    # A plain class, not a dataclass: importing dataclasses costs the job's start-up
+    # (bench/results/cpu-design-choices.txt).
     __slots__ = (
         "columns",
         "devices",

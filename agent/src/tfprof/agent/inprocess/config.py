@@ -174,7 +174,7 @@ RANK_VARIABLES = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID")
 
 class AgentConfig(NamedTuple):
     # A NamedTuple, not a dataclass: this is imported at start-up of every traced
-    # process, and dataclasses pulls in inspect (~10 ms).
+    # process, and dataclasses pulls in inspect (bench/results/cpu-design-choices.txt).
     collector: str
     job: str
     output: str

@@ -99,8 +99,9 @@ def command_name(argv: Sequence[str]) -> str:
 
 
 def _sha256_hex(text: str) -> str:
-    # Imported on use: hashlib (OpenSSL) costs ~3 ms at every traced process's start-up,
-    # and most processes never hash (a launcher names the job and run).
+    # Imported on use: hashlib (OpenSSL) would cost every traced process's start-up
+    # (bench/results/cpu-design-choices.txt), and most processes never hash (a launcher
+    # names the job and run).
     import hashlib
 
     return hashlib.sha256(text.encode()).hexdigest()

@@ -58,10 +58,8 @@ HOST_RULES = frozenset(
 # findings): released before the host side is read (a quarter of the GPU table).
 GPU_RULES_ONLY = ("bytes", "copy_kind", "src_kind", "dst_kind", "sync_type")
 # GPU records up to which the GPU rules run while the host side is read: their
-# intermediates and the host pass's batches are then held at once. At 10M stored records
-# (1.7M GPU records) advise took 1.67 s against 1.91 (medians of eight, alternating) and
-# peaked at 525 MiB against 478 (~30 B more per GPU record). At 100M (16.6M GPU
-# records), where the bound is memory, they run one after the other.
+# intermediates and the host pass's batches are then held at once, which saves time for a
+# little more memory. Above it, where the bound is memory, they run one after the other.
 CONCURRENT_GPU_ROWS = 1 << 22
 
 

@@ -51,8 +51,8 @@ class HostEvidence(Protocol):
 
 # The rules (by NAME) that read each of Context's cached pieces, directly or through
 # another piece: ``release`` drops a piece once none of the rules still to run reads it,
-# so the GPU rules' unions are not all held to the end (at 100M stored records:
-# kernels_by_gpu ~0.2 GB, gpu_busy ~0.4 GB). A piece asked for after its release is
+# so the GPU rules' unions, the largest pieces at scale, are not all held to the end. A
+# piece asked for after its release is
 # computed again: a reader missing here costs time, never a wrong finding.
 READERS: dict[str, frozenset[str]] = {
     "kernels_by_gpu": frozenset({"gpu-idle", "copy-overlap"}),

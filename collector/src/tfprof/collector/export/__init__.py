@@ -29,7 +29,9 @@ from tfprof.collector.export.chrome import ChromeReporter
 from tfprof.collector.export.output import BinaryOutput
 from tfprof.collector.timeline.model import PartedTimeline, Timeline
 
-GZIP_LEVEL = 3  # measured: twice as fast as 4 for 2% more bytes; json shrinks ~9x either way
+# About level 1's speed for fewer bytes; 4 and up save some more bytes for more time
+# (bench/results/cpu-design-choices.txt, "gzip").
+GZIP_LEVEL = 3
 # chrome://tracing cannot load JSON past ~256 MiB (V8's string limit) and the Perfetto
 # UI slows to a crawl well before; Perfetto's protobuf format has no such limit.
 CHROME_JSON_WARN_BYTES = 250 * 1000 * 1000

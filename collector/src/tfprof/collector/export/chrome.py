@@ -15,8 +15,8 @@ process and thread names, its slices, its launch flows, its counters.
 
 Slices, the bulk of any trace, are written a block at a time as rows of a byte matrix
 (``chrome_rows``): numbers formatted a column at a time, no dict or string per event;
-the few metadata and counter events are dicts serialised with orjson. A million
-slices take a fraction of a second, tens of times less than tf.timeline (bench/).
+the few metadata and counter events are dicts serialised with orjson. Against
+tf.timeline on the same events: bench/export_vs_tf_timeline.py, bench/results/cpu-export.txt.
 
 Launch flows (``Timeline.flows``) are flow events after the slices, built the same way:
 ``"ph":"s"`` on the API call's thread at its start, ``"ph":"f","bp":"e"`` on the GPU

@@ -148,7 +148,8 @@ def table_piece(table: np.ndarray, index: np.ndarray) -> Piece:
         return bytes(table[index[0]]).rstrip(b" ")
 
     def fill(out: np.ndarray) -> None:
-        out[:] = np.take(table, index, axis=0)  # a row take: far faster than table[index]
+        # A row take: faster than table[index] (bench/results/cpu-design-choices.txt).
+        out[:] = np.take(table, index, axis=0)
 
     return Slot(table.shape[1], fill)
 

@@ -79,9 +79,9 @@ from tfprof.collector.timeline.model import (
 from tfprof.core.slice_args import BY_KIND, OTHER_CATEGORY, SLICE_CATEGORIES
 
 NAMES_PER_PACKET = 4096
-# Slices encoded at once. Fewer, larger blocks (about 7 MB of packets each) spend less
-# per block in Python: at 2**16 a million records were written in ~0.25 s against ~0.31 s
-# at 2**14, holding 18 MiB while writing against 5 (bench/export_formats.py).
+# Slices encoded at once. Fewer, larger blocks spend less per block in Python and hold
+# more while writing; 2**16 was the better trade (bench/export_formats.py and
+# bench/perfetto_stages.py, bench/results/cpu-export.txt: "Stop 19").
 CHUNK_SLICES = 1 << 16
 WIDE_FLOWS = 8  # a call starting more flows than this is encoded on its own
 _COMPRESSED_PACKET = tag(1, LEN)  # Trace.packet holding only TracePacket.compressed_packets
@@ -99,7 +99,8 @@ CATEGORY_NAMES: tuple[str, ...] = (*dict.fromkeys(SLICE_CATEGORIES.values()), OT
 
 def pick_deflate() -> Callable[[bytes | memoryview], bytes]:
     """Data to a zlib stream (what ``compressed_packets`` holds) at the fastest level:
-    ISA-L's, measured four times zlib's speed for the same size, else zlib's."""
+    ISA-L's, several times zlib's speed at about the same size (bench/perfetto_stages.py,
+    bench/results/cpu-export.txt), else zlib's."""
     try:
         from isal import isal_zlib
     except ImportError:  # a platform without its wheel

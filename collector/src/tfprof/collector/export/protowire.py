@@ -258,7 +258,8 @@ def encoded_rows(pieces: Sequence[Piece], rows: int) -> memoryview:
     if keep is None:
         return matrix.reshape(-1).data
     # A flat mask whose dropped bytes come in runs (varint tails, an absent kind's
-    # stretch): numpy copies the kept runs whole, faster than np.compress (measured).
+    # stretch): numpy copies the kept runs whole, faster than np.compress
+    # (bench/results/cpu-design-choices.txt, "mask").
     kept_bytes: np.ndarray = matrix.reshape(-1)[keep.reshape(-1)]
     return kept_bytes.data
 

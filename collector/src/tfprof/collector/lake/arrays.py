@@ -1,7 +1,7 @@
 """Arrow columns of numbers as numpy arrays, without pyarrow's ``to_numpy``: that imports
-pandas wherever pandas is installed (as it is with HTA, and in most ML environments),
-0.14 s of every ``summary``, ``advise`` and ``export`` on this project's machine, for
-nothing a column of numbers needs."""
+pandas wherever pandas is installed (as it is with HTA, and in most ML environments):
+time added to every ``summary``, ``advise`` and ``export`` for nothing a column of
+numbers needs (bench/results/cpu-design-choices.txt, "to_numpy")."""
 
 from __future__ import annotations
 

@@ -29,8 +29,9 @@ from tfprof.collector.errors import InvalidArgument, NotFound
 from tfprof.collector.store.files import fsync_dir
 
 SUFFIX = ".parquet"
-# zstd at its default level: 2-3x smaller than snappy on these columns, and every engine
-# we document (DuckDB, Spark 3+, Trino) reads it.
+# zstd at its default level: smaller than snappy on these columns (bench/store_bytes.py,
+# bench/results/cpu-store-bytes.txt), and every engine we document (DuckDB, Spark 3+,
+# Trino) reads it.
 COMPRESSION = "zstd"
 ROW_GROUP_ROWS = 1 << 20
 

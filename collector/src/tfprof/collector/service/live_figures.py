@@ -13,9 +13,9 @@ later record that starts before that end counts only beyond it (records of a str
 arrive in time order, so this loses nothing in practice). Record times are durations on
 one host's clock, so no clock mapping is needed.
 
-Cost per batch is a few numpy passes over its columns, every CUDA stream at once (about
-50 ns a record, bench/live_metrics.py); Python loops run per stream or GPU, never per
-record.
+Cost per batch is a few numpy passes over its columns, every CUDA stream at once
+(bench/live_metrics.py, bench/results/cpu-live-metrics.txt); Python loops run per stream
+or GPU, never per record.
 
 Label cardinality is bounded: a job whose last process closed is forgotten ``retain_s``
 after (long enough for scrapes to see its final figures); at most ``max_jobs`` jobs

@@ -82,7 +82,7 @@ class Loaded:
 def _no_cycle_collection() -> Iterator[None]:
     """Reading a trace makes millions of acyclic objects, some kept until the end (a TF
     timeline's GPU events wait for their twins): the cycle collector would walk them
-    again and again (a fifth of a 1M-event import) and free nothing. Paused, then
+    again and again and free nothing. Paused, then
     restored, in this process only (the CLI's, not a traced job's)."""
     collecting = gc.isenabled()
     gc.disable()

@@ -1,10 +1,11 @@
 """Appending one stream's batches to its directory, durably and without duplicates.
 
 Durability: a batch is written, flushed and (with ``fsync``, the default) fdatasync'ed
-before ``append`` returns, and the ack goes out only after that. fdatasync costs
-0.1-0.3 ms per 4-64 KiB batch on this project's ext4 VMs (about 2 ms per MiB), small
-next to parsing the batch, and is what makes "acknowledged" survive a host crash, not
-just a collector crash; ``--fsync false`` turns it off for scratch collectors.
+before ``append`` returns, and the ack goes out only after that. fdatasync adds up
+to a few milliseconds per batch on the disks we measured (``bench/design_choices.py --only
+fdatasync --dir DATA_DIR``; bench/results/cpu-design-choices.txt), and is what makes
+"acknowledged" survive a host crash, not just a collector crash; ``--fsync false`` turns
+it off for scratch collectors.
 
 A batch whose sequence number is already stored is ignored, so replays after reconnects
 never duplicate records. One ``StreamWriter`` per stream directory is shared by every

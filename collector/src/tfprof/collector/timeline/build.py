@@ -443,8 +443,8 @@ def _split_by_stream(
     job: str, task: str, device: np.ndarray, stream: np.ndarray
 ) -> Iterator[tuple[TrackKey, np.ndarray]]:
     """The rows of each (device, stream), by device then stream. The usual small
-    ordinals make one key of at most 16 bits, which numpy sorts by radix (~5x faster
-    than a 64-bit key's merge sort)."""
+    ordinals make one key of at most 16 bits, which numpy sorts by radix, faster than a
+    64-bit key's merge sort (bench/results/cpu-design-choices.txt, "sort")."""
     if device.shape[0] == 0:
         return
     streams = int(stream.max()) + 1

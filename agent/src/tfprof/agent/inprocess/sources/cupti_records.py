@@ -6,10 +6,11 @@ ActivityMemcpy7, ActivityMemset5, ActivityDevice6, ActivityContext4,
 ActivitySynchronization2, and for the host side ActivityAPI (runtime and driver calls),
 ActivityMarker2 (NVTX) and ActivityMemory4 (MEMORY2); records are matched by class,
 never assumed). Reading fields
-through Python attributes costs 3-5 us per record, so the converter copies the raw C
+through Python attributes costs several times what decoding the structs does
+(bench/hook_cost.py, bench/results/cpu-host-side.txt), so the converter copies the raw C
 structs instead (each object's ``.ptr`` is the address of its own copy of the struct)
-and decodes whole groups at once with cupti-python's numpy dtypes (``cupti_layouts``):
-well under a microsecond per record. Records of a class without a usable dtype (a
+and decodes whole groups at once with cupti-python's numpy dtypes (``cupti_layouts``).
+Records of a class without a usable dtype (a
 future struct version) still go through attribute reads, so a cupti-python upgrade
 costs speed, not data.
 

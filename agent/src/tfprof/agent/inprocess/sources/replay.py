@@ -58,8 +58,9 @@ _numpy_module: Any = False  # False: not looked for yet; None: not installed
 
 
 def _numpy() -> Any:
-    """numpy if installed, imported on first use (~100 ms) by the replay thread, not at
-    import time: this module loads inside the user's process at start-up."""
+    """numpy if installed, imported on first use by the replay thread, not at import
+    time: this module loads inside the user's process at start-up, and numpy's import is
+    the slowest of ours (bench/results/cpu-design-choices.txt)."""
     global _numpy_module
     if _numpy_module is False:
         try:
