@@ -32,9 +32,11 @@ TOKEN = "export-token-3"
 
 @pytest.fixture(autouse=True)
 def own_log_handlers() -> Iterator[None]:
-    """main() adds a stderr handler to the tfprof logger; capsys closes that stream."""
+    """main() adds a stderr handler to the tfprof logger (when it has none); capsys closes
+    that stream after each test."""
     logger = logging.getLogger("tfprof")
     before = list(logger.handlers)
+    logger.handlers[:] = []  # one an earlier test left may write to a closed capture
     yield
     logger.handlers[:] = before
 
@@ -124,7 +126,11 @@ def test_errors_are_one_line_and_leave_no_file(
     assert main(["export", "--collector", collector.address, "--window", "oops",
                  "-o", "x.json"]) == 2  # fmt: skip
     # (The in-process collector logs its side of each refusal to the same stderr.)
-    err = [ln for ln in capsys.readouterr().err.splitlines() if "rejected call" not in ln]
+    err = [
+        ln
+        for ln in capsys.readouterr().err.splitlines()
+        if ln.startswith("tfprof-collector: ") and "rejected call" not in ln
+    ]
     assert len(err) == 3
     assert "no such job" in err[0] and "no capture cap-none" in err[1] and "oops" in err[2]
     assert list(elsewhere.iterdir()) == []

@@ -32,6 +32,7 @@ TOKEN = "top-token-5"
 def own_log_handlers() -> Iterator[None]:
     logger = logging.getLogger("tfprof")
     before = list(logger.handlers)
+    logger.handlers[:] = []  # one an earlier test left may write to a closed capture
     yield
     logger.handlers[:] = before
 

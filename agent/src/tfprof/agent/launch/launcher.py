@@ -276,8 +276,10 @@ class Run:
             f"job {self.job} (run {self.run_id}): {delivered:,} records delivered, "
             f"{spooled:,} spooled, {dropped:,} dropped"
         )
+        # A failure to reach the collector was said once already, with its address.
+        where = "HOST:PORT" if self._warned_collector else self.cfg.collector
         notice(
-            f"`tfprof-collector export --collector {self.cfg.collector} --job {self.job} -o "
+            f"`tfprof-collector export --collector {where} --job {self.job} -o "
             f"{self.job}.trace.json.gz` writes the trace here; on the collector's host, "
             f"`tfprof-collector summary --data-dir DIR --job {self.job}` summarises it"
         )

@@ -89,9 +89,12 @@ async def exported(data_dir: str, request: pb.ExportRequest) -> AsyncIterator[pb
         os.close(result_write)
     try:
         assert proc.stdin is not None and proc.stdout is not None
-        proc.stdin.write(request.SerializeToString())
-        await proc.stdin.drain()
-        proc.stdin.close()
+        try:
+            proc.stdin.write(request.SerializeToString())
+            await proc.stdin.drain()
+            proc.stdin.close()
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the child died before reading: its status says so below
         while True:
             try:
                 data = await proc.stdout.readexactly(CHUNK_BYTES)
