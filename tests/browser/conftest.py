@@ -25,7 +25,9 @@ def traces(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return make_traces(tmp_path_factory.mktemp("viewer-traces"))
 
 
-@pytest.fixture(scope="session")
+# Package scope, not session: sync Playwright keeps its event loop running while it is
+# open, and later tests of the session that call asyncio.run() must not find one.
+@pytest.fixture(scope="package")
 def browser(request: pytest.FixtureRequest) -> Iterator[Browser]:
     """Headless Chromium with the Perfetto UI served beside the traces (made only once
     the browser is known to be there)."""
