@@ -61,6 +61,9 @@ COLUMNS: tuple[str, ...] = (
     "address",  # MEMORY: device address of the block
     "memory_op",  # MEMORY: CUpti_ActivityMemoryOperationType (1 allocation, 2 release)
     "category",  # API: 1 runtime, 2 driver; MARKER: string-table index of its domain
+    # KERNEL, MARKER: string-table index of the collective it runs or issued (Kineto's
+    # collective args as canonical JSON, tfprof.core.collectives); 0 = none.
+    "collective",
 )
 COLUMN_INDEX = {name: i for i, name in enumerate(COLUMNS)}
 NUM_COLUMNS = len(COLUMNS)
@@ -294,6 +297,7 @@ class RecordTable:
                 0,
                 0,
                 category,
+                0,
             )
         )  # fmt: skip
 
@@ -306,9 +310,11 @@ class RecordTable:
         name: int,
         category: int = 0,
         external_id: int = 0,
+        collective: int = 0,
     ) -> None:
         """A host range (NVTX, framework op); ``category`` is the string-table index of
-        its domain, ``external_id`` its range id. An instant has ``end_ns == start_ns``."""
+        its domain, ``external_id`` its range id, ``collective`` that of the collective's
+        arguments it issued. An instant has ``end_ns == start_ns``."""
         self.append(
             (
                 RecordKind.MARKER,
@@ -327,6 +333,7 @@ class RecordTable:
                 0,
                 0,
                 category,
+                collective,
             )
         )  # fmt: skip
 
@@ -369,6 +376,7 @@ class RecordTable:
                 0,
                 address,
                 memory_op,
+                0,
                 0,
             )
         )  # fmt: skip

@@ -268,6 +268,7 @@ class Records(_message.Message):
     ADDRESS_FIELD_NUMBER: _builtins.int
     MEMORY_OP_FIELD_NUMBER: _builtins.int
     CATEGORY_FIELD_NUMBER: _builtins.int
+    COLLECTIVE_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def kind(self) -> _containers.RepeatedScalarFieldContainer[Global___RecordKind.ValueType]: ...
     @_builtins.property
@@ -354,6 +355,12 @@ class Records(_message.Message):
     def category(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
         """API: 1 runtime, 2 driver; MARKER: string index of its domain"""
 
+    @_builtins.property
+    def collective(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """KERNEL, MARKER: string index of the collective's arguments (canonical JSON of Kineto's
+        collective args: tfprof.core.collectives); 0 = none.
+        """
+
     def __init__(
         self,
         *,
@@ -387,10 +394,11 @@ class Records(_message.Message):
         address: _abc.Iterable[_builtins.int] | None = ...,
         memory_op: _abc.Iterable[_builtins.int] | None = ...,
         category: _abc.Iterable[_builtins.int] | None = ...,
+        collective: _abc.Iterable[_builtins.int] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["address", b"address", "block_x", b"block_x", "block_y", b"block_y", "block_z", b"block_z", "bytes", b"bytes", "category", b"category", "cbid", b"cbid", "context", b"context", "copy_kind", b"copy_kind", "correlation", b"correlation", "device", b"device", "dst_device", b"dst_device", "dst_kind", b"dst_kind", "duration_ns", b"duration_ns", "dynamic_smem", b"dynamic_smem", "external_id", b"external_id", "grid_x", b"grid_x", "grid_y", b"grid_y", "grid_z", b"grid_z", "kind", b"kind", "memory_op", b"memory_op", "name", b"name", "registers", b"registers", "return_value", b"return_value", "src_kind", b"src_kind", "start_ns", b"start_ns", "static_smem", b"static_smem", "stream", b"stream", "sync_type", b"sync_type", "thread", b"thread"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["address", b"address", "block_x", b"block_x", "block_y", b"block_y", "block_z", b"block_z", "bytes", b"bytes", "category", b"category", "cbid", b"cbid", "collective", b"collective", "context", b"context", "copy_kind", b"copy_kind", "correlation", b"correlation", "device", b"device", "dst_device", b"dst_device", "dst_kind", b"dst_kind", "duration_ns", b"duration_ns", "dynamic_smem", b"dynamic_smem", "external_id", b"external_id", "grid_x", b"grid_x", "grid_y", b"grid_y", "grid_z", b"grid_z", "kind", b"kind", "memory_op", b"memory_op", "name", b"name", "registers", b"registers", "return_value", b"return_value", "src_kind", b"src_kind", "start_ns", b"start_ns", "static_smem", b"static_smem", "stream", b"stream", "sync_type", b"sync_type", "thread", b"thread"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

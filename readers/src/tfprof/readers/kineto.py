@@ -15,6 +15,10 @@ The host side (``kineto_host``) goes through the same columns: ``cuda_runtime`` 
 ``gpu_user_annotation`` ranges (on a GPU stream) MARKER records, ``[memory]`` instants
 of CUDA memory MEMORY records, and ``ac2g`` flow events are checked against the
 correlation links they draw. Every record keeps Kineto's ``External id``.
+
+Kernels and host ranges (``record_param_comms``) that carry Kineto's collective args keep
+them in the ``collective`` column (``tfprof.core.collectives``). The file's
+``distributedInfo`` gives the trace its rank and world size.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from collections.abc import Iterable
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from tfprof.core import collectives
 from tfprof.core.cupti_labels import COPY_KINDS, MEMORY_KINDS, SYNC_TYPES
 from tfprof.core.records import SYNC_NO_STREAM, DeviceInfo, RecordKind
 from tfprof.core.slice_args import ArgType, SliceArg, args_of, parse_value
@@ -110,6 +115,7 @@ class KinetoReader:
         names, ns, order = out.names, out.ns, out.order.append
         api, ranges = host.api, host.ranges
         add_api, add_range = api.values.extend, ranges.values.extend
+        comm_ranges, collective = host.comm_ranges, collectives.NAME_KEY
         api_id, range_id = api.id, ranges.id
         flow_start, flow_finish = host.flow_starts.add, host.flow_finishes.add
         add_host, metadata = host.add, self.metadata.append
@@ -174,12 +180,26 @@ class KinetoReader:
                 kind_index = names.get(category)
                 if kind_index is None:
                     kind_index = names[category] = len(names)
+                if collective in args:  # record_param_comms: the collective it issued
+                    comm = collectives.from_kineto(args)
+                    if comm is not None:
+                        comm_ranges.values.extend(
+                            (start, duration, tid, index, kind_index, external, out.name(comm))
+                        )
+                        order(comm_ranges.id)
+                        continue
                 add_range((start, duration, tid, index, kind_index, external))
                 order(range_id)
 
     def finish(self, meta: dict[str, Any]) -> None:
-        """After the last event: flows checked, devices described from ``meta``."""
+        """After the last event: flows checked, devices described and the rank read
+        from ``meta``."""
         self.host.check_flows()
+        info = meta.get("distributedInfo")
+        if isinstance(info, dict):
+            rank = non_negative(info.get("rank"), -1)
+            self.out.rank = rank if rank >= 0 else None
+            self.out.world_size = non_negative(info.get("world_size"))
         properties = meta.get("deviceProperties")
         for prop in properties if isinstance(properties, list) else []:
             if isinstance(prop, dict):
@@ -222,6 +242,9 @@ class KinetoReader:
         name = event_name(e)
         values[layout.name] = out.name(name)
         values[layout.external_id] = external_id(args)
+        if layout.collective >= 0:
+            comm = collectives.from_kineto(args)
+            values[layout.collective] = out.name(comm) if comm is not None else 0
         if kind != RecordKind.KERNEL:
             values[layout.bytes] = _bytes(args, out.ns(e, "dur"))
         if kind == RecordKind.MEMCPY:
@@ -296,11 +319,12 @@ class _GpuLayout:
 
     The columns are those the slice-arg table reads from these args (a later arg of the
     table overrides an earlier one, as ``arg_columns`` does), then device, stream, name,
-    external id, and bytes and the copy or memory kinds; any not set stay 0.
+    external id, the collective (kernels with collective args), and bytes and the copy or
+    memory kinds; any not set stay 0.
     """
 
-    __slots__ = ("bytes", "device", "external_id", "fields", "labels", "name", "records",
-                 "stream", "width")  # fmt: skip
+    __slots__ = ("bytes", "collective", "device", "external_id", "fields", "labels", "name",
+                 "records", "stream", "width")  # fmt: skip
 
     def __init__(self, out: TraceBuilder, kind: RecordKind, args: dict[str, Any]) -> None:
         plan = arg_plan(args, args_of(kind))
@@ -310,6 +334,8 @@ class _GpuLayout:
         extra = ["device", "stream", "name", "external_id"]
         if kind != RecordKind.KERNEL:
             extra.append("bytes")
+        elif collectives.NAME_KEY in args:
+            extra.append("collective")
         label_columns = {
             RecordKind.MEMCPY: ("copy_kind", "src_kind", "dst_kind"),
             RecordKind.MEMSET: ("src_kind",),
@@ -323,6 +349,7 @@ class _GpuLayout:
         self.width = len(columns)
         self.device, self.stream, self.name = at["device"], at["stream"], at["name"]
         self.external_id, self.bytes = at["external_id"], at.get("bytes", -1)
+        self.collective = at.get("collective", -1)
         self.labels = tuple(at[c] for c in label_columns)
         self.records = out.layout(kind, *columns)
 

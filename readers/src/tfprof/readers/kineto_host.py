@@ -3,7 +3,7 @@
 - ``cuda_runtime`` / ``cuda_driver`` complete events: API records on their thread
   (``tid``) with ``correlation``, ``cbid`` and ``category`` 1 (runtime) or 2 (driver);
 - ``cpu_op`` / ``user_annotation`` ranges: MARKER records on their thread, ``category``
-  the interned Kineto category;
+  the interned Kineto category (``collective`` set on those with collective args);
 - ``gpu_user_annotation`` ranges: MARKER records on a GPU stream (thread 0, ``device``
   and ``stream`` from ``pid``/``tid`` as Kineto writes them);
 - ``[memory]`` instants of CUDA memory (``Device Type`` 1): MEMORY records, an
@@ -55,6 +55,10 @@ class HostSide:
             RecordKind.API, "thread", "correlation", "cbid", "name", "category", "external_id"
         )
         self.ranges = out.layout(RecordKind.MARKER, "thread", "name", "category", "external_id")
+        # Ranges with collective args (record_param_comms): the collective they issued.
+        self.comm_ranges = out.layout(
+            RecordKind.MARKER, "thread", "name", "category", "external_id", "collective"
+        )
         self.gpu_ranges = out.layout(
             RecordKind.MARKER, "device", "stream", "name", "category", "external_id"
         )

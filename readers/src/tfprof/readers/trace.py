@@ -44,6 +44,9 @@ class RecordedTrace:
     its own, so that one process can replay it), and ``host_samples`` each task's host
     readings (``"time_ns"`` on the records' clock, start 0 being the first record's,
     then one list per host series). Other files name none of this: ``tasks`` is empty.
+
+    A file of one rank of a distributed job (Kineto's ``distributedInfo``) says which:
+    ``rank`` (None when the file does not say) of ``world_size`` ranks (0: not said).
     """
 
     # A plain class, not a dataclass: importing dataclasses costs the job's start-up
@@ -58,8 +61,10 @@ class RecordedTrace:
         "names",
         "origin_ns",
         "path",
+        "rank",
         "task_index",
         "tasks",
+        "world_size",
     )
 
     def __init__(
@@ -88,6 +93,8 @@ class RecordedTrace:
         self.task_index: array.array[int] | None = None
         self.gpu_of: dict[int, int] = {}
         self.host_samples: dict[int, dict[str, list[float]]] = {}
+        self.rank: int | None = None
+        self.world_size = 0
 
     def __repr__(self) -> str:
         return f"RecordedTrace({self.path!r}, {self.format!r}, {len(self)} records)"
@@ -176,6 +183,9 @@ class TraceBuilder:
         self.task_of = array.array("q")
         self.gpu_of: dict[int, int] = {}
         self.samples: dict[int, dict[str, list[tuple[int, float]]]] = {}
+        # The rank the file says it holds (Kineto's distributedInfo), and of how many.
+        self.rank: int | None = None
+        self.world_size = 0
         self._layouts: list[Layout] = []
         self._by_columns: dict[tuple[int, tuple[str, ...]], Layout] = {}
 
@@ -273,6 +283,7 @@ class TraceBuilder:
         trace = RecordedTrace(
             self.path, fmt, names, devices, columns, origin, dict(self.flow_stats)
         )
+        trace.rank, trace.world_size = self.rank, self.world_size
         if self.tasks:
             trace.tasks = sorted(self.tasks, key=self.tasks.__getitem__)
             trace.task_index = task_index

@@ -32,9 +32,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--as",
         dest="as_",
         choices=("steps", "tasks"),
-        default="steps",
-        help="steps: the files are successive steps of one process, on one set of tracks "
-        "(default); tasks: each file is its own task (process) of the job",
+        default=None,
+        help="steps: the files are successive steps of one process, on one set of tracks; "
+        "tasks: each file is its own task (process) of the job. Default: files that each "
+        "name their rank (Kineto's distributedInfo) are the ranks of the job, each stored "
+        "as the task of its rank on one timeline; other files are steps",
     )
     p.add_argument("--shift", default="auto", metavar="MODE", help=SHIFT_HELP)
     p.set_defaults(func=run)
@@ -47,7 +49,11 @@ def run(args: argparse.Namespace) -> int:
 
     with progress(f"importing {len(args.files)} file(s) into {args.data_dir}"):
         run_id, records = import_files(
-            Store(args.data_dir), args.files, args.job, args.as_ == "steps", args.shift
+            Store(args.data_dir),
+            args.files,
+            args.job,
+            None if args.as_ is None else args.as_ == "steps",
+            args.shift,
         )
     print(
         f"imported {len(args.files)} file(s) as job {args.job} run {run_id}: {records:,} records",

@@ -17,6 +17,7 @@ import pyarrow as pa
 from google.protobuf.message import DecodeError
 
 from tfprof.collector.jobdata import HOST_COLUMNS, RECORD_COLUMNS
+from tfprof.collector.lake.collective_columns import expand
 from tfprof.collector.lake.logstate import LogNotes, notes_of
 from tfprof.collector.lake.schema import (
     DEVICES,
@@ -172,7 +173,9 @@ class StreamCursor:
 
     def _table(self, table: Table, cols: dict[str, np.ndarray]) -> pa.Table:
         n = len(next(iter(cols.values())))
-        arrays = [self._array(c, cols, n) for c in table.columns]
+        expanded = [c for c in table.columns if c.expands]
+        fields = expand(cols["collective"], self.strings, expanded) if expanded else {}
+        arrays = [fields[c.name] if c.expands else self._array(c, cols, n) for c in table.columns]
         return pa.Table.from_arrays(arrays, schema=table.schema)
 
     def _array(self, column: Column, cols: dict[str, np.ndarray], n: int) -> pa.Array:

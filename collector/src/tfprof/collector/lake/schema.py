@@ -11,6 +11,10 @@ memsets and syncs carry ``name`` and every GPU table ``external_id`` (imported t
 name copies by their TF node, and Kineto gives GPU work the op's External id): files
 written before they were added read them as null.
 
+Kernels and markers carry the collective a record ran or issued (Kineto's collective
+args): one record column, ``collective``, expanded into the nullable ``collective`` and
+``coll_*`` columns (``COLLECTIVE``); null on every record that names none.
+
 Every table is hive-partitioned by ``job`` and ``run`` (strings), which live in the
 path, not in the files: ``<lake>/<table>/job=<job>/run=<run>/<segment>.parquet``.
 """
@@ -21,6 +25,8 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
+from tfprof.core.collectives import FIELDS as COLLECTIVE_FIELDS
+from tfprof.core.collectives import lake_column
 from tfprof.core.records import RecordKind
 
 NAME = pa.dictionary(pa.int32(), pa.string())
@@ -36,10 +42,13 @@ class Column:
     unit: str  # for the lake reference's column list (scripts/gen_reference.py)
     doc: str
     source: str = ""  # the record column it comes from, when not its own name
+    # The record column it is one field of (``collective``: several lake columns from
+    # one record column); such a column is no record column's lake name.
+    expands: str = ""
 
     @property
     def record_column(self) -> str:
-        return self.source or self.name
+        return self.name if self.expands else self.source or self.name
 
 
 @dataclass(frozen=True)
@@ -84,6 +93,26 @@ THREAD = _c("thread", pa.int64(), "", "OS thread id of the host thread")
 EXTERNAL = _c("external_id", pa.int64(), "", "framework correlation (Kineto External id); 0 none")
 NAME_COL = _c("name", NAME, "", "name from the stream's string table")
 
+# The collective's arguments (tfprof.core.collectives), as Kineto names them.
+_COLLECTIVE_TYPES = {"str": NAME, "int": pa.int64(), "ranks": pa.list_(pa.int32())}
+_COLLECTIVE_DOCS = {
+    "collective": ("", "collective (Kineto 'Collective name': allreduce, broadcast, "
+                   "all_to_all...); null: none"),
+    "in_nelems": ("elements", "input message elements ('In msg nelems')"),
+    "out_nelems": ("elements", "output message elements ('Out msg nelems')"),
+    "group_size": ("ranks", "ranks in the process group ('Group size')"),
+    "dtype": ("", "element type ('dtype': Float, Half, BFloat16...)"),
+    "pg_name": ("", "process group name ('Process Group Name')"),
+    "pg_desc": ("", "process group description ('Process Group Description')"),
+    "pg_ranks": ("", "global ranks of the process group ('Process Group Ranks')"),
+    "seq": ("", "the call's sequence number in its process group ('Seq', newer Kineto)"),
+}  # fmt: skip
+COLLECTIVE = tuple(
+    Column(lake_column(f.key), _COLLECTIVE_TYPES[f.kind], *_COLLECTIVE_DOCS[f.key],
+           expands="collective")
+    for f in COLLECTIVE_FIELDS
+)  # fmt: skip
+
 RECORD_TABLES: dict[RecordKind, Table] = {
     RecordKind.KERNEL: Table("kernels", "GPU kernels", (
         *IDENTITY, *TIMES, DEVICE, CONTEXT, STREAM, CORRELATION, NAME_COL,
@@ -96,7 +125,7 @@ RECORD_TABLES: dict[RecordKind, Table] = {
         _c("registers", pa.uint16(), "per thread", "registers per thread"),
         _c("static_smem", pa.uint32(), "bytes", "static shared memory per block"),
         _c("dynamic_smem", pa.uint32(), "bytes", "dynamic shared memory per block"),
-        EXTERNAL,
+        EXTERNAL, *COLLECTIVE,
     )),
     RecordKind.MEMCPY: Table("copies", "memory copies", (
         *IDENTITY, *TIMES, DEVICE, CONTEXT, STREAM, CORRELATION, BYTES,
@@ -128,6 +157,7 @@ RECORD_TABLES: dict[RecordKind, Table] = {
     RecordKind.MARKER: Table("markers", "host ranges: NVTX, framework ops, annotations", (
         *IDENTITY, *TIMES, THREAD, NAME_COL, EXTERNAL,
         _c("domain", NAME, "", "NVTX domain or framework category", source="category"),
+        *COLLECTIVE,
     )),
     RecordKind.MEMORY: Table("memory", "device allocations and frees (CUPTI MEMORY2)", (
         *IDENTITY, *TIMES, DEVICE, CONTEXT, STREAM, BYTES,

@@ -22,6 +22,12 @@ A file that says whose records it holds (tfprof's own exports: ``RecordedTrace.t
 keeps that identity through ``merge``: one stream per (job, task) it names, with that
 task's records, GPU ordinals and host samples, in a job of that name. Other formats
 (TF timeline, Kineto) name no job: each is one stream, its job named after the file.
+
+Files that each name their rank (Kineto's ``distributedInfo``: one file per rank of a
+distributed job) are the ranks of one job run: by default (``as_steps=None``) each is
+stored as the task of its rank, all on one timeline (a rank's clock is its own, so ranks
+that ran together overlap and stay as recorded); files of one rank are its successive
+steps. Files that do not all name a rank are steps of one process, as before.
 """
 
 from __future__ import annotations
@@ -63,11 +69,21 @@ BATCH_RECORDS = 1 << 16
 class Loaded:
     path: str
     trace: RecordedTrace
+    ranked: bool = False  # stored as the task of its rank (``ranked_files``)
 
     @property
     def identity(self) -> frozenset[tuple[str, str]] | None:
         """The (job, task) pairs the file names, None for a file that names none."""
-        return frozenset(self.trace.tasks) if self.trace.tasks else None
+        if self.trace.tasks:
+            return frozenset(self.trace.tasks)
+        if self.ranked:
+            return frozenset({("", self.task)})
+        return None
+
+    @property
+    def task(self) -> str:
+        """The task a ranked file is stored as: its rank."""
+        return str(self.trace.rank)
 
     @property
     def start(self) -> int:
@@ -76,6 +92,15 @@ class Loaded:
     @property
     def end(self) -> int:
         return self.trace.origin_ns + self.trace.span_ns
+
+
+def ranked_files(files: Sequence[Loaded]) -> bool:
+    """Whether ``files`` are ranks of a distributed job: every one names its rank (and
+    none names its own tasks); marks them so."""
+    ranked = all(f.trace.rank is not None and not f.trace.tasks for f in files)
+    for f in files:
+        f.ranked = ranked
+    return ranked
 
 
 @contextlib.contextmanager
@@ -248,15 +273,18 @@ def jobs_from_files(
     as jobs, a job a later file names again is told apart by a suffix (``.2``). Other
     files are named after the file: as steps, all of them after the first one."""
     files = load_files(paths)
+    if as_steps:
+        ranked_files(files)  # the ranks of one job: a task each
     offsets = shifts(files, shift, as_steps)
     jobs: dict[str, JobData] = {}
     fallback = job_name(files[0].path)
     for f, s in zip(files, offsets, strict=True):
-        if f.identity is not None:
+        if f.trace.tasks:
             streams = task_streams(f, s)
         else:
             name = fallback if as_steps else job_name(f.path)
-            streams = [stream_from(f, name, "file", "0", 1, s)]
+            task = f.task if as_steps and f.ranked else "0"
+            streams = [stream_from(f, name, "file", task, 1, s)]
         if not as_steps:
             renamed = {job: _unused(job, jobs) for job in dict.fromkeys(s.job for s in streams)}
             for stream in streams:
@@ -285,19 +313,29 @@ def import_files(
     store: Store,
     paths: Sequence[str | os.PathLike[str]],
     job: str,
-    as_steps: bool = True,
+    as_steps: bool | None = None,
     shift: str = "auto",
     run_id: str | None = None,
 ) -> tuple[str, int]:
-    """Store the files as one run of ``job``; returns (run id, records stored)."""
+    """Store the files as one run of ``job``; returns (run id, records stored).
+
+    ``as_steps``: True, the files are successive steps of one process (task 0); False,
+    each is a task of its own (its index); None, ranks when every file names its rank
+    (each the task of its rank), else steps."""
     check_name("job name", job)
     files = load_files(paths)
-    offsets = shifts(files, shift, as_steps)
+    ranked = as_steps is None and ranked_files(files)
+    offsets = shifts(files, shift, as_steps is not False)
     run_id = check_name("run id", run_id or new_run_id())
     total = 0
     for index, (f, offset) in enumerate(zip(files, offsets, strict=True)):
-        task = "0" if as_steps else str(index)
-        stream = stream_from(f, job, run_id, task, 1 if as_steps else index + 1, offset)
+        if ranked:
+            task, pid = f.task, int(f.task) + 1
+        elif as_steps is False:
+            task, pid = str(index), index + 1
+        else:
+            task, pid = "0", 1
+        stream = stream_from(f, job, run_id, task, pid, offset)
         try:
             total += _write_stream(store, stream, f"file-{index}")
         except OSError as exc:
