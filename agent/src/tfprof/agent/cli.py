@@ -29,6 +29,7 @@ FLAGGED_OPTIONS = (
     "source",
     "replay_speed",
     "replay_repeat",
+    "replay_stretch",
     "host_metrics_interval",
     "exit_timeout",
     "tls_ca",
@@ -40,6 +41,7 @@ FLAGGED_OPTIONS = (
     "capture",
     "capture_finalize",
     "tf_ops",
+    "steps",
 )
 
 
@@ -100,11 +102,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--source", metavar="SOURCE", help=_help("source"))
     run.add_argument("--replay-speed", metavar="X", help=_help("replay_speed"))
     run.add_argument("--replay-repeat", metavar="N", help=_help("replay_repeat"))
+    run.add_argument("--replay-stretch", metavar="FACTOR", help=_help("replay_stretch"))
     run.add_argument("--host-metrics-interval", metavar="MS", help=_help("host_metrics_interval"))
     run.add_argument("--exit-timeout", metavar="SECONDS", help=_help("exit_timeout"))
     run.add_argument("--tls-ca", metavar="PEM", help=_help("tls_ca"))
     run.add_argument("--spool-dir", metavar="DIR", help=_help("spool_dir"))
-    for key in ("api", "nvtx", "memory", "torch_ops"):  # the host side: on/off switches
+    for key in ("api", "nvtx", "memory", "torch_ops", "steps"):  # on/off switches
         run.add_argument(f"--{key.replace('_', '-')}", choices=("on", "off"), help=_help(key))
     run.add_argument("--capture", metavar="MODE", help=_help("capture"))
     run.add_argument(

@@ -23,6 +23,7 @@ class RecordKind(IntEnum):
     API = 5  # a CUDA runtime or driver API call on a host thread (``cbid``, ``return_value``)
     MARKER = 6  # a host range: NVTX, framework op, user annotation (``category`` says which)
     MEMORY = 7  # a device allocation or free (CUPTI MEMORY2): ``memory_op``, ``address``
+    STEP = 8  # a training step the hook marked (no code change): ``external_id`` its number
 
 
 # CUPTI_SYNCHRONIZATION_INVALID_VALUE: the stream of a context-wide synchronisation.
@@ -376,6 +377,29 @@ class RecordTable:
                 0,
                 address,
                 memory_op,
+                0,
+                0,
+            )
+        )  # fmt: skip
+
+    def add_step(self, *, start_ns: int, end_ns: int, thread: int, step: int, name: int) -> None:
+        """A training step of the process: number ``step`` ran from ``start_ns`` to
+        ``end_ns`` on ``thread``; ``name`` is the string-table index of what marked it
+        (``step_markers``). The number travels in ``external_id``."""
+        self.append(
+            (
+                RecordKind.STEP,
+                start_ns,
+                end_ns - start_ns,
+                0, 0, 0, 0,
+                name,
+                0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                thread,
+                0,
+                0,
+                step,
+                0,
+                0,
                 0,
                 0,
             )

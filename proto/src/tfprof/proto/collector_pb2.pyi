@@ -42,6 +42,8 @@ class _RecordKindEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_RecordKind
     """host range: NVTX, framework op, user annotation"""
     MEMORY: _RecordKind.ValueType  # 7
     """device allocation or free (CUPTI MEMORY2)"""
+    STEP: _RecordKind.ValueType  # 8
+    """a training step the hook marked: external_id = its number"""
 
 class RecordKind(_RecordKind, metaclass=_RecordKindEnumTypeWrapper): ...
 
@@ -57,6 +59,8 @@ MARKER: RecordKind.ValueType  # 6
 """host range: NVTX, framework op, user annotation"""
 MEMORY: RecordKind.ValueType  # 7
 """device allocation or free (CUPTI MEMORY2)"""
+STEP: RecordKind.ValueType  # 8
+"""a training step the hook marked: external_id = its number"""
 Global___RecordKind: _TypeAlias = RecordKind  # noqa: Y015
 
 @_typing.final
@@ -547,20 +551,30 @@ class CaptureWindow(_message.Message):
     CAPTURE_ID_FIELD_NUMBER: _builtins.int
     START_NS_FIELD_NUMBER: _builtins.int
     DURATION_NS_FIELD_NUMBER: _builtins.int
+    STEPS_FIELD_NUMBER: _builtins.int
+    SKIP_STEPS_FIELD_NUMBER: _builtins.int
     capture_id: _builtins.str
     start_ns: _builtins.int
     """collector clock; the agent subtracts its clock offset"""
     duration_ns: _builtins.int
+    steps: _builtins.int
+    """Capture by steps (steps > 0): the agent opens at its first step boundary at least
+    half a step after start_ns, skipping skip_steps more, and closes steps boundaries
+    later; duration_ns is then the longest the window may last from start_ns.
+    """
+    skip_steps: _builtins.int
     def __init__(
         self,
         *,
         capture_id: _builtins.str = ...,
         start_ns: _builtins.int = ...,
         duration_ns: _builtins.int = ...,
+        steps: _builtins.int = ...,
+        skip_steps: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["capture_id", b"capture_id", "duration_ns", b"duration_ns", "start_ns", b"start_ns"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["capture_id", b"capture_id", "duration_ns", b"duration_ns", "skip_steps", b"skip_steps", "start_ns", b"start_ns", "steps", b"steps"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -647,10 +661,15 @@ class CaptureRequest(_message.Message):
     ALL_FIELD_NUMBER: _builtins.int
     DURATION_NS_FIELD_NUMBER: _builtins.int
     START_IN_NS_FIELD_NUMBER: _builtins.int
+    STEPS_FIELD_NUMBER: _builtins.int
+    SKIP_STEPS_FIELD_NUMBER: _builtins.int
     all: _builtins.bool
     duration_ns: _builtins.int
     start_in_ns: _builtins.int
     """the window opens this long after the request arrives"""
+    steps: _builtins.int
+    """> 0: capture this many whole steps (see CaptureWindow)"""
+    skip_steps: _builtins.int
     @_builtins.property
     def jobs(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     @_builtins.property
@@ -663,10 +682,12 @@ class CaptureRequest(_message.Message):
         all: _builtins.bool = ...,
         duration_ns: _builtins.int = ...,
         start_in_ns: _builtins.int = ...,
+        steps: _builtins.int = ...,
+        skip_steps: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["all", b"all", "duration_ns", b"duration_ns", "hosts", b"hosts", "jobs", b"jobs", "start_in_ns", b"start_in_ns"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["all", b"all", "duration_ns", b"duration_ns", "hosts", b"hosts", "jobs", b"jobs", "skip_steps", b"skip_steps", "start_in_ns", b"start_in_ns", "steps", b"steps"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

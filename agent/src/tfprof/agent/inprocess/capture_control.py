@@ -5,7 +5,9 @@
 (through the launcher's relay) turn it on and off. ``periodic:ON/EVERY`` opens a window
 of ON every EVERY by itself: windows start at multiples of EVERY on the host's realtime
 clock, so every process of a fleet captures the same instants, and pushed windows are
-honoured too. Imported inside user processes: standard library only.
+honoured too. A pushed window may also ask for steps instead of a time
+(``step_capture``): it opens and closes at the process's step boundaries. Imported
+inside user processes: standard library only.
 """
 
 from __future__ import annotations
@@ -18,11 +20,12 @@ import re
 import select
 import socket
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
 from tfprof.agent.inprocess import clock, frames
 from tfprof.agent.inprocess.errors import ConfigError
+from tfprof.agent.inprocess.step_capture import StepRequest, StepWindows, plan
 
 ALWAYS = "always"
 ON_DEMAND = "on-demand"
@@ -32,6 +35,13 @@ _UNITS_NS = {"ns": 1, "us": 10**3, "ms": 10**6, "s": 10**9, "m": 60 * 10**9, "h"
 _DURATION = re.compile(r"^([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(ns|us|ms|s|m|h)?$")
 # A window shorter than this cannot be honoured by a timer thread on a busy host.
 MIN_WINDOW_NS = 10**7
+# Step windows kept after they closed (the step markers of their last steps are judged
+# against them once those steps end).
+KEEP_STEP_WINDOWS = 64
+
+# Boundaries known ahead (replay): the step period and the step starts at or after an
+# instant, in order.
+KnownBoundaries = Callable[[int], "tuple[int, Iterator[int]]"]
 
 
 class CaptureMode(NamedTuple):
@@ -108,6 +118,9 @@ class CaptureSchedule:
         every = mode.every_ns
         self._periodic_from = -(-started_ns // every) * every if every else 0
         self._windows: list[Window] = []  # sorted, disjoint
+        # Step windows by capture id (they open and close at step boundaries, so they
+        # are kept apart from the merged time windows); an open one ends at its deadline.
+        self._steps: dict[str, Window] = {}
         self._lock = threading.Lock()
 
     def add(self, start_ns: int, duration_ns: int, now_ns: int) -> bool:
@@ -131,9 +144,26 @@ class CaptureSchedule:
             windows[i:j] = [Window(start_ns, end_ns)]
         return True
 
+    def set_step_window(self, capture_id: str, start_ns: int, end_ns: int) -> None:
+        """Open, or close, the step window of ``capture_id``: [start, end)."""
+        with self._lock:
+            self._steps.pop(capture_id, None)
+            self._steps[capture_id] = Window(start_ns, max(start_ns, end_ns))
+            while len(self._steps) > KEEP_STEP_WINDOWS:
+                del self._steps[next(iter(self._steps))]
+
     def windows(self) -> list[Window]:
         with self._lock:
-            return list(self._windows)
+            return sorted(self._windows + list(self._steps.values()))
+
+    def covers(self, t_ns: int) -> bool:
+        """Whether a window known now holds the instant ``t_ns`` (a past one too, while
+        it is kept)."""
+        if self._periodic_at(t_ns)[0]:
+            return True
+        with self._lock:
+            windows = self._windows + list(self._steps.values())
+        return any(w.start_ns <= t_ns < w.end_ns for w in windows)
 
     def _periodic_at(self, now_ns: int) -> tuple[bool, int | None]:
         on, every = self.mode.on_ns, self.mode.every_ns
@@ -154,16 +184,16 @@ class CaptureSchedule:
         """
         capturing, change = self._periodic_at(now_ns)
         with self._lock:
-            for window in self._windows:
-                if window.end_ns <= now_ns:
-                    continue
-                if window.start_ns <= now_ns:
-                    capturing = True
-                    edge = window.end_ns
-                else:
-                    edge = window.start_ns
-                change = edge if change is None else min(change, edge)
-                break
+            windows = self._windows + list(self._steps.values())
+        for window in windows:
+            if window.end_ns <= now_ns:
+                continue
+            if window.start_ns <= now_ns:
+                capturing = True
+                edge = window.end_ns
+            else:
+                edge = window.start_ns
+            change = edge if change is None else min(change, edge)
         return capturing, change
 
 
@@ -187,8 +217,12 @@ class CaptureController:
         lead_ns: int = 0,
         now_ns: Callable[[], int] = clock.now_ns,
         on_error: Callable[[BaseException], None] | None = None,
+        known_boundaries: KnownBoundaries | None = None,
     ) -> None:
         self.schedule = schedule
+        self.steps = StepWindows()
+        self._known_boundaries = known_boundaries
+        self._advance_lock = threading.RLock()  # the training thread opens step windows
         self._apply = apply
         self._lead_ns = lead_ns
         self._now_ns = now_ns
@@ -205,8 +239,39 @@ class CaptureController:
     def attach(self, sock: socket.socket) -> None:
         """Read windows from ``sock`` from now on (a node daemon's hook reconnects)."""
         self._next_sock = sock
+        self._wake(b"a")
+
+    def _wake(self, why: bytes) -> None:
         with contextlib.suppress(OSError):
-            os.write(self._wake_w, b"a")
+            os.write(self._wake_w, why)
+
+    def step_boundary(self, t_ns: int) -> None:
+        """A step of this process starts at ``t_ns`` (called on the training thread by
+        the step markers): a step window that opens here is applied at once, on this
+        thread, so the step's first launches are captured; closing (which flushes) is
+        left to the capture thread."""
+        if self._known_boundaries is not None:
+            return  # the source's own steps decide (replay)
+        changed = self.steps.boundary(t_ns)
+        for capture_id, span in changed:
+            self.schedule.set_step_window(capture_id, span.start_ns, span.end_ns)
+        if any(span.opened for _, span in changed):
+            self.advance()
+        if changed:
+            self._wake(b"w")
+
+    def request_steps(self, request: StepRequest) -> None:
+        """A window of ``request.steps`` steps (``step_capture``)."""
+        if request.steps < 1 or self.steps.seen(request.capture_id):
+            return
+        known = self._known_boundaries
+        if known is None:
+            self.steps.add(request)
+            return
+        period, boundaries = known(request.after_ns)
+        span = plan(request, boundaries, period)
+        if span is not None:
+            self.schedule.set_step_window(request.capture_id, span.start_ns, span.end_ns)
 
     def start(self, sock: socket.socket | None) -> None:
         self._thread = threading.Thread(
@@ -219,8 +284,7 @@ class CaptureController:
         with the process, and a source that runs on at exit (replay drains its thread)
         must record nothing past it. An edge already applied ahead (the lead) stays."""
         self._stopping = True
-        with contextlib.suppress(OSError):
-            os.write(self._wake_w, b"x")
+        self._wake(b"x")
         if self._thread is not None:
             self._thread.join(timeout)
             if self._thread.is_alive():
@@ -238,6 +302,10 @@ class CaptureController:
 
     def advance(self) -> int | None:
         """Apply every edge up to now + lead; the next edge to wake for, or None."""
+        with self._advance_lock:
+            return self._advance()
+
+    def _advance(self) -> int | None:
         now = self._now_ns()
         horizon = now + self._lead_ns
         while True:
@@ -272,11 +340,18 @@ class CaptureController:
             try:
                 window = json.loads(payload)
                 start, duration = int(window["start_realtime_ns"]), int(window["duration_ns"])
-            except (ValueError, KeyError, TypeError):
+                steps, skip = int(window.get("steps", 0)), int(window.get("skip_steps", 0))
+                capture_id = str(window.get("capture_id", ""))
+            except (ValueError, KeyError, TypeError, AttributeError):
                 continue
             self.windows_received += 1
             self.advance()  # edges due before the window arrived keep their instants
-            self.schedule.add(start, duration, self._now_ns())
+            if steps > 0:
+                self.request_steps(
+                    StepRequest(capture_id, start, steps, max(0, skip), start + duration)
+                )
+            else:
+                self.schedule.add(start, duration, self._now_ns())
 
     def _run(self, sock: socket.socket | None) -> None:
         while True:
@@ -296,9 +371,10 @@ class CaptureController:
                     return
                 if b"x" in woken or self._stopping:
                     return
-                sock, self._next_sock = self._next_sock, None  # attach(): a new connection
-                self._buffer.clear()  # a frame cut short by the old one is gone with it
-                continue
+                if b"a" in woken:  # attach(): a new connection
+                    sock, self._next_sock = self._next_sock, None
+                    self._buffer.clear()  # a frame cut short by the old one is gone with it
+                continue  # b"w": the schedule changed (a step window)
             if sock is not None and len(ready) > 0:
                 try:
                     data = sock.recv(1 << 16)

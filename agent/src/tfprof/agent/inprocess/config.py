@@ -50,6 +50,24 @@ OPTIONS: dict[str, Option] = {
         " (with N repeats, max compresses time N-fold)",
     ),
     "replay_repeat": Option("TFPROF_REPLAY_REPEAT", "1", "replay the trace N times back to back"),
+    "replay_stretch": Option(
+        "TFPROF_REPLAY_STRETCH",
+        "1.0",
+        "multiply a replay's times (starts from the run's replay origin, and durations) by "
+        "this factor: a rank replayed with 1.3 is a straggler",
+    ),
+    "rank": Option(
+        "TFPROF_RANK",
+        "",
+        "this process's rank (a number), over RANK, OMPI_COMM_WORLD_RANK, PMI_RANK, "
+        "SLURM_PROCID and TF_CONFIG's task; a replay runs once per rank of a run",
+    ),
+    "steps": Option(
+        "TFPROF_STEPS",
+        "on",
+        "record each training step with no code change: PyTorch's optimizer steps "
+        "(torch >= 2.0) and Keras train-function calls, when the job imports them",
+    ),
     "host_metrics_interval": Option(
         "TFPROF_HOST_METRICS_INTERVAL", "500", "ms between host samples of each process; 0 = off"
     ),
@@ -220,6 +238,8 @@ class AgentConfig(NamedTuple):
     capture: CaptureMode = ALWAYS_MODE
     capture_finalize: bool = False  # detach CUPTI between capture windows
     tf_ops: bool = False  # record TensorFlow op names (tf_ops.py)
+    replay_stretch: float = 1.0  # replay times multiplied by this (a straggler rank)
+    steps: bool = True  # zero-code step markers (step_markers.py)
 
     @property
     def replay_path(self) -> str | None:
@@ -354,7 +374,7 @@ def load(environ: Mapping[str, str] | None = None) -> AgentConfig:
         socket=raw("socket"),
         run_id=raw("run_id"),
         run_dir=raw("run_dir"),
-        rank=_rank(env),
+        rank=_rank(env, raw("rank")),
         clock_skew_ns=_skew(raw("test_clock_skew_ns")),
         cupti_path=raw("cupti_path"),
         cupti_abi=raw("cupti_abi"),
@@ -369,6 +389,8 @@ def load(environ: Mapping[str, str] | None = None) -> AgentConfig:
         capture=parse_capture_mode(raw("capture"), OPTIONS["capture"].env),
         capture_finalize=_flag(OPTIONS["capture_finalize"].env, raw("capture_finalize")),
         tf_ops=_switch(OPTIONS["tf_ops"].env, raw("tf_ops")),
+        replay_stretch=_stretch(raw("replay_stretch")),
+        steps=_switch(OPTIONS["steps"].env, raw("steps")),
     )
 
 
@@ -388,8 +410,21 @@ def _skew(raw: str) -> int:
         return 0
 
 
-def _rank(environ: Mapping[str, str]) -> str:
-    """The rank the job declares (TF_CONFIG's task, then ``RANK_VARIABLES``), or ""."""
+def _stretch(raw: str) -> float:
+    env = OPTIONS["replay_stretch"].env
+    value = _number(env, raw, float, 0)
+    if value <= 0 or value > 1000:
+        raise ConfigError(f"{env}={raw!r}: expected a factor above 0 and at most 1000")
+    return value
+
+
+def _rank(environ: Mapping[str, str], own: str = "") -> str:
+    """The rank of this process: ``TFPROF_RANK`` (``own``), else the one the job declares
+    (TF_CONFIG's task, then ``RANK_VARIABLES``), else ""."""
+    if own:
+        if not own.isdigit():
+            raise ConfigError(f"{OPTIONS['rank'].env}={own!r}: expected a rank (0, 1, 2...)")
+        return str(int(own))
     tf_config = environ.get("TF_CONFIG")
     if tf_config:
         import json  # only jobs that set TF_CONFIG pay for it

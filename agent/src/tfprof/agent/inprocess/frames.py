@@ -27,7 +27,8 @@ class FrameType(IntEnum):
     DEVICES = 3  # JSON list of DeviceInfo
     GOODBYE = 4  # JSON: final counts
     # Launcher -> hook, the one frame that travels the other way: a capture window,
-    # JSON {capture_id, start_realtime_ns (this host's realtime clock), duration_ns}.
+    # JSON {capture_id, start_realtime_ns (this host's realtime clock), duration_ns,
+    # and for a capture by steps steps, skip_steps}.
     CAPTURE = 5
 
 
@@ -102,12 +103,16 @@ def encode_json_frame(kind: FrameType, obj: Any) -> bytes:
     return encode_frame(kind, json.dumps(obj, separators=(",", ":")).encode())
 
 
-def encode_capture_frame(capture_id: str, start_realtime_ns: int, duration_ns: int) -> bytes:
-    window = {
+def encode_capture_frame(
+    capture_id: str, start_realtime_ns: int, duration_ns: int, steps: int = 0, skip_steps: int = 0
+) -> bytes:
+    window: dict[str, Any] = {
         "capture_id": capture_id,
         "start_realtime_ns": start_realtime_ns,
         "duration_ns": duration_ns,
     }
+    if steps:
+        window.update(steps=steps, skip_steps=skip_steps)
     return encode_json_frame(FrameType.CAPTURE, window)
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import atexit
 import collections
+import contextlib
 import os
 import socket
 import sys
@@ -205,6 +206,26 @@ class Hook:
     def warn(self, message: str) -> None:
         warn(message)
 
+    # -- training steps (step_markers) -------------------------------------------------
+
+    def step_boundary(self, t_ns: int) -> None:
+        """A step starts: capture by steps opens and closes its windows here."""
+        capture = self._capture
+        if capture is not None:
+            capture.step_boundary(t_ns)
+
+    def add_step(self, number: int, start_ns: int, end_ns: int, thread: int, marker: str) -> None:
+        """A STEP record, unless capture windows decide and none holds the step's start."""
+        if self.cfg.capture.kind != ALWAYS:
+            capture = self._capture
+            if capture is None or not capture.schedule.covers(start_ns):
+                return
+        table = RecordTable()
+        table.add_step(
+            start_ns=start_ns, end_ns=end_ns, thread=thread, step=number, name=self.intern(marker)
+        )
+        self.submit(table)
+
     # -- lifecycle ------------------------------------------------------------------
 
     def start(self) -> None:
@@ -385,6 +406,8 @@ class Hook:
                 source.set_capturing,
                 lead_ns=source.capture_lead_ns,
                 on_error=lambda exc: warn(f"capture window failed ({type(exc).__name__}: {exc})"),
+                # A replay knows its steps ahead (the trace's ProfilerStep ranges).
+                known_boundaries=getattr(source, "step_boundaries", None),
             )
             self._capture.start(sock)
 
@@ -492,23 +515,59 @@ def _pick_source(cfg: config.AgentConfig, run_id: str = "") -> Source | None:
         )
     path = cfg.replay_path
     if path is not None:
-        # Replay runs once per job: the first traced process to claim it.
+        # Replay runs once per job, in the first traced process to claim it; or, in a
+        # process that has a rank, once per rank, every rank from the run's one origin.
         if not cfg.via_daemon:
-            claim = os.path.join(cfg.run_dir or os.path.dirname(cfg.socket), "replay.claimed")
+            folder, prefix = cfg.run_dir or os.path.dirname(cfg.socket), "replay"
         else:  # through a node daemon: once per run, on this host
             import tempfile
 
-            claim = os.path.join(tempfile.gettempdir(), f"tfprof-replay-{run_id}.claimed")
-        try:
-            fd = os.open(claim, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
-        except FileExistsError:
+            folder, prefix = tempfile.gettempdir(), f"tfprof-replay-{run_id}"
+        rank = f".rank-{cfg.rank}" if cfg.rank else ""
+        if not _claim(os.path.join(folder, f"{prefix}{rank}.claimed")):
             return None
-        os.write(fd, str(os.getpid()).encode())
-        os.close(fd)
+        origin = _run_origin(os.path.join(folder, f"{prefix}.origin")) if cfg.rank else None
         from tfprof.agent.inprocess.sources.replay import ReplaySource
 
-        return ReplaySource(path, speed=cfg.replay_speed, repeat=cfg.replay_repeat)
+        return ReplaySource(
+            path,
+            speed=cfg.replay_speed,
+            repeat=cfg.replay_repeat,
+            stretch=cfg.replay_stretch,
+            origin_ns=origin,
+        )
     return None
+
+
+def _claim(path: str) -> bool:
+    """Whether this process is the first to create ``path`` (it then holds its pid)."""
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    except FileExistsError:
+        return False
+    os.write(fd, str(os.getpid()).encode())
+    os.close(fd)
+    return True
+
+
+def _run_origin(path: str) -> int:
+    """The replay origin every rank of the run shares: the first rank to ask writes its
+    present instant to ``path`` (whole, then linked into place, so no rank reads half of
+    it); the others read it."""
+    mine = clock.now_ns()
+    draft = f"{path}.{os.getpid()}"
+    try:
+        with open(draft, "w") as f:
+            f.write(str(mine))
+        try:
+            os.link(draft, path)
+        except FileExistsError:
+            pass
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(draft)
+    with open(path) as f:
+        return int(f.read().strip())
 
 
 def _after_fork_child() -> None:
@@ -551,6 +610,27 @@ def _watch_torch() -> None:
         warn(f"could not watch for PyTorch ({type(exc).__name__}: {exc})")
 
 
+def _step_boundary(t_ns: int) -> None:
+    hook = _hook  # the current process's (a forked child has its own)
+    if hook is not None:
+        hook.step_boundary(t_ns)
+
+
+def _add_step(number: int, start_ns: int, end_ns: int, thread: int, marker: str) -> None:
+    hook = _hook
+    if hook is not None:
+        hook.add_step(number, start_ns, end_ns, thread, marker)
+
+
+def _mark_steps() -> None:
+    try:
+        from tfprof.agent.inprocess import step_markers
+
+        step_markers.install(_step_boundary, _add_step, warn)
+    except Exception as exc:
+        warn(f"cannot mark training steps ({type(exc).__name__}: {exc})")
+
+
 def start() -> None:
     """Entry point for the bootstrap; safe to call twice, never raises."""
     global _hook
@@ -576,5 +656,7 @@ def start() -> None:
         _watch_torch()
     if cfg.tf_ops:
         tf_ops.install(_hook, cfg.run_dir)
+    if cfg.steps:
+        _mark_steps()
     atexit.register(_shutdown)
     os.register_at_fork(after_in_child=_after_fork_child)

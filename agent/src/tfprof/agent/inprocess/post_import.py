@@ -1,9 +1,11 @@
 """Run a callback right after a named top-level module has been imported.
 
 ``when_imported("tensorflow", on_import)`` puts one finder on ``sys.meta_path`` that
-answers only for the watched names, once each: it finds the module's spec through the
-finders after it, wraps the spec's loader so that ``on_import(module)`` runs once the
-module's own code has run, and forgets the name. A job that never imports a watched name
+answers only for the watched names: it finds the module's spec through the finders
+after it and wraps the spec's loader so that ``on_import(module)`` runs once the
+module's own code has run; then it forgets the name. A spec looked up without being
+loaded (``importlib.util.find_spec``, as TensorFlow does for ``keras`` before importing
+it) leaves the name watched. A job that never imports a watched name
 pays one dictionary lookup per top-level import; a module already imported gets its
 callback at once. Standard library only: this runs inside every traced process.
 
@@ -26,9 +28,9 @@ Callback = Callable[[ModuleType], None]
 class _NotifyingLoader:
     """The module's own loader, with the callbacks run once its code has run."""
 
-    def __init__(self, loader: Any, callbacks: list[Callback]) -> None:
+    def __init__(self, loader: Any, loaded: Callback) -> None:
         self._loader = loader
-        self._callbacks = callbacks
+        self._loaded = loaded
 
     def create_module(self, spec: Any) -> ModuleType | None:
         create = getattr(self._loader, "create_module", None)
@@ -39,8 +41,7 @@ class _NotifyingLoader:
         if module.__spec__ is not None:
             module.__spec__.loader = self._loader
         self._loader.exec_module(module)
-        for callback in self._callbacks:
-            callback(module)
+        self._loaded(module)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._loader, name)
@@ -62,13 +63,6 @@ class PostImportFinder:
     ) -> Any:
         if fullname not in self._watched:  # the common case: not ours, nothing else done
             return None
-        with self._lock:
-            callbacks = self._watched.pop(fullname, None)
-            if not self._watched:
-                _remove(self)
-        if callbacks is None:
-            return None
-        # Once per name: a failed import is not watched again.
         for finder in list(sys.meta_path):
             find = getattr(finder, "find_spec", None)
             if finder is self or find is None:
@@ -77,9 +71,19 @@ class PostImportFinder:
             if spec is None:
                 continue
             if spec.loader is not None and hasattr(spec.loader, "exec_module"):
-                spec.loader = _NotifyingLoader(spec.loader, callbacks)
+                spec.loader = _NotifyingLoader(spec.loader, lambda m: self._loaded(fullname, m))
             return spec
         return None
+
+    def _loaded(self, name: str, module: ModuleType) -> None:
+        """``name``'s code has run: its callbacks, once (a second load of a spec found
+        earlier finds none left)."""
+        with self._lock:
+            callbacks = self._watched.pop(name, None)
+            if not self._watched:
+                _remove(self)
+        for callback in callbacks or ():
+            callback(module)
 
 
 _finder: PostImportFinder | None = None

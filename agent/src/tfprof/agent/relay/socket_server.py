@@ -130,7 +130,11 @@ class ProcessLink:
         sent = 0
         for window in captures:
             frame = frames.encode_capture_frame(
-                window.capture_id, window.start_ns - offset, window.duration_ns
+                window.capture_id,
+                window.start_ns - offset,
+                window.duration_ns,
+                window.steps,
+                window.skip_steps,
             )
             with self._control_lock:
                 if self._early_windows is not None:  # hello not relayed yet

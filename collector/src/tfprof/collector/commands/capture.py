@@ -2,7 +2,10 @@
 
 The collector sends the window down each stream that matches (``--job``, ``--host``, or
 ``--all``); every process starts recording at the same instant on the collector's clock
-and stops after ``--duration``. With ``-o`` the command waits until the window has ended
+and stops after ``--duration``. With ``--steps N`` each process records N whole steps
+instead: it opens at its next step boundary (``--skip-steps K`` more) and closes N
+boundaries later, so every rank records the same step numbers; ``--duration`` then
+bounds how long that may take. With ``-o`` the command waits until the window has ended
 (plus ``--flush-grace`` for the last records to arrive), then writes one merged timeline
 of every matching rank, restricted to the window: the collector writes it and streams it
 here (the Export call, as ``export --collector --capture ID``), or, with ``--data-dir``,
@@ -23,6 +26,7 @@ if TYPE_CHECKING:
     from tfprof.proto import collector_pb2 as pb
 
 RPC_TIMEOUT_S = 10.0
+STEPS_DURATION = "10m"  # how long a capture by steps may take, unless --duration says
 
 
 def local_time(ns: int) -> str:
@@ -48,9 +52,24 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--all", action="store_true", help="capture every live stream")
     p.add_argument(
         "--duration",
-        required=True,
         metavar="D",
-        help="length of the window, with a unit: 2s, 500ms, 1m (required)",
+        help="length of the window, with a unit: 2s, 500ms, 1m (required without --steps; "
+        f"with it, the longest the steps may take: default {STEPS_DURATION})",
+    )
+    p.add_argument(
+        "--steps",
+        type=int,
+        metavar="N",
+        help="record N whole steps of every matching process instead of a time: each opens "
+        "at its next step boundary and closes N boundaries later (steps: the zero-code "
+        "step markers of PyTorch and Keras jobs, a replay's ProfilerStep ranges)",
+    )
+    p.add_argument(
+        "--skip-steps",
+        type=int,
+        default=0,
+        metavar="K",
+        help="with --steps, let K more step boundaries pass before opening (default: 0)",
     )
     p.add_argument(
         "--start-in",
@@ -72,7 +91,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="DIR",
         default=None,
         help="with -o, read the collector's data dir on this machine instead of asking the "
-        "collector for the trace (default: ask the collector)",
+        "collector for the trace (default: ask the collector); with --steps, -o stops "
+        "waiting as soon as the data dir holds every process's steps",
     )
     p.add_argument(
         "--flush-grace",
@@ -113,12 +133,22 @@ def request_from(args: argparse.Namespace) -> pb.CaptureRequest:
         raise InvalidArgument("--all captures every stream: give it without --job or --host")
     if not (args.all or args.job or args.host):
         raise InvalidArgument("say what to capture: --job NAME, --host HOST, or --all")
+    steps, skip = args.steps, args.skip_steps
+    if steps is not None and steps < 1:
+        raise InvalidArgument(f"--steps {steps}: must be 1 or more")
+    if skip < 0 or (skip and steps is None):
+        raise InvalidArgument("--skip-steps K: K >= 0, with --steps N")
+    duration = args.duration or (STEPS_DURATION if steps else None)
+    if duration is None:
+        raise InvalidArgument("say how long to capture: --duration D, or --steps N")
     return pb.CaptureRequest(
         jobs=args.job or [],
         hosts=args.host or [],
         all=args.all,
-        duration_ns=_positive_duration(args.duration, "--duration"),
+        duration_ns=_positive_duration(duration, "--duration"),
         start_in_ns=_positive_duration(args.start_in, "--start-in", allow_zero=True),
+        steps=steps or 0,
+        skip_steps=skip,
     )
 
 
@@ -140,7 +170,12 @@ def run(args: argparse.Namespace) -> int:
             raise remote.error(exc, "capture") from None
     capture = reply.capture
     print_capture(capture)
-    if args.output:
+    if args.output and request.steps and args.data_dir:
+        from tfprof.collector.commands.capture_steps import wait_for_steps
+
+        wait_for_steps(capture, args.data_dir, grace_ns)
+        write_window(capture, args)
+    elif args.output:
         # Wait by our own clock for as long as the window lasts from now: the collector's
         # clock may differ from ours.
         wait_s = (request.start_in_ns + request.duration_ns + grace_ns) / 1e9
@@ -153,17 +188,25 @@ def run(args: argparse.Namespace) -> int:
 def print_capture(capture: pb.Capture) -> None:
     from tfprof.collector.terminal import TextWriter
 
+    request = capture.request
+    if request.steps:
+        skip = f", skipping {request.skip_steps}," if request.skip_steps else ""
+        length = (f"{request.steps} step(s){skip} each, within "
+                  f"{capture.duration_ns / 1e9:g} s")  # fmt: skip
+    else:
+        length = f"for {capture.duration_ns / 1e9:g} s"
     print(
         f"capture {capture.capture_id}: {len(capture.streams)} stream(s), from "
-        f"{local_time(capture.start_ns)} for {capture.duration_ns / 1e9:g} s"
+        f"{local_time(capture.start_ns)} {length}"
     )
     rows = [(s.job, s.host, str(s.pid), s.task, s.stream_id) for s in capture.streams]
     TextWriter(sys.stdout).table(("JOB", "HOST", "PID", "TASK", "STREAM"), rows)
 
 
 def write_window(capture: pb.Capture, args: argparse.Namespace) -> int:
-    """Every matching rank's records inside the window, merged into ``args.output``: read
-    from ``args.data_dir``, else written by the collector and streamed here."""
+    """Every matching rank's records inside the window (a capture by steps: inside its
+    longest duration, which holds every process's steps), merged into ``args.output``:
+    read from ``args.data_dir``, else written by the collector and streamed here."""
     from tfprof.collector.commands import export
 
     options = argparse.Namespace(

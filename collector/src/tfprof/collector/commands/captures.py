@@ -60,6 +60,16 @@ def read_captures(args: argparse.Namespace) -> list[pb.Capture]:
     return list(reply.captures)
 
 
+def window_length(capture: pb.Capture) -> str:
+    """``2 s``, or for a capture by steps ``4 steps (skip 1, <= 600 s)``."""
+    seconds = f"{capture.duration_ns / 1e9:g} s"
+    request = capture.request
+    if not request.steps:
+        return seconds
+    skip = f"skip {request.skip_steps}, " if request.skip_steps else ""
+    return f"{request.steps} steps ({skip}<= {seconds})"
+
+
 def run(args: argparse.Namespace) -> int:
     from tfprof.collector.service.capture_windows import describe_targets, to_json
     from tfprof.collector.terminal import TextWriter
@@ -78,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
             c.capture_id,
             local_time(c.requested_ns),
             local_time(c.start_ns),
-            f"{c.duration_ns / 1e9:g} s",
+            window_length(c),
             str(len(c.streams)),
             describe_targets(c.request),
         )

@@ -164,6 +164,14 @@ RECORD_TABLES: dict[RecordKind, Table] = {
         _c("address", pa.int64(), "", "device address of the block"),
         _c("memory_op", pa.uint8(), "", "1 allocation, 2 release"),
     )),
+    RecordKind.STEP: Table("steps", "training steps the hook marked with no code change "
+                           "(PyTorch optimizer steps, Keras train-function calls)", (
+        *IDENTITY, *TIMES, THREAD,
+        _c("step", pa.int64(), "", "the step's number in its process (steps begun before "
+           "it; a Keras call of steps_per_execution k spans k numbers)", source="external_id"),
+        _c("name", NAME, "", "what marked it: torch.optim (PyTorch's optimizer-step hook), "
+           "keras (the model's train function)"),
+    )),
 }  # fmt: skip
 
 HOST_SAMPLES = Table("host_samples", "CPU, memory, threads, I/O of each traced process", (

@@ -1,7 +1,9 @@
 """Capture windows: check a request, match it against live streams, keep a durable record.
 
 A capture asks every matching traced process to record GPU activity from one instant on
-the collector's clock for a given duration. The server sends each matching stream a
+the collector's clock for a given duration, or for a number of whole steps (each process
+opens and closes at its own step boundaries; the duration then bounds how long that
+may take). The server sends each matching stream a
 ``CaptureWindow``; streams that say hello while a window is still open (a rank that
 starts late, an agent that reconnects) get it too, so agents must ignore a capture id
 they have already seen. Every capture is appended to ``captures.jsonl`` in the data dir
@@ -26,6 +28,7 @@ from tfprof.proto import collector_pb2 as pb
 CAPTURES_FILE = "captures.jsonl"
 MAX_DURATION_NS = 3600 * 10**9  # an hour of every kernel of every rank is already huge
 MAX_START_IN_NS = 3600 * 10**9
+MAX_STEPS = 100_000
 
 
 def check_request(request: pb.CaptureRequest) -> None:
@@ -42,6 +45,11 @@ def check_request(request: pb.CaptureRequest) -> None:
         raise InvalidArgument(
             f"capture start-in {request.start_in_ns} ns: expected 0 to 1 h from now"
         )
+    if request.steps > MAX_STEPS or request.skip_steps > MAX_STEPS:
+        raise InvalidArgument(f"capture steps {request.steps}, skip {request.skip_steps}: "
+                              f"at most {MAX_STEPS:,} each")  # fmt: skip
+    if request.skip_steps and not request.steps:
+        raise InvalidArgument("skip-steps needs steps: say how many steps to capture")
 
 
 def matches(request: pb.CaptureRequest, stream: pb.CaptureStream) -> bool:
@@ -66,7 +74,11 @@ def new_capture(request: pb.CaptureRequest, now_ns: int) -> pb.Capture:
 
 def window_of(capture: pb.Capture) -> pb.CaptureWindow:
     return pb.CaptureWindow(
-        capture_id=capture.capture_id, start_ns=capture.start_ns, duration_ns=capture.duration_ns
+        capture_id=capture.capture_id,
+        start_ns=capture.start_ns,
+        duration_ns=capture.duration_ns,
+        steps=capture.request.steps,
+        skip_steps=capture.request.skip_steps,
     )
 
 
@@ -101,6 +113,8 @@ def to_json(capture: pb.Capture) -> dict[str, Any]:
         "start_ns": capture.start_ns,
         "duration_ns": capture.duration_ns,
         "start_in_ns": request.start_in_ns,
+        "steps": request.steps,
+        "skip_steps": request.skip_steps,
         "jobs": list(request.jobs),
         "hosts": list(request.hosts),
         "all": request.all,
@@ -115,6 +129,8 @@ def from_json(data: dict[str, Any]) -> pb.Capture:
         all=bool(data.get("all", False)),
         duration_ns=int(data["duration_ns"]),
         start_in_ns=int(data.get("start_in_ns", 0)),
+        steps=int(data.get("steps", 0)),
+        skip_steps=int(data.get("skip_steps", 0)),
     )
     return pb.Capture(
         capture_id=str(data["capture_id"]),

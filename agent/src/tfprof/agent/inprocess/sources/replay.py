@@ -6,10 +6,15 @@ column shift with identical results).
 
 Timing: replay starts at host time ``t0``; a record with offset ``o`` (from the trace's
 first GPU event) in loop ``k`` gets ``start_ns = t0 + k * (span + LOOP_GAP_NS) + o``, so
-spacing and durations are exact and loops never overlap. Correlation ids are shifted
-per loop (0 stays 0, "none") so they stay unique. With ``speed=X`` a record is handed
-to the sink no earlier than ``(offset + loop shift) / X`` after ``t0`` (batches span
-about ``PACE_WINDOW_S`` of wall time); ``speed=None`` emits as fast as the sink takes.
+spacing and durations are exact and loops never overlap. ``t0`` is the run's replay
+origin when the hook gives one (every rank of a run replays from the same instant, so
+their records line up to the nanosecond whatever moment each process started), else
+the moment the replay starts. ``stretch=F`` multiplies every offset and duration (and
+the span) by F: a rank replayed with 1.3 runs 30 % slower than the others. Correlation
+ids are shifted per loop (0 stays 0, "none") so they stay unique. With ``speed=X`` a
+record is handed to the sink no earlier than ``(offset + loop shift) / X`` after ``t0``
+(batches span about ``PACE_WINDOW_S`` of wall time); ``speed=None`` emits as fast as the
+sink takes.
 
 ``speed=None`` (max) with ``repeat=N > 1`` compresses time N-fold (starts, durations,
 gaps): the N loops together span one recording, so a flood of repeats is not stamped
@@ -23,6 +28,10 @@ them. The source asks for each edge ``CAPTURE_LEAD_NS`` ahead, so it knows a win
 before it emits the records around it; at speed 1 replayed time tracks the wall clock,
 faster replays run ahead of it and see only the windows known so far.
 
+Steps: the trace's ``ProfilerStep#N`` host ranges are its steps; ``step_boundaries``
+gives their starts as replayed, ahead of time, so capture by steps opens and closes at
+them (``step_capture``).
+
 Cost: the chunk tables are built once per trace (short traces are tiled several loops
 per block so batches stay large); each loop then only rebuilds the start and
 correlation columns.
@@ -34,6 +43,7 @@ import array
 import bisect
 import contextlib
 import os
+import re
 import socket
 import threading
 import time
@@ -42,6 +52,7 @@ from typing import Any
 
 from tfprof.agent.inprocess import clock
 from tfprof.agent.inprocess.sources.base import Sink, SourceUnavailable
+from tfprof.agent.inprocess.step_capture import median_gap
 from tfprof.core.records import COLUMNS, DeviceInfo, RecordKind, RecordTable
 from tfprof.readers import RecordedTrace, TraceFormatError, load_trace
 from tfprof.readers.load import looks_like_json_trace
@@ -52,6 +63,7 @@ LOOP_GAP_NS = 1_000_000
 CAPTURE_LEAD_NS = 500_000_000
 _FOREVER = 1 << 63
 _CORRELATION_MOD = (1 << 32) - 1  # correlation is uint32 on the wire; ids 1 .. 2**32-1
+_STEP_NAME = re.compile(r"ProfilerStep#\d+")
 
 
 _numpy_module: Any = False  # False: not looked for yet; None: not installed
@@ -128,14 +140,45 @@ _DURATION = COLUMNS.index("duration_ns")
 _CORRELATION = COLUMNS.index("correlation")
 
 
-class ReplaySource:
-    """Replays a recorded trace ``repeat`` times at ``speed`` (None = as fast as possible)."""
+class _Timing:
+    """Where a record of the trace lands: its offset stretched, loops one period apart,
+    and (at max speed with repeats) time compressed N-fold, as ``_Plan`` lays them out."""
 
-    def __init__(self, path: str, speed: float | None = None, repeat: int = 1) -> None:
+    def __init__(self, span_ns: int, repeat: int, speed: float | None, stretch: float) -> None:
+        self.stretch = stretch
+        self.compression = repeat if speed is None else 1
+        self.raw_period_ns = self.scaled(span_ns) + LOOP_GAP_NS  # one loop, uncompressed
+        self.period_ns = -(-self.raw_period_ns // self.compression)  # rounded up
+        self.repeat = repeat
+
+    def scaled(self, ns: int) -> int:
+        return ns if self.stretch == 1 else round(ns * self.stretch)
+
+    def at(self, loop: int, offset: int, per_block: int) -> int:
+        """Replayed time (from ``t0``) of a record at stretched ``offset`` in ``loop``
+        (``per_block`` loops are tiled per block, as ``_Plan`` does)."""
+        within = loop % per_block * self.raw_period_ns + offset
+        return loop // per_block * per_block * self.period_ns + within // self.compression
+
+
+class ReplaySource:
+    """Replays a recorded trace ``repeat`` times at ``speed`` (None = as fast as possible),
+    from ``origin_ns`` (host realtime; None: when it starts), its times ``stretch``ed."""
+
+    def __init__(
+        self,
+        path: str,
+        speed: float | None = None,
+        repeat: int = 1,
+        stretch: float = 1.0,
+        origin_ns: int | None = None,
+    ) -> None:
         if speed is not None and not speed > 0:
             raise ValueError(f"replay speed must be > 0 or None (max), got {speed!r}")
         if repeat < 1:
             raise ValueError(f"replay repeat must be >= 1, got {repeat!r}")
+        if not stretch > 0:
+            raise ValueError(f"replay stretch must be > 0, got {stretch!r}")
         self.name = f"replay:{path}"
         self.capture_lead_ns = CAPTURE_LEAD_NS
         # Capture windows as [start, end) on the host realtime clock, in order; an
@@ -144,6 +187,12 @@ class ReplaySource:
         self.path = path
         self.speed = speed
         self.repeat = repeat
+        self.stretch = stretch
+        self.origin_ns = origin_ns
+        self._t0 = 0  # host realtime of replayed time 0, fixed by start()
+        self._timing = _Timing(0, repeat, speed, stretch)
+        self._per_block = 1
+        self._step_offsets: list[int] = []  # the trace's step starts, stretched
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self._cut = False  # set by stop(): hand nothing more to the sink
@@ -169,6 +218,10 @@ class ReplaySource:
             ) from None
         names = array.array("q", [sink.intern(text) for text in trace.names])
         sink.add_devices(_devices(trace))
+        self._timing = _Timing(trace.span_ns, self.repeat, self.speed, self.stretch)
+        self._per_block = _loops_per_block(len(trace), self.repeat)
+        self._step_offsets = sorted(self._timing.scaled(t) for t in _step_starts(trace))
+        self._t0 = clock.now_ns() if self.origin_ns is None else self.origin_ns
         thread = threading.Thread(
             target=self._run, args=(sink, trace, names), name="tfprof-replay", daemon=True
         )
@@ -182,6 +235,24 @@ class ReplaySource:
 
     def tracer_clock_ns(self) -> int | None:
         return None  # timestamps are already host realtime
+
+    def step_boundaries(self, after_ns: int) -> tuple[int, Iterator[int]]:
+        """The step period, and the replayed step starts at or after ``after_ns`` (host
+        realtime) in order, over every loop still to come (capture by steps)."""
+        timing, offsets, t0 = self._timing, self._step_offsets, self._t0
+        period = median_gap(timing.at(0, o, self._per_block) for o in offsets)
+
+        def starts() -> Iterator[int]:
+            if not offsets:
+                return
+            first = max(0, (after_ns - t0) // timing.period_ns - 1)
+            for loop in range(first, timing.repeat):
+                for o in offsets:
+                    t = t0 + timing.at(loop, o, self._per_block)
+                    if t >= after_ns:
+                        yield t
+
+        return period, starts()
 
     def set_capturing(self, on: bool, at_ns: int) -> None:
         with self._lock:
@@ -245,7 +316,7 @@ class ReplaySource:
     def _run(self, sink: Sink, trace: RecordedTrace, names: array.array[int]) -> None:
         try:
             # Built here, off the caller's thread: tiling a big trace takes a moment.
-            self._replay(sink, _Plan(trace, names, self.repeat, self.speed))
+            self._replay(sink, _Plan(trace, names, self._timing, self._per_block, self.speed))
         except Exception as exc:
             with self._lock:
                 left = self._total - self._handed
@@ -256,8 +327,10 @@ class ReplaySource:
             )
 
     def _replay(self, sink: Sink, plan: _Plan) -> None:
-        t0 = clock.now_ns()  # the host realtime clock, as CUPTI timestamps are
-        m0 = time.monotonic_ns()
+        t0 = self._t0  # on the host realtime clock, as CUPTI timestamps are
+        # The monotonic instant of t0 (in the past when the run's origin is): pacing
+        # keeps each record at or before the wall clock.
+        m0 = time.monotonic_ns() - (clock.now_ns() - t0)
         speed = self.speed
         for loop_first, chunks in plan.blocks():
             start_shift = t0 + loop_first * plan.period_ns
@@ -299,18 +372,23 @@ class _Plan:
     """Chunk tables for one block of ``loops_per_block`` back-to-back loops, built once."""
 
     def __init__(
-        self, trace: RecordedTrace, names: array.array[int], repeat: int, speed: float | None
+        self,
+        trace: RecordedTrace,
+        names: array.array[int],
+        timing: _Timing,
+        loops_per_block: int,
+        speed: float | None,
     ) -> None:
         n = len(trace)
-        self.repeat = repeat
+        repeat = self.repeat = timing.repeat
         # Time compression at max with repeats (see the module docstring).
-        self.compression = repeat if speed is None else 1
-        self.period_ns = trace.span_ns + LOOP_GAP_NS
+        self.compression = timing.compression
+        self.period_ns = timing.raw_period_ns
         correlation = trace.column("correlation")
         self.has_correlation = any(correlation)
         self.correlation_stride = max(correlation, default=0)
         # Tile short traces so a batch carries ~CHUNK_RECORDS records, not one loop's few.
-        self.loops_per_block = max(1, min(repeat, CHUNK_RECORDS // n))
+        self.loops_per_block = loops_per_block
         k = self.loops_per_block
         block: list[array.array[int]] = []
         for col_name in COLUMNS:
@@ -322,6 +400,10 @@ class _Plan:
                 base = array.array(
                     "q", [names[c] if k == RecordKind.MARKER else c for k, c in zip(kinds, base)]
                 )
+            elif col_name == "collective":  # and so is a collective's description
+                base = array.array("q", [names[c] if c else 0 for c in base])
+            elif col_name in ("start_ns", "duration_ns") and timing.stretch != 1:
+                base = array.array("q", [timing.scaled(v) for v in base])
             if col_name == "start_ns":
                 tiled = array.array("q")
                 for j in range(k):
@@ -340,7 +422,7 @@ class _Plan:
             block[_DURATION] = array.array(
                 "q", [max(1, v // c) if v else 0 for v in block[_DURATION]]
             )
-            self.period_ns = -(-self.period_ns // c)  # rounded up: loops never overlap
+            self.period_ns = timing.period_ns  # rounded up: loops never overlap
         window_ns = None if speed is None else int(PACE_WINDOW_S * 1e9 * speed)
         self._full = _chunks(block, len(block[0]), window_ns)
         rest = repeat % k
@@ -372,6 +454,24 @@ def _chunks(block: list[array.array[int]], limit: int, window_ns: int | None) ->
         chunks.append(_Chunk([col[lo:hi] for col in block], starts[hi - 1]))
         lo = hi
     return chunks
+
+
+def _loops_per_block(records: int, repeat: int) -> int:
+    return max(1, min(repeat, CHUNK_RECORDS // max(1, records)))
+
+
+def _step_starts(trace: RecordedTrace) -> list[int]:
+    """Starts of the trace's host step ranges (``ProfilerStep#N`` on a host thread)."""
+    kinds, names, threads = trace.column("kind"), trace.column("name"), trace.column("thread")
+    steps = {i for i, text in enumerate(trace.names) if _STEP_NAME.fullmatch(text)}
+    if not steps:
+        return []
+    starts = trace.column("start_ns")
+    return [
+        starts[i]
+        for i in range(len(trace))
+        if kinds[i] == RecordKind.MARKER and names[i] in steps and threads[i]
+    ]
 
 
 def _devices(trace: RecordedTrace) -> list[DeviceInfo]:
