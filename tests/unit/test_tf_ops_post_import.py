@@ -77,3 +77,19 @@ def test_a_missing_module_still_fails_to_import(module_dir: Path) -> None:
     with pytest.raises(ModuleNotFoundError):
         import tfprof_watched_missing  # type: ignore[import-not-found]  # noqa: F401
     assert seen == []
+
+
+def test_a_spec_looked_up_before_the_import_leaves_the_name_watched(module_dir: Path) -> None:
+    """TensorFlow asks ``importlib.util.find_spec("keras")`` before it imports keras: the
+    callback must still run when keras is imported, once."""
+    import importlib.util
+
+    (module_dir / "tfprof_watched_probe.py").write_text("READY = True\n")
+    seen: list[bool] = []
+    post_import.when_imported("tfprof_watched_probe", lambda m: seen.append(m.READY))
+    assert importlib.util.find_spec("tfprof_watched_probe") is not None
+    assert seen == []
+    import tfprof_watched_probe  # type: ignore[import-not-found]
+
+    assert seen == [True] and tfprof_watched_probe.READY
+    assert not any(isinstance(f, post_import.PostImportFinder) for f in sys.meta_path)

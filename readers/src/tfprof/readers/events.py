@@ -44,6 +44,8 @@ def load_events(
     trace = _finish(builder, fmt)
     if fmt == FORMAT_TFPROF:
         trace.origin_ns += tfprof_chrome.origin_ns(meta)
+    elif fmt == FORMAT_KINETO:
+        trace.origin_ns += kineto.base_time_ns(meta)
     return trace
 
 
@@ -100,7 +102,10 @@ def stream_events(where: str, chunks: Iterable[list[Event]], meta: dict[str, Any
         reader.finish(meta)
     else:
         reader.finish()
-    return _finish(builder, fmt)
+    trace = _finish(builder, fmt)
+    if fmt == FORMAT_KINETO:
+        trace.origin_ns += kineto.base_time_ns(meta)
+    return trace
 
 
 def _finish(builder: TraceBuilder, fmt: str | None) -> RecordedTrace:

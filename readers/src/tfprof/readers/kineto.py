@@ -72,6 +72,14 @@ def is_kineto(events: Iterable[Event]) -> bool:
     return any(_category(e) in _CATEGORIES for e in events)
 
 
+def base_time_ns(meta: dict[str, Any]) -> int:
+    """Kineto's ``baseTimeNanoseconds``: newer Kineto writes ``ts`` relative to it (an
+    epoch instant), so that ranks recorded on different hosts share one clock; 0 when
+    absent (older files write the whole time in ``ts``)."""
+    base = meta.get("baseTimeNanoseconds")
+    return base if type(base) is int and base > 0 else 0
+
+
 def read_kineto(meta: dict[str, Any], events: Iterable[Event], out: TraceBuilder) -> None:
     reader = KinetoReader(out)
     reader.feed(events)

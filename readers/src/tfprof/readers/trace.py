@@ -86,8 +86,9 @@ class RecordedTrace:
         # TF dataflow): counts by what was found; empty when the file has none.
         self.flow_stats = flow_stats or {}
         # The file's own time of start 0, in ns: the earliest record as written
-        # (epoch ns for TF and tfprof files, whatever clock Kineto used), so that imports
-        # can keep each file's clock.
+        # (epoch ns for TF and tfprof files and for Kineto files that write
+        # baseTimeNanoseconds, else whatever clock Kineto used), so that imports can
+        # keep each file's clock.
         self.origin_ns = origin_ns
         self.tasks: list[tuple[str, str]] = []
         self.task_index: array.array[int] | None = None

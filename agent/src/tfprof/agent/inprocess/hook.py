@@ -406,8 +406,13 @@ class Hook:
                 source.set_capturing,
                 lead_ns=source.capture_lead_ns,
                 on_error=lambda exc: warn(f"capture window failed ({type(exc).__name__}: {exc})"),
-                # A replay knows its steps ahead (the trace's ProfilerStep ranges).
-                known_boundaries=getattr(source, "step_boundaries", None),
+                # A replay of a trace with steps (ProfilerStep ranges) knows them ahead;
+                # otherwise the step markers report them as they happen.
+                known_boundaries=(
+                    getattr(source, "step_boundaries", None)
+                    if getattr(source, "has_steps", False)
+                    else None
+                ),
             )
             self._capture.start(sock)
 

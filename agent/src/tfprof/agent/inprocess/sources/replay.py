@@ -236,6 +236,11 @@ class ReplaySource:
     def tracer_clock_ns(self) -> int | None:
         return None  # timestamps are already host realtime
 
+    @property
+    def has_steps(self) -> bool:
+        """Whether the trace has step ranges (known once ``start`` has read it)."""
+        return bool(self._step_offsets)
+
     def step_boundaries(self, after_ns: int) -> tuple[int, Iterator[int]]:
         """The step period, and the replayed step starts at or after ``after_ns`` (host
         realtime) in order, over every loop still to come (capture by steps)."""
