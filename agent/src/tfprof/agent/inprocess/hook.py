@@ -476,8 +476,9 @@ class Hook:
     def after_fork_child(self) -> Hook:
         """A forked child keeps nothing of the parent's sender; it starts its own.
 
-        CUDA does not survive fork and a replay runs once per job, so the child traces
-        no GPU activity of its own but still says hello (for host metrics and identity).
+        CUDA does not survive fork and a replay runs once per job (or rank), so the child
+        traces no GPU activity of its own but still says hello (for host metrics and
+        identity).
         """
         if self._sock is not None:
             try:
