@@ -51,12 +51,16 @@ def capture_steps(collector: Collector, job: str, out: Path, *args: str) -> str:
 def step_markers(
     stream_strings: list[str], records: dict[str, np.ndarray], shift: int
 ) -> list[tuple[str, int]]:
-    """(name, start on the collector's clock) of the host ``ProfilerStep#N`` ranges."""
+    """(name, start on the collector's clock) of the host ``ProfilerStep#N`` ranges, in
+    time order (a loop's last step comes before the next loop's first)."""
     kinds, names, threads = records["kind"], records["name"], records["thread"]
     return sorted(
-        (stream_strings[n], int(s) + shift)
-        for k, n, t, s in zip(kinds, names, threads, records["start_ns"], strict=True)
-        if k == RecordKind.MARKER and t and PROFILER_STEP.fullmatch(stream_strings[n])
+        (
+            (stream_strings[n], int(s) + shift)
+            for k, n, t, s in zip(kinds, names, threads, records["start_ns"], strict=True)
+            if k == RecordKind.MARKER and t and PROFILER_STEP.fullmatch(stream_strings[n])
+        ),
+        key=lambda step: step[1],
     )
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +20,8 @@ import pytest
 
 from tfprof.collector.jobdata import StreamData
 from tfprof.collector.store import Store
+from tfprof.core import collectives
+from tfprof.core.records import RecordKind
 
 from .conftest import Collector, agent_cmd, clean_env
 
@@ -75,3 +78,9 @@ def test_every_rank_replays_once_from_the_runs_origin(traces: Path, collector: C
     assert int(np.abs(np.sort(start3) - np.sort(want)).max()) <= 1
     assert int(np.abs(np.sort(dur3) - np.sort(np.round(dur0 * 1.3).astype(np.int64))).max()) <= 1
     assert (start3.max() - origin) > 1.29 * (start0.max() - origin)
+    # Kineto's collective args came through the wire with every NCCL kernel of each rank.
+    for task, stream in by_task.items():
+        r = stream.records
+        named = r["collective"][r["kind"] == RecordKind.KERNEL]
+        kinds = Counter(collectives.parse(stream.strings[i])["collective"] for i in named if i)
+        assert kinds == {"allreduce": 15, "broadcast": 6}, task
