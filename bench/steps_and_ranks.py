@@ -132,8 +132,9 @@ def collective_args(data: Path) -> None:
     named = Counter(
         collectives.parse(stream.strings[i])["collective"] for i in r["collective"][kernels] if i
     )
+    kinds = dict(sorted(named.items()))
     print(f"\ncollective args, {TRACE.name} imported: {nccl} NCCL kernels, "
-          f"{sum(named.values())} with Kineto's collective args: {dict(sorted(named.items()))}")  # fmt: skip
+          f"{sum(named.values())} with Kineto's collective args: {kinds}")  # fmt: skip
 
 
 def main() -> None:
