@@ -36,11 +36,14 @@ def hello(stream_id: str = "s1", job: str = "train", run_id: str = "r1") -> pb.H
                     devices=[pb.Device(ordinal=0, uuid="GPU-0", name="A100")])  # fmt: skip
 
 
-def records_batch(seq: int, start: int, n: int = 7, **extra: Any) -> pb.Batch:
+KINDS = len(RecordKind)
+
+
+def records_batch(seq: int, start: int, n: int = KINDS, **extra: Any) -> pb.Batch:
     """One record of every kind, cycling, with names from the string table."""
     b = pb.Batch(seq=seq, **extra)
     r = b.records
-    kinds = [RecordKind(1 + i % 7) for i in range(n)]
+    kinds = [RecordKind(1 + i % KINDS) for i in range(n)]
     r.kind.extend(pb.RecordKind.ValueType(k) for k in kinds)
     r.start_ns.extend(start + 10 * i for i in range(n))
     r.duration_ns.extend(5 + i for i in range(n))
@@ -119,7 +122,7 @@ def test_every_kind_lands_in_its_table_with_the_loaders_values(tmp_path: Path) -
     devices = run_query(engine, "SELECT ordinal, uuid FROM devices ORDER BY 1").to_pylist()
     assert devices == [{"ordinal": 0, "uuid": "GPU-0"}, {"ordinal": 1, "uuid": "GPU-1"}]
     runs = run_query(engine, "SELECT * FROM runs").to_pylist()
-    assert runs[0]["records"] == 14 and runs[0]["state"] == "finished"
+    assert runs[0]["records"] == 2 * KINDS and runs[0]["state"] == "finished"
     assert runs[0]["dropped"] == 2
 
 
@@ -257,7 +260,7 @@ def test_the_background_compactor_publishes_finished_and_running_streams(tmp_pat
     running.close()
     assert count([Path(lake.root)]) == 2
     assert count([Path(lake.root)], "goodbyes") == 1
-    assert compactor.published.records == 14
+    assert compactor.published.records == 2 * KINDS
 
 
 def test_sql_command_formats_and_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -289,7 +292,7 @@ def test_compact_command_reports_and_refuses_a_served_data_dir(
 ) -> None:
     write_stream(tmp_path, [first_batch()])
     assert main(["compact", "--data-dir", str(tmp_path)]) == 0
-    assert "compacted 1 batches (7 records)" in capsys.readouterr().err
+    assert f"compacted 1 batches ({KINDS} records)" in capsys.readouterr().err
     with Store(tmp_path).serving():
         assert main(["compact", "--data-dir", str(tmp_path)]) == 1
     assert "another tfprof-collector serve" in capsys.readouterr().err

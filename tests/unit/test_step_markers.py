@@ -30,8 +30,8 @@ print(json.dumps({"boundaries": boundaries, "steps": [[n, s, e, m] for n, s, e, 
 """
 
 
-def run(body: str, cwd: Path | None = None) -> dict[str, Any]:
-    code = INSTALL + textwrap.dedent(body) + REPORT
+def run(body: str, cwd: Path | None = None, install: str = INSTALL) -> dict[str, Any]:
+    code = install + textwrap.dedent(body) + REPORT
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "KERAS_BACKEND": "tensorflow"}
     if cwd is not None:
         env["PYTHONPATH"] = f"{cwd}{os.pathsep}{env.get('PYTHONPATH', '')}"
@@ -105,3 +105,20 @@ def test_a_framework_without_the_api_gets_one_line(tmp_path: Path) -> None:
         "PyTorch 1.13.1 has no global optimizer-step hook (it came with 2.0): its training "
         "steps are not marked"
     ]
+
+
+def test_a_failure_of_ours_is_one_line_never_the_jobs() -> None:
+    install = INSTALL.replace(
+        "step_markers.install(boundaries.append, lambda *a: steps.append(a), warnings.append)",
+        "def broken(*args):\n    raise RuntimeError('sink gone')\n"
+        "step_markers.install(broken, broken, warnings.append)",
+    )
+    body = """
+        import numpy as np, keras
+        x, y = np.zeros((16, 4), "float32"), np.zeros((16, 1), "float32")
+        model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+        model.compile(optimizer="sgd", loss="mse")
+        model.fit(x, y, batch_size=4, epochs=1, verbose=0)  # trains: 4 steps
+    """
+    out = run(body, install=install)
+    assert set(out["warnings"]) == {"a training step was not marked (RuntimeError: sink gone)"}

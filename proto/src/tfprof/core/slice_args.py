@@ -59,6 +59,7 @@ HOST_CATEGORIES: Mapping[int, str] = {
     RecordKind.API: "cuda_api",
     RecordKind.MARKER: "marker",
     RecordKind.MEMORY: "memory",
+    RecordKind.STEP: "step",
 }
 SLICE_CATEGORIES: Mapping[int, str] = {**CATEGORIES, **HOST_CATEGORIES}
 OTHER_CATEGORY = "activity"
@@ -120,6 +121,8 @@ BY_KIND: Mapping[int | None, tuple[SliceArg, ...]] = {
         SliceArg("address", ("address",)),
         DEVICE,
     ),
+    # A training step the hook marked: its number in the process.
+    RecordKind.STEP: (SliceArg("step", ("external_id",)),),
     None: (SliceArg("kind", ("kind",)), *COMMON),
 }
 

@@ -21,6 +21,7 @@ missing is one ``warn`` line. Standard library only; nothing here imports a fram
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import weakref
 from collections.abc import Callable
@@ -39,18 +40,32 @@ Warn = Callable[[str], None]
 
 
 class StepCounter:
-    """The process's step numbers: steps begun so far, across every model and optimizer."""
+    """The process's step numbers: steps begun so far, across every model and optimizer.
 
-    def __init__(self, boundary: Boundary, step: Step) -> None:
+    Its methods run inside the job's own calls (``optimizer.step``, the train function):
+    a failure of ours is one ``warn`` line, never an exception in the job."""
+
+    def __init__(self, boundary: Boundary, step: Step, warn: Warn) -> None:
         self._boundary = boundary
         self._step = step
+        self._warn = warn
         self._lock = threading.Lock()
         self.count = 0  # steps begun so far: the number the next step gets
         self._open: tuple[int, int] | None = None  # PyTorch: (number, start) of the step running
         self._optimizer: weakref.ref[Any] | None = None
 
+    def _failed(self, exc: BaseException) -> None:
+        with contextlib.suppress(Exception):
+            self._warn(f"a training step was not marked ({type(exc).__name__}: {exc})")
+
     def optimizer_stepped(self, optimizer: Any) -> None:
         """PyTorch's post hook: a step ended, the next one starts now."""
+        try:
+            self._optimizer_stepped(optimizer)
+        except Exception as exc:
+            self._failed(exc)
+
+    def _optimizer_stepped(self, optimizer: Any) -> None:
         now = clock.now_ns()
         with self._lock:
             first = self._optimizer() if self._optimizer is not None else None
@@ -72,11 +87,18 @@ class StepCounter:
         with self._lock:
             number = self.count
             self.count += max(1, steps)
-        self._boundary(now)
+        try:
+            self._boundary(now)
+        except Exception as exc:
+            self._failed(exc)
         return number, now
 
     def call_ended(self, number: int, start_ns: int) -> None:
-        self._step(number, start_ns, clock.now_ns(), threading.get_native_id(), KERAS_MARKER)
+        try:
+            now = clock.now_ns()
+            self._step(number, start_ns, now, threading.get_native_id(), KERAS_MARKER)
+        except Exception as exc:
+            self._failed(exc)
 
 
 def watch_torch(counter: StepCounter, warn: Warn) -> None:
@@ -106,7 +128,7 @@ def _wrap_train_function(counter: StepCounter, model: Any) -> None:
     def train_function(*args: Any, **kwargs: Any) -> Any:
         try:
             steps = int(getattr(model, "steps_per_execution", 1) or 1)
-        except (TypeError, ValueError):
+        except Exception:  # not a number: count the call as one step
             steps = 1
         number, start = counter.call_started(steps)
         try:
@@ -152,7 +174,7 @@ def watch_keras(counter: StepCounter, warn: Warn) -> None:
 
 def install(boundary: Boundary, step: Step, warn: Warn) -> StepCounter:
     """Mark the steps of PyTorch and Keras, whichever the job imports."""
-    counter = StepCounter(boundary, step)
+    counter = StepCounter(boundary, step, warn)
     watch_torch(counter, warn)
     watch_keras(counter, warn)
     return counter

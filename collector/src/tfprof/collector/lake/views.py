@@ -56,7 +56,7 @@ FROM spans GROUP BY job, gpu
 
 _ALL_RECORDS = " UNION ALL ".join(
     f"SELECT job, run, start_ns, duration_ns FROM {t}"
-    for t in ("kernels", "copies", "memsets", "syncs", "api_calls", "markers", "memory")
+    for t in ("kernels", "copies", "memsets", "syncs", "api_calls", "markers", "memory", "steps")
 )
 RUNS = f"""
 WITH s AS (
