@@ -63,6 +63,34 @@ STEP: RecordKind.ValueType  # 8
 """a training step the hook marked: external_id = its number"""
 Global___RecordKind: _TypeAlias = RecordKind  # noqa: Y015
 
+class _ProcessEnd:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _ProcessEndEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ProcessEnd.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    PROCESS_END_UNSPECIFIED: _ProcessEnd.ValueType  # 0
+    """the process said goodbye itself: its own counts"""
+    EXITED: _ProcessEnd.ValueType  # 1
+    """no goodbye, but the relay saw it exit (exit_code)"""
+    SIGNALED: _ProcessEnd.ValueType  # 2
+    """no goodbye, but the relay saw it killed (signal)"""
+    GONE: _ProcessEnd.ValueType  # 3
+    """no goodbye (os._exit, a signal): it is gone, status unknown"""
+
+class ProcessEnd(_ProcessEnd, metaclass=_ProcessEndEnumTypeWrapper):
+    """How a stream's process ended, when its relay (not the process) says the goodbye."""
+
+PROCESS_END_UNSPECIFIED: ProcessEnd.ValueType  # 0
+"""the process said goodbye itself: its own counts"""
+EXITED: ProcessEnd.ValueType  # 1
+"""no goodbye, but the relay saw it exit (exit_code)"""
+SIGNALED: ProcessEnd.ValueType  # 2
+"""no goodbye, but the relay saw it killed (signal)"""
+GONE: ProcessEnd.ValueType  # 3
+"""no goodbye (os._exit, a signal): it is gone, status unknown"""
+Global___ProcessEnd: _TypeAlias = ProcessEnd  # noqa: Y015
+
 @_typing.final
 class AgentMessage(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
@@ -181,6 +209,9 @@ class Hello(_message.Message):
     CLOCK_OFFSET_NS_FIELD_NUMBER: _builtins.int
     CLOCK_RTT_NS_FIELD_NUMBER: _builtins.int
     STREAM_ID_FIELD_NUMBER: _builtins.int
+    STREAM_SECRET_FIELD_NUMBER: _builtins.int
+    UID_FIELD_NUMBER: _builtins.int
+    USER_FIELD_NUMBER: _builtins.int
     protocol_version: _builtins.int
     """PROTOCOL_VERSION below"""
     job: _builtins.str
@@ -199,6 +230,17 @@ class Hello(_message.Message):
     """round trip of the probe the offset came from"""
     stream_id: _builtins.str
     """unique per traced process; a reconnect reuses it"""
+    stream_secret: _builtins.bytes
+    """Random bytes the relay makes for the stream (16 to 64) and keeps with it (memory,
+    spool): the first hello binds the stream id to them, and a later hello with the same
+    stream id resumes the stream only when it carries the same bytes. The collector keeps
+    only their SHA-256 and never shows them.
+    """
+    uid: _builtins.int
+    """The traced process's uid as the relay's kernel reported it (SO_PEERCRED), and its
+    user name where the relay could look it up: who the run belongs to on that host.
+    """
+    user: _builtins.str
     @_builtins.property
     def argv(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     @_builtins.property
@@ -223,12 +265,17 @@ class Hello(_message.Message):
         clock_offset_ns: _builtins.int = ...,
         clock_rtt_ns: _builtins.int = ...,
         stream_id: _builtins.str = ...,
+        stream_secret: _builtins.bytes = ...,
+        uid: _builtins.int | None = ...,
+        user: _builtins.str = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["clock", b"clock"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_uid", b"_uid", "clock", b"clock", "uid", b"uid"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_version", b"agent_version", "argv", b"argv", "clock", b"clock", "clock_offset_ns", b"clock_offset_ns", "clock_rtt_ns", b"clock_rtt_ns", "devices", b"devices", "host", b"host", "job", b"job", "pid", b"pid", "ppid", b"ppid", "protocol_version", b"protocol_version", "run_id", b"run_id", "source", b"source", "stream_id", b"stream_id", "task", b"task"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_uid", b"_uid", "agent_version", b"agent_version", "argv", b"argv", "clock", b"clock", "clock_offset_ns", b"clock_offset_ns", "clock_rtt_ns", b"clock_rtt_ns", "devices", b"devices", "host", b"host", "job", b"job", "pid", b"pid", "ppid", b"ppid", "protocol_version", b"protocol_version", "run_id", b"run_id", "source", b"source", "stream_id", b"stream_id", "stream_secret", b"stream_secret", "task", b"task", "uid", b"uid", "user", b"user"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__uid: _TypeAlias = _typing.Literal["uid"]  # noqa: Y015
+    _WhichOneofArgType__uid: _TypeAlias = _typing.Literal["_uid", b"_uid"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__uid) -> _WhichOneofReturnType__uid | None: ...
 
 Global___Hello: _TypeAlias = Hello  # noqa: Y015
 
@@ -517,6 +564,8 @@ class Goodbye(_message.Message):
     DROPPED_TRACER_FIELD_NUMBER: _builtins.int
     DROPPED_RELAY_FIELD_NUMBER: _builtins.int
     EXIT_CODE_FIELD_NUMBER: _builtins.int
+    END_FIELD_NUMBER: _builtins.int
+    SIGNAL_FIELD_NUMBER: _builtins.int
     records_sent: _builtins.int
     dropped_queue: _builtins.int
     """hook queue full"""
@@ -525,6 +574,13 @@ class Goodbye(_message.Message):
     dropped_relay: _builtins.int
     """lost between hook and collector"""
     exit_code: _builtins.int
+    end: Global___ProcessEnd.ValueType
+    """Set by a relay that saw the process end without its goodbye: records_sent and
+    dropped_queue are then what the relay received (what the process still held is
+    unknown), and the stream is finished, not lost.
+    """
+    signal: _builtins.int
+    """SIGNALED: the signal number"""
     def __init__(
         self,
         *,
@@ -533,10 +589,12 @@ class Goodbye(_message.Message):
         dropped_tracer: _builtins.int = ...,
         dropped_relay: _builtins.int = ...,
         exit_code: _builtins.int = ...,
+        end: Global___ProcessEnd.ValueType = ...,
+        signal: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["dropped_queue", b"dropped_queue", "dropped_relay", b"dropped_relay", "dropped_tracer", b"dropped_tracer", "exit_code", b"exit_code", "records_sent", b"records_sent"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["dropped_queue", b"dropped_queue", "dropped_relay", b"dropped_relay", "dropped_tracer", b"dropped_tracer", "end", b"end", "exit_code", b"exit_code", "records_sent", b"records_sent", "signal", b"signal"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -703,13 +761,11 @@ class CaptureStream(_message.Message):
     HOST_FIELD_NUMBER: _builtins.int
     PID_FIELD_NUMBER: _builtins.int
     TASK_FIELD_NUMBER: _builtins.int
-    STREAM_ID_FIELD_NUMBER: _builtins.int
     RUN_ID_FIELD_NUMBER: _builtins.int
     job: _builtins.str
     host: _builtins.str
     pid: _builtins.int
     task: _builtins.str
-    stream_id: _builtins.str
     run_id: _builtins.str
     def __init__(
         self,
@@ -718,12 +774,11 @@ class CaptureStream(_message.Message):
         host: _builtins.str = ...,
         pid: _builtins.int = ...,
         task: _builtins.str = ...,
-        stream_id: _builtins.str = ...,
         run_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["host", b"host", "job", b"job", "pid", b"pid", "run_id", b"run_id", "stream_id", b"stream_id", "task", b"task"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["host", b"host", "job", b"job", "pid", b"pid", "run_id", b"run_id", "task", b"task"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
