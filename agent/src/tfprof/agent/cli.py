@@ -42,6 +42,11 @@ FLAGGED_OPTIONS = (
     "capture_finalize",
     "tf_ops",
     "steps",
+    "redact",
+    "daemon_max_connections",
+    "daemon_max_connections_per_uid",
+    "daemon_hello_timeout",
+    "daemon_root_may_join",
 )
 
 
@@ -53,6 +58,7 @@ EMPTY_DEFAULTS = {
     "job": "the command's name, a timestamp and a random suffix",
     "output": "tfprof-JOB.trace.json.gz in the current directory",
     "tls_ca": "none: plaintext gRPC",
+    "redact": "the built-in names only",
 }
 
 
@@ -114,6 +120,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--capture-finalize", action="store_const", const="1", help=_help("capture_finalize")
     )
     run.add_argument("--tf-ops", metavar="on|off", help=_help("tf_ops"))
+    run.add_argument("--redact", metavar="NAMES", help=_help("redact"))
     run.add_argument(
         "cmd", nargs=argparse.REMAINDER, metavar="CMD [ARGS...]",
         help="the command to run and its arguments (put -- before it if it starts with -)",
@@ -187,6 +194,14 @@ def _add_node_commands(sub: argparse._SubParsersAction[GuessingParser]) -> None:
     daemon.add_argument(
         "--host-metrics-interval", metavar="MS", help=_help("host_metrics_interval")
     )
+    daemon.add_argument("--redact", metavar="NAMES", help=_help("redact"))
+    for flag, key, metavar in (
+        ("--max-connections", "daemon_max_connections", "N"),
+        ("--max-connections-per-uid", "daemon_max_connections_per_uid", "N"),
+        ("--hello-timeout", "daemon_hello_timeout", "SECONDS"),
+        ("--root-may-join", "daemon_root_may_join", "on|off"),
+    ):
+        daemon.add_argument(flag, dest=key, metavar=metavar, help=_help(key))
 
     env = sub.add_parser(
         "env",
@@ -272,7 +287,7 @@ def flush_spool_command(args: argparse.Namespace, cfg: config.AgentConfig) -> in
     spool = Spool(cfg.spool_dir, cfg.spool_bytes)
     result = flush_spool(
         spool,
-        lambda address: CollectorClient(address, cfg.tls_ca, cfg.auth_token),
+        lambda address: CollectorClient.from_config(cfg, address),
         target=target,
         timeout=args.timeout,
     )

@@ -35,7 +35,15 @@ class FrameType(IntEnum):
 HEADER = struct.Struct("<BI")
 # dropped-so-far, string_base, length of the JSON string list, record count
 RECORDS_HEADER = struct.Struct("<QIII")
-MAX_FRAME_BYTES = 1 << 30
+# What a relay reads of one frame, judged from the header before a byte of payload is
+# read: the first frame of a connection must be a hello of at most MAX_HELLO_BYTES
+# (anyone on the node may connect), every later one at most MAX_FRAME_BYTES, a quarter
+# of the collector's default message limit (the relay makes one batch of each frame).
+MAX_HELLO_BYTES = 64 << 10
+MAX_FRAME_BYTES = 16 << 20
+# Records per frame so that a frame with a full string list stays under the limit; the
+# hook splits bigger tables (a full CUPTI buffer can hold more).
+MAX_FRAME_RECORDS = (MAX_FRAME_BYTES // 2) // (8 * NUM_COLUMNS)
 
 _LITTLE = sys.byteorder == "little"
 
@@ -119,15 +127,53 @@ def encode_capture_frame(
 def encode_records_frame(
     table: RecordTable, string_base: int, strings: list[str], dropped: int
 ) -> bytes:
+    """One frame of the whole table (callers keep it under ``MAX_FRAME_RECORDS``)."""
     n = len(table)
+    columns = [_column_bytes(col, n) for col in table.columns]
+    return _records_frame(columns, 0, n, string_base, strings, dropped)
+
+
+def encode_records_frames(
+    table: RecordTable, string_base: int, strings: list[str], dropped: int
+) -> list[tuple[bytes, int]]:
+    """The table as frames of at most ``MAX_FRAME_RECORDS`` records each, with their
+    record counts; the new names travel with the first (in frames of their own before
+    it when they are too many for one). Slices of the columns' own memory: nothing is
+    copied but into the frames themselves."""
+    n = len(table)
+    columns = [_column_bytes(col, n) for col in table.columns]
+    out: list[tuple[bytes, int]] = []
+    names: list[str] = []
+    size = 0
+    for name in strings:
+        cost = len(name.encode()) * 6 + 3  # the most json.dumps can make of it
+        if names and size + cost > MAX_FRAME_BYTES // 2:
+            out.append((_records_frame(columns, 0, 0, string_base, names, dropped), 0))
+            string_base += len(names)
+            names, size = [], 0
+        names.append(name)
+        size += cost
+    for start in range(0, max(n, 1), MAX_FRAME_RECORDS):
+        stop = min(n, start + MAX_FRAME_RECORDS)
+        frame = _records_frame(columns, start, stop, string_base, names, dropped)
+        out.append((frame, stop - start))
+        string_base += len(names)  # later frames name no new strings: the next free id
+        names = []
+    return out
+
+
+def _records_frame(
+    columns: list[Any], start: int, stop: int, string_base: int, strings: list[str], dropped: int
+) -> bytes:
+    n = stop - start
     blob = json.dumps(strings, separators=(",", ":")).encode() if strings else b""
     length = RECORDS_HEADER.size + len(blob) + 8 * NUM_COLUMNS * n
-    parts: list[bytes | memoryview] = [
+    parts: list[Any] = [
         HEADER.pack(FrameType.RECORDS, length),  # one join: the frame is copied once
         RECORDS_HEADER.pack(dropped, string_base, len(blob), n),
         blob,
     ]
-    parts.extend(_column_bytes(col, n) for col in table.columns)
+    parts.extend(column[8 * start : 8 * stop] for column in columns)
     return b"".join(parts)
 
 

@@ -181,17 +181,26 @@ class Hook:
             return True
         # One submit at a time: new names must reach the queue in the order the frames
         # that use them do (CUPTI's thread and an exit-time flush can both submit).
+        # A table bigger than a frame may be (a full CUPTI buffer) goes as several.
+        queued = 0
         with self._submit_lock:
             base, pending = self.strings.take_pending()
-            frame = frames.encode_records_frame(table, base, pending, self.dropped_queue)
-            if self.queue.put(frame, wait=wait, records=n):
+            for frame, records in frames.encode_records_frames(
+                table, base, pending, self.dropped_queue
+            ):
+                if not self.queue.put(frame, wait=wait, records=records):
+                    break
+                queued += records
+                pending = []  # the names are in a queued frame
+            else:
                 with self._count_lock:
                     self.records_sent += n
                 return True
-            # The names travel with the next frame that does get through.
-            self.strings.restore_pending(base)
+            if pending:  # the names travel with the next frame that does get through
+                self.strings.restore_pending(base)
         with self._count_lock:
-            self.dropped_queue += n
+            self.records_sent += queued
+            self.dropped_queue += n - queued
         if not wait and not self.queue.closed:  # closed: the failure was already reported
             warn("record queue full: dropping GPU records (counted in the trace metadata)")
         return False
@@ -364,8 +373,8 @@ class Hook:
                     self._capture.attach(sock)
             names = self.strings.sent() if self.connections > 1 else []
             if names:  # the new stream needs the names earlier streams carried
-                refresh = frames.encode_records_frame(RecordTable(), 1, names, 0)
-                sock.sendall(refresh, NO_SIGPIPE)
+                for refresh, _ in frames.encode_records_frames(RecordTable(), 1, names, 0):
+                    sock.sendall(refresh, NO_SIGPIPE)
             while True:
                 taken = self.queue.take(timeout=0.5)
                 if taken is None:

@@ -48,7 +48,7 @@ from tfprof.agent.launch.signals import FORWARDED_SIGNALS, SignalForwarder
 if TYPE_CHECKING:
     from tfprof.agent.relay.collector_client import CollectorClient
     from tfprof.agent.relay.hub import RelayHub
-    from tfprof.agent.relay.socket_server import ProcessLink
+    from tfprof.agent.relay.process_link import ProcessLink
     from tfprof.agent.relay.spool import Spool
     from tfprof.collector.embedded import EmbeddedCollector
 
@@ -121,11 +121,7 @@ class Run:
         if self.cfg.collector:
             from tfprof.agent.relay.spool import Spool
 
-            try:
-                client = CollectorClient(self.cfg.collector, self.cfg.tls_ca, self.cfg.auth_token)
-            except OSError as exc:
-                raise UsageError(f"--tls-ca {self.cfg.tls_ca}: {exc.strerror}") from None
-            self.client = client
+            self.client = CollectorClient.from_config(self.cfg)
             self.spool = Spool(self.cfg.spool_dir, self.cfg.spool_bytes)
         else:
             assert self._embedded_type is not None  # resolved in __init__ when no collector
@@ -209,7 +205,7 @@ class Run:
         forwarder.reaped.set()
         code = os.waitstatus_to_exitcode(status)
         try:
-            self._finish(code, time.monotonic() - started)
+            self._finish(code, time.monotonic() - started, pid)
         except Exception as exc:  # the job's status matters more than our trace
             notice(f"failed to finish the trace ({type(exc).__name__}: {exc})")
             if self.embedded is not None and not self._keep_run_dir:
@@ -230,14 +226,14 @@ class Run:
             self.embedded.stop(grace=0)
         shutil.rmtree(self.run_dir, ignore_errors=True)
 
-    def _finish(self, code: int, seconds: float) -> None:
+    def _finish(self, code: int, seconds: float, pid: int = 0) -> None:
         # Processes deliver what they hold at exit within TFPROF_EXIT_TIMEOUT; a
         # grandchild the job left running is not waited for beyond that.
         if not self.hub.relay.wait_closed(self.cfg.exit_timeout_s + 2.0):
             notice("some traced processes are still running; their records so far are kept")
         self.hub.stop()
         links = list(self.hub.relay.links)
-        left = self.hub.finish_links(links, exit_code=code)
+        left = self.hub.finish_links(links, exit_code=code, child_pid=pid)
         if failed_to_start(code, seconds, _records_seen(links)):
             self.client.close()
             if self.embedded is not None:

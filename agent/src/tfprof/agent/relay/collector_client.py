@@ -6,6 +6,8 @@ Runs in the launcher, never in the user's process.
 
 from __future__ import annotations
 
+from typing import Any
+
 import grpc
 
 from tfprof.agent.inprocess import clock
@@ -14,13 +16,25 @@ from tfprof.proto import collector_pb2_grpc as pb_grpc
 
 MAX_MESSAGE_BYTES = 64 << 20
 BACKOFF_MAX_S = 5.0  # the longest wait between reconnection attempts
+# Pings on an idle connection (the collector permits one per KEEPALIVE_MS; see its
+# server options) and how long an unanswered one may wait.
+KEEPALIVE_MS = 60_000
+KEEPALIVE_TIMEOUT_MS = 20_000
 STREAM_METHOD = "/{}/Stream".format(pb.DESCRIPTOR.services_by_name["Collector"].full_name)
 
 
 class CollectorClient:
     """A channel to one collector, with TLS and bearer-token settings applied."""
 
-    def __init__(self, target: str, tls_ca: str = "", auth_token: str = "") -> None:
+    def __init__(
+        self,
+        target: str,
+        tls_ca: str = "",
+        auth_token: str = "",
+        client_cert: tuple[str, str] | None = None,
+    ) -> None:
+        """``client_cert``: (certificate, key) PEM files, for a collector that requires
+        client certificates (mTLS)."""
         self.target = target
         options = [
             ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
@@ -28,10 +42,17 @@ class CollectorClient:
             # Reconnect quickly after a collector restart; the stream logic backs off.
             ("grpc.initial_reconnect_backoff_ms", 100),
             ("grpc.max_reconnect_backoff_ms", int(BACKOFF_MAX_S * 1000)),
+            # A collector that vanished without closing the connection (a host gone, a
+            # network cut) is noticed by pings, not after the kernel's hours of retries.
+            ("grpc.keepalive_time_ms", KEEPALIVE_MS),
+            ("grpc.keepalive_timeout_ms", KEEPALIVE_TIMEOUT_MS),
         ]
-        if tls_ca:
-            with open(tls_ca, "rb") as f:
-                creds = grpc.ssl_channel_credentials(root_certificates=f.read())
+        if tls_ca or client_cert:
+            creds = grpc.ssl_channel_credentials(
+                root_certificates=_read(tls_ca) if tls_ca else None,
+                private_key=_read(client_cert[1]) if client_cert else None,
+                certificate_chain=_read(client_cert[0]) if client_cert else None,
+            )
             self.channel = grpc.secure_channel(target, creds, options=options)
         else:
             self.channel = grpc.insecure_channel(target, options=options)
@@ -47,6 +68,22 @@ class CollectorClient:
             response_deserializer=pb.Ack.FromString,
         )
         self.last_error: str | None = None  # of the last failed clock probe
+
+    @classmethod
+    def from_config(cls, cfg: Any, target: str = "") -> CollectorClient:
+        """A client with ``cfg``'s TLS, client certificate and token (an AgentConfig);
+        a file that cannot be read is a ``UsageError`` naming its option."""
+        from tfprof.agent.inprocess.errors import UsageError
+
+        if bool(cfg.tls_cert) != bool(cfg.tls_key):
+            raise UsageError("TFPROF_TLS_CERT and TFPROF_TLS_KEY go together: give both")
+        cert = (cfg.tls_cert, cfg.tls_key) if cfg.tls_cert else None
+        try:
+            return cls(target or cfg.collector, cfg.tls_ca, cfg.auth_token, cert)
+        except OSError as exc:
+            names = {cfg.tls_ca: "--tls-ca", cfg.tls_cert: "TFPROF_TLS_CERT"}
+            option = names.get(exc.filename, "TFPROF_TLS_KEY")
+            raise UsageError(f"{option} {exc.filename}: {exc.strerror}") from None
 
     def estimate_clock(self, samples: int = 5, timeout: float = 2.0) -> tuple[int, int] | None:
         """(offset, round trip) in ns: add offset to local time to get collector time.
@@ -71,6 +108,11 @@ class CollectorClient:
 
     def close(self) -> None:
         self.channel.close()
+
+
+def _read(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
 
 
 def describe(exc: grpc.RpcError) -> str:

@@ -8,16 +8,23 @@ SIGTERM or SIGINT the daemon stops taking frames (each process sends the frame i
 writing again, whole, to the next daemon on a new stream), reads what is in the
 sockets, ends every stream with a goodbye, delivers what it received, spools what it
 cannot deliver in time, and says so in one line.
+
+The socket is open to every user of the node, so the daemon trusts the kernel, not the
+hello: each connection's uid comes from ``SO_PEERCRED`` and a job run is bound to the
+uid of its first process (``run_owners``); connections are capped in total and per uid,
+and the open-files limit is raised at start (socket_server.py says what else is bounded).
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import signal
 import socket
 import sys
 import threading
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tfprof.agent.inprocess import clock, identity
@@ -25,9 +32,14 @@ from tfprof.agent.inprocess.config import AgentConfig
 from tfprof.agent.inprocess.errors import UsageError
 from tfprof.agent.launch import bundle
 from tfprof.core.names import is_safe_name
+from tfprof.core.ratelimit import RateLimitedLog
 
 if TYPE_CHECKING:
     from tfprof.agent.relay.hub import RelayHub
+    from tfprof.agent.relay.run_owners import RunOwners
+    from tfprof.agent.relay.socket_server import ConnectionLimits
+
+log = logging.getLogger("tfprof.agent.relay.daemon")
 
 DEFAULT_SOCKET = "/run/tfprof/agent.sock"
 BOOTSTRAP_DIR = "bootstrap"  # beside the socket, unless --bootstrap-dir says otherwise
@@ -53,6 +65,37 @@ def identify(info: dict[str, Any]) -> tuple[str, str]:
     if not is_safe_name(run_id):
         run_id = identity.run_id(f"{job}|pid:{info.get('pid', 0)}")
     return job, run_id
+
+
+def owned_identify(owners: RunOwners, refusals: RateLimitedLog) -> Any:
+    """``identify``, refusing a process whose uid may not join the run it names."""
+
+    def check(info: dict[str, Any]) -> tuple[str, str] | None:
+        job, run_id = identify(info)
+        uid = int(info.get("peer_uid", -1))
+        owner = owners.claim(job, run_id, uid)
+        if owner is None:
+            return job, run_id
+        refusals.note(
+            f"refused pid {info.get('peer_pid', '?')} of uid {uid}: job {job} run {run_id} "
+            f"belongs to uid {owner}"
+        )
+        return None
+
+    return check
+
+
+def connection_limits(cfg: AgentConfig, open_files: int) -> ConnectionLimits:
+    """The configured caps, the total kept within the descriptors this process has."""
+    from tfprof.agent.relay.socket_server import ConnectionLimits
+    from tfprof.core.rlimits import RESERVED_FDS
+
+    total = max(1, min(cfg.daemon_max_connections, open_files - RESERVED_FDS))
+    return ConnectionLimits(
+        max_connections=total,
+        max_per_uid=min(cfg.daemon_max_connections_per_uid, total),
+        hello_timeout_s=cfg.daemon_hello_timeout_s,
+    )
 
 
 def claim_socket(path: str) -> None:
@@ -96,8 +139,11 @@ class NodeDaemon:
     def run(self, stop: threading.Event) -> int:
         from tfprof.agent.relay.collector_client import CollectorClient
         from tfprof.agent.relay.hub import RelayHub
+        from tfprof.agent.relay.run_owners import RunOwners
         from tfprof.agent.relay.spool import Spool
+        from tfprof.core.rlimits import raise_open_files_limit
 
+        limits = connection_limits(self.cfg, raise_open_files_limit())
         claim_socket(self.socket_path)
         if self.bootstrap_dir:
             try:
@@ -107,14 +153,19 @@ class NodeDaemon:
                 raise UsageError(
                     f"cannot write the bootstrap folder {self.bootstrap_dir}: {exc}"
                 ) from None
-        try:
-            client = CollectorClient(self.cfg.collector, self.cfg.tls_ca, self.cfg.auth_token)
-        except OSError as exc:
-            raise UsageError(f"--tls-ca {self.cfg.tls_ca}: {exc.strerror}") from None
+        client = CollectorClient.from_config(self.cfg)
         spool = Spool(self.cfg.spool_dir, self.cfg.spool_bytes)
+        spool_root = Path(self.cfg.spool_dir)
+        try:  # the run owners live beside the per-uid folders, for root alone
+            spool_root.mkdir(mode=0o700, parents=True, exist_ok=True)
+            owners = RunOwners(spool_root, self.cfg.daemon_root_may_join)
+        except OSError as exc:
+            notice(f"cannot keep run owners in {spool_root} ({exc}); kept in memory")
+            owners = RunOwners(None, self.cfg.daemon_root_may_join)
+        check = owned_identify(owners, RateLimitedLog(log))
         hub = RelayHub(
-            self.cfg, client, spool, self.socket_path, identify, self._failure,
-            mode=0o666, finish_on_close=True,
+            self.cfg, client, spool, self.socket_path, check, self._failure,
+            mode=0o666, finish_on_close=True, limits=limits,
         )  # fmt: skip
         hub.connect_remote(
             lambda records, streams: notice(
@@ -122,7 +173,12 @@ class NodeDaemon:
             )
         )
         hub.start()
-        notice(f"daemon listening on {self.socket_path}, relaying to {self.cfg.collector}")
+        root = "root may join any run" if owners.root_may_join else "root may not join them"
+        notice(
+            f"daemon listening on {self.socket_path}, relaying to {self.cfg.collector}; "
+            f"job runs are bound to the uid that opened them ({root}); at most "
+            f"{limits.max_connections} connections, {limits.max_per_uid} per uid"
+        )
         while not stop.wait(1.0):
             pass
         return self._shutdown(hub)

@@ -49,6 +49,8 @@ FATAL_CODES = {
     grpc.StatusCode.INVALID_ARGUMENT,
     grpc.StatusCode.UNIMPLEMENTED,
     grpc.StatusCode.FAILED_PRECONDITION,
+    grpc.StatusCode.OUT_OF_RANGE,  # a sequence jump: resending the same cannot help
+    grpc.StatusCode.ALREADY_EXISTS,  # another call holds our stream id without our secret
 }
 _END = object()
 
@@ -127,7 +129,12 @@ class StreamDelivery:
                 return False
             message.batch.seq = self._next_seq
             self._next_seq += 1
-            return self._enqueue_locked(message.batch.seq, message.SerializeToString(), records)
+            kept = self._enqueue_locked(message.batch.seq, message.SerializeToString(), records)
+            if not kept:
+                # Numbers go only to kept batches: the collector refuses a sequence that
+                # jumps, so a stream's sequence has no gaps of our making.
+                self._next_seq -= 1
+            return kept
 
     def resume(self, messages: list[bytes]) -> int:
         """Queue already-sequenced batches (read back from a spool), in memory; returns

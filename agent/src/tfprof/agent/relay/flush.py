@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from tfprof.agent.relay.collector_client import CollectorClient
 from tfprof.agent.relay.delivery import StreamDelivery
-from tfprof.agent.relay.spool import Spool, claim
+from tfprof.agent.relay.spool import STREAM_SECRET_BYTES, Spool, claim
+from tfprof.core.version import PROTOCOL_VERSION
+from tfprof.proto import collector_pb2 as pb
 
 log = logging.getLogger("tfprof.agent.relay.flush")
 
@@ -19,6 +22,20 @@ class FlushResult:
     delivered_streams: int = 0
     delivered_records: int = 0
     left: list[str] = field(default_factory=list)  # folders still waiting, and why
+
+
+def upgraded(hello: pb.Hello) -> pb.Hello:
+    """A hello an older release spooled, in this release's protocol: the batches are the
+    same; it gets the stream secret it lacks (a collector binds the stream to the first
+    secret it sees: an older collector's stream without one takes this one)."""
+    if hello.protocol_version == PROTOCOL_VERSION and hello.stream_secret:
+        return hello
+    new = pb.Hello()
+    new.CopyFrom(hello)
+    new.protocol_version = PROTOCOL_VERSION
+    if not new.stream_secret:
+        new.stream_secret = os.urandom(STREAM_SECRET_BYTES)
+    return new
 
 
 def flush_spool(
@@ -50,7 +67,7 @@ def flush_spool(
                     result.left.append(f"{directory} (no collector address recorded)")
                     continue
                 client = clients.get(address) or clients.setdefault(address, make_client(address))
-                delivery = StreamDelivery(client, stream.hello)
+                delivery = StreamDelivery(client, upgraded(stream.hello))
                 records = delivery.resume(stream.batches)
                 if not delivery.finish(stream.goodbye, timeout):
                     result.left.append(f"{directory} ({delivery.last_error or 'not delivered'})")
@@ -77,11 +94,14 @@ def flush_spool(
 
 
 def _prune_empty(spool: Spool) -> None:
+    """Remove the empty folders a delivered stream leaves (its run, job and uid folders;
+    never the spool root)."""
     if not spool.root.is_dir():
         return
-    for run in sorted(spool.root.glob("*/*"), reverse=True):
-        try:
-            run.rmdir()
-            run.parent.rmdir()
-        except OSError:
-            pass
+    for pattern in ("*/*/*", "*/*", "*"):
+        for folder in sorted(spool.root.glob(pattern), reverse=True):
+            if folder.is_dir() and not folder.is_symlink():
+                try:
+                    folder.rmdir()  # only when empty
+                except OSError:
+                    pass

@@ -11,6 +11,7 @@ process hangs up (``finish_on_close``).
 from __future__ import annotations
 
 import logging
+import os
 import socket
 import threading
 from collections.abc import Callable, Iterable
@@ -18,15 +19,19 @@ from typing import Any
 
 from tfprof.agent.relay.collector_client import CollectorClient
 from tfprof.agent.relay.host_metrics import HostSample, HostSampler
-from tfprof.agent.relay.socket_server import ProcessLink, RelayServer, new_stream_id
-from tfprof.agent.relay.spool import Spool
+from tfprof.agent.relay.process_end import ProcessEnd, ProcessWatch
+from tfprof.agent.relay.process_link import ProcessLink
+from tfprof.agent.relay.socket_server import ConnectionLimits, RelayServer, new_stream_id
+from tfprof.agent.relay.spool import STREAM_SECRET_BYTES, Spool
+from tfprof.core.redact import patterns_from, redact_argv
 from tfprof.core.version import PROTOCOL_VERSION, __version__
 from tfprof.proto import collector_pb2 as pb
 
 log = logging.getLogger("tfprof.agent.relay.hub")
 
-# (job name, run id) of a process, from its hello: the launcher's own, or the hook's.
-Identify = Callable[[dict[str, Any]], tuple[str, str]]
+# (job name, run id) of a process, from its hello (and the kernel's peer_uid in it): the
+# launcher's own, or the hook's; None refuses the process (its connection is closed).
+Identify = Callable[[dict[str, Any]], tuple[str, str] | None]
 
 
 class StreamTotals:
@@ -56,6 +61,7 @@ class RelayHub:
         *,
         mode: int = 0o600,
         finish_on_close: bool = False,
+        limits: ConnectionLimits | None = None,
     ) -> None:
         self.cfg = cfg
         self.client = client
@@ -70,9 +76,11 @@ class RelayHub:
         self.stopping = threading.Event()
         self.ended = StreamTotals()  # streams a daemon finished as their processes hung up
         self.sampler = HostSampler(cfg.host_metrics_interval_ms, self._deliver_host)
+        self._redact = patterns_from(getattr(cfg, "redact", ()) or ())
         self.relay = RelayServer(
-            socket_path, self._on_hello, mode, self._on_closed if finish_on_close else None
-        )
+            socket_path, self._on_hello, mode, self._on_closed if finish_on_close else None,
+            limits,
+        )  # fmt: skip
 
     # -- the collector ----------------------------------------------------------------
 
@@ -99,7 +107,7 @@ class RelayHub:
         assert self.spool is not None  # a remote collector always has a spool
         result = flush_spool(
             self.spool,
-            lambda target: CollectorClient(target, cfg.tls_ca, cfg.auth_token),
+            lambda target: CollectorClient.from_config(cfg, target),
             target=cfg.collector,
             only_target=True,
         )
@@ -122,8 +130,11 @@ class RelayHub:
         self.relay.start()
         self.sampler.start()
 
-    def _on_hello(self, info: dict[str, Any]) -> ProcessLink:
-        job, run_id = self._identify(info)
+    def _on_hello(self, info: dict[str, Any]) -> ProcessLink | None:
+        named = self._identify(info)
+        if named is None:
+            return None
+        job, run_id = named
         clock = info.get("clock", {})
         hello = pb.Hello(
             protocol_version=PROTOCOL_VERSION,
@@ -133,7 +144,8 @@ class RelayHub:
             pid=int(info.get("pid", 0)),
             ppid=int(info.get("ppid", 0)),
             task=str(info.get("task", "")),
-            argv=[str(a) for a in info.get("argv", [])],
+            # Redacted before the hello goes anywhere: spool, wire, collector.
+            argv=redact_argv([str(a) for a in info.get("argv", [])], self._redact),
             agent_version=str(info.get("agent_version", __version__)),
             source=str(info.get("source", "")),
             clock=pb.ClockSnapshot(
@@ -144,15 +156,34 @@ class RelayHub:
             clock_offset_ns=self.clock[0],
             clock_rtt_ns=self.clock[1],
             stream_id=new_stream_id(),
+            # Only this relay (and its spool) knows it: a reconnect proves the stream
+            # is ours; nobody who learns the stream id can speak for it.
+            stream_secret=os.urandom(STREAM_SECRET_BYTES),
         )
+        uid = int(info.get("peer_uid", -1))
+        if uid >= 0:
+            hello.uid = uid
+            hello.user = user_name(uid)
         bases = (int(info.get("records_base", 0)), int(info.get("dropped_base", 0)))
         link = ProcessLink(self.client, hello, self._on_failure, self.spool, bases)
         # Sampled by the pid we see (SO_PEERCRED), which differs from the one it reports
         # when it runs in another pid namespace (a pod). A pid can say hello twice (it
         # re-execs itself, or reconnects to a restarted daemon): samples go to its latest.
         link.sampled_pid = int(info.get("peer_pid") or 0) or hello.pid
+        link.watch = watch = ProcessWatch(int(info.get("peer_pid") or 0))
         with self._lock:
+            earlier = self._links_by_pid.get(link.sampled_pid)
             self._links_by_pid[link.sampled_pid] = link
+        if (
+            earlier is not None
+            and earlier.goodbye is None
+            and earlier.watch is not None
+            and earlier.watch.start_time == watch.start_time
+        ):
+            # The same process says hello again: it exec'ed (its old connection may stay
+            # open, inherited), so its earlier image ended without a goodbye while the
+            # process went on; that stream stays incomplete.
+            earlier.outlived = True
         self.sampler.add(link.sampled_pid)
         return link
 
@@ -176,6 +207,7 @@ class RelayHub:
             link.goodbye = link.carried()
 
         def finish() -> None:
+            # Hung up without a goodbye: link.end says whether the process ended then.
             link.finish(timeout=self.cfg.delivery_timeout_s)
             with self._lock:
                 self.ended.add(link)
@@ -188,10 +220,21 @@ class RelayHub:
 
     # -- the end ------------------------------------------------------------------------
 
-    def finish_links(self, links: Iterable[ProcessLink], exit_code: int = 0) -> list[ProcessLink]:
-        """Say goodbye on every stream at once; the links that were not delivered."""
+    def finish_links(
+        self, links: Iterable[ProcessLink], exit_code: int = 0, child_pid: int = 0
+    ) -> list[ProcessLink]:
+        """Say goodbye on every stream at once; the links that were not delivered.
+        ``child_pid`` ended with ``exit_code`` (the launcher reaped it); of the other
+        processes that never said goodbye, those gone are known to have ended."""
         links = list(links)
         results: dict[int, bool] = {}
+        for link in links:
+            if link.goodbye is not None or link.outlived:
+                continue  # said goodbye, or its image ended while the process went on
+            if child_pid and link.sampled_pid == child_pid:
+                link.end = ProcessEnd.from_status(exit_code)
+            elif link.end is None and link.watch is not None:
+                link.end = link.watch.ended()
 
         def finish(link: ProcessLink) -> None:
             results[id(link)] = link.finish(
@@ -225,3 +268,13 @@ class RelayHub:
         self.stopping.set()
         self.sampler.stop()
         self.relay.close()
+
+
+def user_name(uid: int) -> str:
+    """The login name of ``uid`` here, or "" (a pod's uid may have none on the node)."""
+    import pwd
+
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except (KeyError, OSError):
+        return ""

@@ -1,246 +1,88 @@
-"""The launcher's relay: hook frames in over a Unix socket, protobuf batches out.
+"""The relay's Unix socket: hook frames in, one ``ProcessLink`` per traced process.
 
-Each traced process connects once; its frames become one gRPC stream to the collector
-(``ProcessLink``). Host samples of that process join the same stream.
+A node daemon's socket is open to every user of the node (mode 0666), so nothing a
+connection says is trusted before it is bounded: the kernel's peer credentials
+(``SO_PEERCRED``) name the process and its uid, connections are capped in total and
+per uid (``ConnectionLimits``), the hello must come first, within a deadline and within
+``frames.MAX_HELLO_BYTES``, every later frame within ``frames.MAX_FRAME_BYTES``, and
+payloads are read in chunks as their bytes arrive (never allocated at the length a
+header claims). The accept loop outlives every error (a full descriptor table,
+``EMFILE``, included): it backs off, sheds the connection it cannot serve, counts, and
+says so at most once per interval.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
-import select
 import socket
 import struct
 import threading
 import time
 import uuid
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import IO, Any, NamedTuple
 
 from tfprof.agent.inprocess import frames
 from tfprof.agent.inprocess.frames import FrameType
-from tfprof.agent.relay.collector_client import CollectorClient
-from tfprof.agent.relay.delivery import StreamDelivery
-from tfprof.agent.relay.host_metrics import HostSample
-from tfprof.agent.relay.spool import Spool
-from tfprof.core import records
-from tfprof.proto import collector_pb2 as pb
+from tfprof.agent.relay.process_link import ProcessLink
+from tfprof.core.ratelimit import RateLimitedLog
 
 log = logging.getLogger("tfprof.agent.relay.socket_server")
 
-CONTROL_SEND_S = 1.0  # longest a capture window may wait for the hook's socket
 ACCEPTOR_JOIN_S = 5.0  # longest close() waits for the acceptor to hand over its last one
-
-# Host samples ride on records batches; without records they go on their own this often
-# (a batch per sample would cost the collector a write and an fsync each).
-HOST_FLUSH_NS = 2 * 10**9
-
-
-def device_proto(d: dict[str, Any]) -> pb.Device:
-    return pb.Device(
-        ordinal=int(d.get("ordinal", 0)),
-        uuid=str(d.get("uuid", "")),
-        name=str(d.get("name", "")),
-        pci_bus_id=str(d.get("pci_bus_id", "")),
-        compute_capability_major=int(d.get("compute_capability_major", 0)),
-        compute_capability_minor=int(d.get("compute_capability_minor", 0)),
-        sm_count=int(d.get("sm_count", 0)),
-        memory_bytes=int(d.get("memory_bytes", 0)),
-    )
+ACCEPT_BACKOFF_S = (0.01, 1.0)  # first and longest pause after a failed accept()
+READ_CHUNK = 1 << 20  # payload bytes read (and allocated) at a time
+# Payloads bigger than this are read while holding one of the uid's big-read slots, so
+# one uid holds at most BIG_READS_PER_UID frames being read (16 MiB each at most).
+BIG_READ_BYTES = 64 << 10
+BIG_READS_PER_UID = 8
 
 
-def records_proto(decoded: frames.DecodedRecords, out: pb.Records) -> None:
-    width = 8 * decoded.count
-    zero = bytes(width)
-    for i, name in enumerate(records.COLUMNS):
-        column = decoded.column_data[i * width : (i + 1) * width]
-        # An all-zero column travels empty (see Records in collector.proto): kernels
-        # carry no copy fields and copies no launch fields, and filling protobuf
-        # columns is the launcher's main cost. (Comparing bytes is a memcmp.)
-        if column.tobytes() != zero:
-            getattr(out, name).extend(frames.int64_values(column))
+@dataclass(frozen=True)
+class ConnectionLimits:
+    """What one relay socket accepts. The defaults fit a node daemon: a job of 8 GPUs
+    with dozens of data-loader workers per rank stays far below the per-uid cap, and the
+    total leaves room for other users when one uid holds all it may."""
+
+    max_connections: int = 2048
+    max_per_uid: int = 512
+    hello_timeout_s: float = 5.0
 
 
-class ProcessLink:
-    """One traced process: its identity, its collector stream, its counters."""
+class PeerCredentials(NamedTuple):
+    """The connected process as the kernel names it (0s when it cannot be told)."""
 
-    def __init__(
-        self,
-        client: CollectorClient,
-        hello: pb.Hello,
-        on_failure: Callable[[str], None],
-        spool: Spool | None = None,
-        bases: tuple[int, int] = (0, 0),
-    ) -> None:
-        self.pid = hello.pid
-        self.sampled_pid = hello.pid  # host samples come for this pid (see RelayHub)
-        # A process that reconnects to a restarted node daemon counts from its first
-        # stream on: (records, drops) it handed to earlier streams are not this one's.
-        self.records_base, self.dropped_base = bases
-        self.hello = hello
-        # The offset merge applies to this stream (collector = local + offset): capture
-        # windows come in collector time and go to the hook in local time.
-        self.clock_offset_ns = hello.clock_offset_ns
-        self._hook: socket.socket | None = None  # set once the hook follows windows
-        self._early_windows: list[bytes] | None = []  # windows before attach_hook
-        self._control_lock = threading.Lock()
-        self.sender = StreamDelivery(client, hello, spool, on_failure, on_captures=self.on_captures)
-        self._clock: tuple[int, int] | None = None
-        self.records = 0
-        self.dropped_queue = 0
-        self.goodbye: dict[str, Any] | None = None
-        self.closed = threading.Event()
-        self._lock = threading.Lock()
-        self._host: list[HostSample] = []
-
-    def update_clock(self, offset_ns: int, rtt_ns: int) -> None:
-        """A fresh clock estimate; it travels with the next batch."""
-        with self._lock:
-            self._clock = (offset_ns, rtt_ns)
-            self.clock_offset_ns = offset_ns
-
-    def _attach_clock(self, batch: pb.Batch) -> None:
-        with self._lock:
-            fresh, self._clock = self._clock, None
-        if fresh is not None:
-            batch.clock_updated = True
-            batch.clock_offset_ns, batch.clock_rtt_ns = fresh
-
-    def attach_hook(self, conn: socket.socket, capture: str) -> None:
-        """The hook's socket, for capture windows; only a process whose hello said it
-        follows windows (``capture`` other than ``always``) is sent any."""
-        with self._control_lock:
-            early, self._early_windows = self._early_windows or [], None
-            if capture == "always":
-                return
-            self._hook = conn
-        for frame in early:
-            self._send_control(frame)
-
-    def detach_hook(self) -> None:
-        with self._control_lock:
-            self._hook = None
-            self._early_windows = None
-
-    def on_captures(self, captures: list[pb.CaptureWindow]) -> int:
-        """Send the collector's capture windows to the hook, each converted to this
-        host's realtime clock with the stream's offset; the number sent."""
-        offset = self.clock_offset_ns
-        sent = 0
-        for window in captures:
-            frame = frames.encode_capture_frame(
-                window.capture_id,
-                window.start_ns - offset,
-                window.duration_ns,
-                window.steps,
-                window.skip_steps,
-            )
-            with self._control_lock:
-                if self._early_windows is not None:  # hello not relayed yet
-                    self._early_windows.append(frame)
-                    continue
-            sent += self._send_control(frame)
-        return sent
-
-    def _send_control(self, frame: bytes) -> int:
-        # Never blocks the relay for long: a hook that stopped reading loses its
-        # windows (said in the log), the records of the stream are untouched.
-        with self._control_lock:
-            conn = self._hook
-            if conn is None:
-                return 0
-            view = memoryview(frame)
-            deadline = time.monotonic() + CONTROL_SEND_S
-            try:
-                while view:
-                    left = deadline - time.monotonic()
-                    if left <= 0 or not select.select([], [conn], [], left)[1]:
-                        raise TimeoutError("the traced process does not read its socket")
-                    n = conn.send(view, socket.MSG_DONTWAIT | getattr(socket, "MSG_NOSIGNAL", 0))
-                    view = view[n:]
-            except (OSError, ValueError) as exc:
-                log.warning("cannot send a capture window to pid %s: %s", self.pid, exc)
-                self._hook = None
-                return 0
-        return 1
-
-    def on_records(self, decoded: frames.DecodedRecords) -> None:
-        message = pb.AgentMessage()
-        batch = message.batch  # built in place: the sender serializes the message once
-        batch.string_base = decoded.string_base
-        batch.dropped = max(0, decoded.dropped - self.dropped_base)
-        batch.strings.extend(decoded.strings)
-        records_proto(decoded, batch.records)
-        self._attach_host(batch)
-        self._attach_clock(batch)
-        self.dropped_queue = batch.dropped
-        self.records += decoded.count
-        self.sender.send(message, decoded.count)
-
-    def on_devices(self, devices: list[dict[str, Any]]) -> None:
-        message = pb.AgentMessage()
-        message.batch.devices.extend(device_proto(d) for d in devices)
-        self.sender.send(message, 0)
-
-    def add_host_sample(self, sample: HostSample) -> bool:
-        """Keep a sample for the next batch; True when they are due to go on their own
-        (no records batch took them for HOST_FLUSH_NS)."""
-        if self.closed.is_set():
-            return False
-        with self._lock:
-            self._host.append(sample)
-            return sample.time_ns - self._host[0].time_ns >= HOST_FLUSH_NS
-
-    def flush_host(self) -> None:
-        message = pb.AgentMessage()
-        if self._attach_host(message.batch):
-            self._attach_clock(message.batch)
-            self.sender.send(message, 0)
-
-    def _attach_host(self, batch: pb.Batch) -> bool:
-        with self._lock:
-            samples, self._host = self._host, []
-        if not samples:
-            return False
-        h = batch.host
-        h.time_ns.extend(s.time_ns for s in samples)
-        h.cpu_percent.extend(s.cpu_percent for s in samples)
-        h.rss_bytes.extend(s.rss_bytes for s in samples)
-        h.threads.extend(s.threads for s in samples)
-        h.read_bytes.extend(s.read_bytes for s in samples)
-        h.write_bytes.extend(s.write_bytes for s in samples)
-        return True
-
-    def carried(self) -> dict[str, int]:
-        """The counts of a goodbye for a stream whose process lives on (the daemon
-        stops): the records and the drop count its frames carried."""
-        return {
-            "records_sent": self.records + self.records_base,
-            "dropped_queue": self.dropped_queue + self.dropped_base,
-        }
-
-    def finish(self, timeout: float, exit_code: int = 0) -> bool:
-        """Say goodbye; False when the stream was left in the spool (or lost)."""
-        self.flush_host()
-        counts = self.goodbye or {}
-        sent = int(counts.get("records_sent", self.records + self.records_base))
-        dropped = int(counts.get("dropped_queue", self.dropped_queue + self.dropped_base))
-        goodbye = pb.Goodbye(
-            records_sent=max(0, sent - self.records_base),
-            dropped_queue=max(0, dropped - self.dropped_base),
-            dropped_tracer=int(counts.get("dropped_tracer", 0)),
-            exit_code=exit_code,
-        )
-        if self.goodbye is None:
-            # The process never said goodbye (killed, exec'ed, out of exit time): what it
-            # still held is unknown, so the stream stays incomplete rather than claim
-            # a clean end.
-            return self.sender.finish(None, timeout)
-        return self.sender.finish(goodbye, timeout)
+    pid: int
+    uid: int
+    gid: int
 
 
+def peer_credentials(conn: socket.socket) -> PeerCredentials:
+    """``SO_PEERCRED`` of a Unix socket: the pid as this process's pid namespace sees
+    it (a pod's process reports its own namespace's), and its uid and gid."""
+    try:
+        raw = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    except (OSError, AttributeError):
+        return PeerCredentials(0, -1, -1)
+    pid, uid, gid = struct.unpack("3i", raw)
+    return PeerCredentials(pid, uid, gid)
+
+
+def new_stream_id() -> str:
+    return uuid.uuid4().hex
+
+
+# The hello (its JSON fields, plus peer_pid, peer_uid, peer_gid from the kernel) -> the
+# process's link, or None to refuse it (the connection is closed).
 HelloHandler = Callable[[dict[str, Any]], ProcessLink | None]
+
+
+class Refused(Exception):
+    """A connection that broke the socket's rules; closed, counted, logged sparingly."""
 
 
 class RelayServer:
@@ -252,93 +94,232 @@ class RelayServer:
         on_hello: HelloHandler,
         mode: int = 0o600,
         on_closed: Callable[[ProcessLink], None] | None = None,
+        limits: ConnectionLimits | None = None,
     ) -> None:
         """``mode``: the socket's permissions (a node daemon serves other users too);
         ``on_closed``: called in the reader thread when a process hung up."""
         self.path = path
         self._on_hello = on_hello
         self._on_closed = on_closed
+        self.limits = limits or ConnectionLimits()
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock.bind(path)
         os.chmod(path, mode)
         self.sock.listen(128)
         self.links: list[ProcessLink] = []
         self._readers: list[threading.Thread] = []
-        self._conns: set[socket.socket] = set()
+        self._conns: dict[socket.socket, PeerCredentials] = {}
+        self._per_uid: dict[int, int] = {}
+        self._big_reads: dict[int, threading.BoundedSemaphore] = {}
         self._lock = threading.Lock()
         self._accepting = True
+        self._stopping = False  # stop_reading was called: connections end at our side
+        # A descriptor kept in reserve: at EMFILE it is given up for one accept(), so the
+        # connection we cannot serve is closed at once instead of waiting in the backlog.
+        self._spare: int | None = _open_spare()
+        self.accept_errors = 0
+        self.refused = 0
+        self._accept_log = RateLimitedLog(log)
+        self._refusal_log = RateLimitedLog(log)
         self._acceptor = threading.Thread(target=self._accept, name="tfprof-relay", daemon=True)
 
     def start(self) -> None:
         self._acceptor.start()
 
+    # -- accepting ----------------------------------------------------------------------
+
     def _accept(self) -> None:
+        pause = 0.0
         while self._accepting:
             try:
                 conn, _ = self.sock.accept()
-            except OSError:
-                return
-            self._start_reader(conn)
+            except OSError as exc:
+                if not self._accepting:
+                    return  # close() shut the socket
+                self.accept_errors += 1
+                shed = self._shed_one() if exc.errno in (errno.EMFILE, errno.ENFILE) else False
+                self._accept_log.note(
+                    f"cannot accept connections on {self.path}: {exc.strerror or exc}"
+                    + (" (a waiting connection was closed unserved)" if shed else "")
+                    + "; retrying"
+                )
+                pause = min(max(pause * 2, ACCEPT_BACKOFF_S[0]), ACCEPT_BACKOFF_S[1])
+                time.sleep(pause)
+                continue
+            pause = 0.0
+            self._admit(conn)
 
-    def _start_reader(self, conn: socket.socket) -> None:
+    def _shed_one(self) -> bool:
+        """Out of descriptors: spend the spare one on taking the next waiting connection
+        off the backlog and closing it, so its process sees the refusal and retries."""
+        if self._spare is None:
+            return False
+        os.close(self._spare)
+        self._spare = None
+        try:
+            conn, _ = self.sock.accept()
+            conn.close()
+            return True
+        except OSError:
+            return False
+        finally:
+            self._spare = _open_spare()
+
+    def _admit(self, conn: socket.socket) -> None:
+        """Count the connection against its uid and start its reader, or refuse it."""
+        creds = peer_credentials(conn)
+        limits = self.limits
+        with self._lock:
+            held = self._per_uid.get(creds.uid, 0)
+            if len(self._conns) >= limits.max_connections:
+                why = f"the socket holds its limit of {limits.max_connections} connections"
+            elif held >= limits.max_per_uid:
+                why = f"uid {creds.uid} holds its limit of {limits.max_per_uid} connections"
+            else:
+                why = ""
+                self._conns[conn] = creds
+                self._per_uid[creds.uid] = held + 1
+        if why:
+            self._refuse(conn, creds, why)
+            return
         reader = threading.Thread(
-            target=self._serve, args=(conn,), name="tfprof-relay-conn", daemon=True
+            target=self._serve, args=(conn, creds), name="tfprof-relay-conn", daemon=True
         )
         # Started under the lock: wait_closed, which copies the list under it, must
         # never join a reader that has not started (a job that exits at once).
         with self._lock:
             # A long-running daemon forgets the readers of processes gone.
             self._readers = [r for r in self._readers if r.is_alive()]
-            self._conns.add(conn)
-            reader.start()
-            self._readers.append(reader)
+            try:
+                reader.start()
+            except RuntimeError:  # no threads left
+                started = False
+            else:
+                started = True
+                self._readers.append(reader)
+        if not started:
+            self._release(conn, creds)
+            self._refuse(conn, creds, "no thread left to read it")
 
-    def _serve(self, conn: socket.socket) -> None:
+    def _refuse(self, conn: socket.socket, creds: PeerCredentials, why: str) -> None:
+        self.refused += 1
+        self._refusal_log.note(f"refused a connection of pid {creds.pid} uid {creds.uid}: {why}")
+        conn.close()
+
+    def _release(self, conn: socket.socket, creds: PeerCredentials) -> None:
+        with self._lock:
+            if self._conns.pop(conn, None) is None:
+                return
+            left = self._per_uid.get(creds.uid, 1) - 1
+            if left > 0:
+                self._per_uid[creds.uid] = left
+            else:
+                self._per_uid.pop(creds.uid, None)
+                self._big_reads.pop(creds.uid, None)
+
+    # -- reading ------------------------------------------------------------------------
+
+    def _big_read_slots(self, uid: int) -> threading.BoundedSemaphore:
+        with self._lock:
+            slots = self._big_reads.get(uid)
+            if slots is None:
+                slots = self._big_reads[uid] = threading.BoundedSemaphore(BIG_READS_PER_UID)
+            return slots
+
+    def _serve(self, conn: socket.socket, creds: PeerCredentials) -> None:
         link: ProcessLink | None = None
-        stream = conn.makefile("rb", buffering=1 << 20)
+        # Until the hello, a silent connection is closed after the deadline.
+        conn.settimeout(self.limits.hello_timeout_s)
+        stream: IO[bytes] = conn.makefile("rb", buffering=1 << 16)  # type: ignore[assignment]
         try:
             while True:
                 header = stream.read(frames.HEADER.size)
                 if len(header) < frames.HEADER.size:
                     break
                 kind, length = frames.HEADER.unpack(header)
-                if length > frames.MAX_FRAME_BYTES:
-                    log.warning("oversized frame (%d bytes) from a traced process", length)
-                    break
-                payload = stream.read(length)
-                if len(payload) < length:
+                if link is None and kind != FrameType.HELLO:
+                    raise Refused(f"frame of kind {kind} before its hello")
+                limit = frames.MAX_HELLO_BYTES if link is None else frames.MAX_FRAME_BYTES
+                if length > limit:
+                    raise Refused(f"frame of {length:,} bytes (the limit is {limit:,})")
+                payload = self._read_payload(stream, length, creds.uid)
+                if payload is None:
                     break
                 if kind == FrameType.HELLO:
-                    info = json.loads(payload)
-                    info["peer_pid"] = peer_pid(conn)
-                    link = self._on_hello(info)
+                    if link is not None:
+                        raise Refused("a second hello")
+                    link = self._hello(conn, payload, creds)
                     if link is None:
                         break
-                    link.attach_hook(conn, str(info.get("capture", "always")))
-                    with self._lock:
-                        self.links.append(link)
+                    conn.settimeout(None)
                 elif link is None:
-                    log.warning("frame before hello from a traced process; closing it")
-                    break
+                    break  # unreachable: checked at the header
                 elif kind == FrameType.RECORDS:
-                    link.on_records(frames.decode_records(payload))
+                    link.on_records(frames.decode_records(memoryview(payload)))
                 elif kind == FrameType.DEVICES:
                     link.on_devices(json.loads(payload))
                 elif kind == FrameType.GOODBYE:
                     link.goodbye = json.loads(payload)
+        except Refused as exc:
+            self.refused += 1
+            self._refusal_log.note(
+                f"closed the connection of pid {creds.pid} uid {creds.uid}: {exc}"
+            )
         except (OSError, ValueError) as exc:
-            log.warning("relay error for pid %s: %s", link.pid if link else "?", exc)
+            if link is None:
+                self._refusal_log.note(
+                    f"closed the connection of pid {creds.pid} uid {creds.uid} before its "
+                    f"hello: {exc}"
+                )
+            else:
+                log.warning("relay error for pid %s: %s", link.pid, exc)
         finally:
             if link is not None:
                 link.detach_hook()
             stream.close()
-            with self._lock:
-                self._conns.discard(conn)
+            self._release(conn, creds)
             conn.close()
             if link is not None:
+                link.connection_closed(self._stopping)
                 link.closed.set()
                 if self._on_closed is not None:
                     self._on_closed(link)
+
+    def _read_payload(self, stream: IO[bytes], length: int, uid: int) -> bytearray | None:
+        """``length`` bytes as they arrive, ``READ_CHUNK`` at a time (memory follows what
+        was sent, not what the header claims); None at an early end."""
+        slots = self._big_read_slots(uid) if length > BIG_READ_BYTES else None
+        if slots is not None:
+            slots.acquire()
+        try:
+            payload = bytearray()
+            while len(payload) < length:
+                chunk = stream.read(min(READ_CHUNK, length - len(payload)))
+                if not chunk:
+                    return None
+                payload += chunk
+            return payload
+        finally:
+            if slots is not None:
+                slots.release()
+
+    def _hello(
+        self, conn: socket.socket, payload: bytearray, creds: PeerCredentials
+    ) -> ProcessLink | None:
+        info = json.loads(payload)
+        if not isinstance(info, dict):
+            raise ValueError("the hello is not a JSON object")
+        # What the kernel says, over anything the process says about itself.
+        info["peer_pid"], info["peer_uid"], info["peer_gid"] = creds
+        link = self._on_hello(info)
+        if link is None:
+            return None
+        link.attach_hook(conn, str(info.get("capture", "always")))
+        with self._lock:
+            self.links.append(link)
+        return link
+
+    # -- stopping -----------------------------------------------------------------------
 
     def wait_closed(self, timeout: float) -> bool:
         """Wait until every connected process has hung up (they do so at exit)."""
@@ -358,6 +339,7 @@ class RelayServer:
     def stop_reading(self) -> None:
         """Stop taking frames: each process's next send fails (it counts that frame and
         reconnects); what is already in the socket is still read to its end."""
+        self._stopping = True
         with self._lock:
             conns = list(self._conns)
         for conn in conns:
@@ -387,28 +369,22 @@ class RelayServer:
             except OSError:
                 break
             conn.setblocking(True)
-            self._start_reader(conn)
+            self._admit(conn)
         if self._acceptor.is_alive():
             # A connection it accepted is registered before stop_reading looks.
             self._acceptor.join(ACCEPTOR_JOIN_S)
         self.sock.close()
+        if self._spare is not None:
+            os.close(self._spare)
+            self._spare = None
         try:
             os.unlink(self.path)
         except OSError:
             pass
 
 
-def peer_pid(conn: socket.socket) -> int:
-    """The connected process's pid as this process sees it (0 when it cannot be told):
-    a node daemon with the host's pid namespace samples pod processes by it, since the pid
-    a process reports is its own namespace's."""
+def _open_spare() -> int | None:
     try:
-        raw = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    except (OSError, AttributeError):
-        return 0
-    pid: int = struct.unpack("3i", raw)[0]
-    return pid
-
-
-def new_stream_id() -> str:
-    return uuid.uuid4().hex
+        return os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None

@@ -1,14 +1,22 @@
 """The agent's on-disk spool: batches the collector has not acknowledged yet.
 
 Layout, one folder per traced process's stream (names come from validated job names
-and generated ids)::
+and generated ids), under a folder per uid of the traced processes::
 
-    <spool>/<job>/<run_id>/<stream_id>/hello.pb      the stream's Hello
-                                        batches.log   AgentMessage batches in seq order, one
-                                                      checksummed entry each (core.batchlog)
-                                        goodbye.pb    present once the job ended (atomic)
-                                        target        the collector address
-                                        lock          flock'ed by whoever owns the folder
+    <spool>/<uid>/<job>/<run_id>/<stream_id>/hello.pb    the stream's Hello (and secret)
+                                             batches.log  AgentMessage batches in seq order,
+                                                          one checksummed entry each
+                                                          (core.batchlog)
+                                             goodbye.pb   present once the job ended (atomic)
+                                             target       the collector address
+                                             lock         flock'ed by whoever owns the folder
+
+Spooled batches are the user's records and the hello holds the stream's secret, so the
+per-uid folders are 0700 and every file 0600, whatever the umask; a node daemon's spool
+holds a folder for each uid whose processes it relays. A per-uid folder that is not
+ours, not a folder or open to others is refused (a shared spool root, 1777 like /tmp,
+must not let one user plant a folder for another). Folders of an older release
+(``<spool>/<job>/...``) are still read and delivered.
 
 A launcher spills to it when the collector is unreachable or slow, and leaves it behind
 when the job ends before delivery. ``tfprof-agent flush-spool``, or the next launcher on
@@ -28,6 +36,7 @@ import io
 import logging
 import os
 import shutil
+import stat
 import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -40,6 +49,8 @@ from tfprof.core import batchlog
 from tfprof.proto import collector_pb2 as pb
 
 log = logging.getLogger("tfprof.agent.relay.spool")
+
+STREAM_SECRET_BYTES = 32  # what a relay makes for each stream (Hello.stream_secret)
 
 
 def _dir_bytes(root: Path) -> int:
@@ -81,8 +92,28 @@ class Spool:
         with self._lock:
             self._used = max(0, self._used_bytes() - nbytes)
 
+    def uid_dir(self, uid: int) -> Path:
+        """The spool folder of ``uid``'s streams, made 0700 if missing; ``OSError`` when
+        the one there is not ours to use."""
+        if not self.root.exists():
+            self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        folder = self.root / str(uid)
+        try:
+            folder.mkdir(mode=0o700)
+            os.chmod(folder, 0o700)  # mkdir's mode is cut by the umask
+        except FileExistsError:
+            pass
+        st = os.lstat(folder)
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o077:
+            raise PermissionError(
+                f"spool folder {folder} is not a private folder of this user (mode "
+                f"{stat.filemode(st.st_mode)}, owner uid {st.st_uid}): not used"
+            )
+        return folder
+
     def stream_dir(self, hello: pb.Hello) -> Path:
-        return self.root / hello.job / hello.run_id / hello.stream_id
+        uid = hello.uid if hello.HasField("uid") else os.geteuid()
+        return self.uid_dir(uid) / hello.job / hello.run_id / hello.stream_id
 
     def open_stream(self, hello: pb.Hello, target: str) -> SpoolFile:
         return SpoolFile(self, self.stream_dir(hello), hello, target)
@@ -90,8 +121,15 @@ class Spool:
     def pending_streams(self) -> Iterator[Path]:
         if not self.root.is_dir():
             return
-        for hello in sorted(self.root.glob("*/*/*/hello.pb")):
+        # <uid>/<job>/<run>/<stream>, and <job>/<run>/<stream> of older releases.
+        found = [*self.root.glob("*/*/*/*/hello.pb"), *self.root.glob("*/*/*/hello.pb")]
+        for hello in sorted(found):
             yield hello.parent
+
+
+def private_open(path: Path, flags: int) -> int:
+    """``os.open`` of a file only its owner may read (0600, whatever the umask)."""
+    return os.open(path, flags | os.O_CLOEXEC, 0o600)
 
 
 def write_atomic(path: Path, data: bytes) -> None:
@@ -99,7 +137,8 @@ def write_atomic(path: Path, data: bytes) -> None:
     never a torn one."""
     tmp = path.with_name(path.name + ".tmp")
     try:
-        with open(tmp, "wb") as f:
+        fd = private_open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        with open(fd, "wb") as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
@@ -116,8 +155,10 @@ class SpoolFile:
     def __init__(self, spool: Spool, directory: Path, hello: pb.Hello, target: str) -> None:
         self.spool = spool
         self.directory = directory
-        directory.mkdir(parents=True, exist_ok=True)
-        self._lockf = open(directory / "lock", "a")  # noqa: SIM115 - held until close
+        for folder in (directory.parent.parent, directory.parent, directory):
+            folder.mkdir(mode=0o700, exist_ok=True)
+        lock_fd = private_open(directory / "lock", os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+        self._lockf = open(lock_fd, "a")  # noqa: SIM115 - held until close
         fcntl.flock(self._lockf, fcntl.LOCK_EX)
         try:
             files = (("hello.pb", hello.SerializeToString()), ("target", target.encode()))
@@ -134,9 +175,11 @@ class SpoolFile:
 
     def _open_log(self) -> tuple[io.FileIO, int]:
         # Unbuffered: a write the disk refuses must leave nothing behind in a buffer.
-        f, version = batchlog.open_for_append(self.directory / "batches.log")
+        path = self.directory / "batches.log"
+        os.close(private_open(path, os.O_WRONLY | os.O_CREAT))  # made 0600 before use
+        f, version = batchlog.open_for_append(path)
         f.close()
-        return open(self.directory / "batches.log", "ab", buffering=0), version
+        return open(path, "ab", buffering=0), version
 
     def append(self, data: bytes) -> int | None:
         """Append a serialized batch; its offset, or None when the spool is full (its
@@ -179,7 +222,7 @@ class SpoolFile:
         tmp = self.directory / "batches.log.tmp"
         kept = reserved = 0
         try:
-            with open(tmp, "wb") as f:
+            with open(private_open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), "wb") as f:
                 f.write(batchlog.MAGIC)
                 for data in batches:
                     entry = batchlog.encode(data)
