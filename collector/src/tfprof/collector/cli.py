@@ -35,6 +35,7 @@ EXAMPLES = {
     "capture": "tfprof-collector capture --collector node1:4317 --job train --duration 2s "
     "-o train-window.pftrace",
     "captures": "tfprof-collector captures --collector node1:4317 --format json",
+    "token": "tfprof-collector token --key-file /etc/tfprof/token.key --job resnet",
 }
 
 

@@ -16,93 +16,16 @@ import re
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 from tfprof.collector.errors import InvalidArgument
+from tfprof.collector.options import OPTIONS, Option
+
+__all__ = ["OPTIONS", "CollectorConfig", "ConfigError", "Option", "load"]
 
 CONFIG_ENV = "TFPROF_COLLECTOR_CONFIG"
 BLAS_THREADS_ENV = "OPENBLAS_NUM_THREADS"
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
-
-
-class Option(NamedTuple):
-    env: str
-    default: str
-    doc: str
-
-
-OPTIONS: dict[str, Option] = {
-    "listen": Option(
-        "TFPROF_COLLECTOR_LISTEN", "127.0.0.1:4317", "HOST:PORT to serve gRPC on; port 0 picks one"
-    ),
-    "data_dir": Option("TFPROF_COLLECTOR_DATA_DIR", "", "where streams are stored (required)"),
-    "max_workers": Option(
-        "TFPROF_COLLECTOR_MAX_WORKERS",
-        "16",
-        "threads that store batches (fdatasync before the ack) off the event loop",
-    ),
-    "max_streams": Option(
-        "TFPROF_COLLECTOR_MAX_STREAMS",
-        "16384",
-        "agent streams held at once; beyond, RESOURCE_EXHAUSTED and agents retry with backoff",
-    ),
-    "max_inflight_bytes": Option(
-        "TFPROF_COLLECTOR_MAX_INFLIGHT_BYTES",
-        str(256 << 20),
-        "received batch bytes being parsed and stored at once; beyond, streams wait "
-        "(flow control); K/M/G suffixes allowed",
-    ),
-    "hello_timeout": Option(
-        "TFPROF_COLLECTOR_HELLO_TIMEOUT",
-        "30",
-        "seconds a new stream may take to say hello before it is closed",
-    ),
-    "grace": Option(
-        "TFPROF_COLLECTOR_GRACE", "10", "seconds running streams get to finish after SIGTERM"
-    ),
-    "max_message_bytes": Option(
-        "TFPROF_COLLECTOR_MAX_MESSAGE_BYTES",
-        str(64 << 20),
-        "largest message accepted (RESOURCE_EXHAUSTED beyond); K/M/G suffixes allowed",
-    ),
-    "fsync": Option(
-        "TFPROF_COLLECTOR_FSYNC",
-        "true",
-        "fdatasync each batch before acknowledging it (false: survives a collector crash, "
-        "not a host crash)",
-    ),
-    "metrics_listen": Option(
-        "TFPROF_COLLECTOR_METRICS_LISTEN", "", "HOST:PORT for Prometheus metrics; empty = off"
-    ),
-    "tls_cert": Option("TFPROF_COLLECTOR_TLS_CERT", "", "PEM certificate chain; enables TLS"),
-    "tls_key": Option("TFPROF_COLLECTOR_TLS_KEY", "", "PEM private key of --tls-cert"),
-    "auth_token_file": Option(
-        "TFPROF_COLLECTOR_AUTH_TOKEN_FILE",
-        "",
-        "file holding the bearer token agents must send; empty = no authentication",
-    ),
-    "retain_days": Option(
-        "TFPROF_COLLECTOR_RETAIN_DAYS", "0", "delete job runs idle longer than this; 0 = keep"
-    ),
-    "retain_bytes": Option(
-        "TFPROF_COLLECTOR_RETAIN_BYTES",
-        "0",
-        "delete oldest finished job runs beyond this size (K/M/G/T suffixes); 0 = no limit",
-    ),
-    "lake": Option(
-        "TFPROF_COLLECTOR_LAKE",
-        "",
-        "where Parquet segments go: a path or URL (file://, s3://, gs://) many collectors "
-        "may share; empty = DATA_DIR/lake",
-    ),
-    "compact_interval": Option(
-        "TFPROF_COLLECTOR_COMPACT_INTERVAL",
-        "60",
-        "seconds between compactions of running streams into the lake (finished streams "
-        "at once); 0 = only when they finish",
-    ),
-    "log_level": Option("TFPROF_COLLECTOR_LOG_LEVEL", "INFO", "level of the tfprof loggers"),
-}
 
 
 class ConfigError(InvalidArgument):
@@ -124,6 +47,12 @@ class CollectorConfig:
     tls_cert: str = ""
     tls_key: str = ""
     auth_token_file: str = ""
+    token_key_file: str = ""
+    tls_client_ca: str = ""
+    insecure: bool = False
+    data_group: str = ""
+    redact: str = ""
+    empty_stream_grace: float = 600.0  # seconds
     retain_days: float = 0.0
     retain_bytes: int = 0
     lake: str = ""
@@ -239,6 +168,12 @@ _PARSERS: dict[str, Callable[[str], Any]] = {
     "tls_cert": str,
     "tls_key": str,
     "auth_token_file": str,
+    "token_key_file": str,
+    "tls_client_ca": str,
+    "insecure": _bool,
+    "data_group": str,
+    "redact": str,
+    "empty_stream_grace": _non_negative("seconds"),
     "retain_days": _non_negative("days"),
     "retain_bytes": parse_size,
     "lake": str,
@@ -320,6 +255,8 @@ def load(
         )
     if bool(config.tls_cert) != bool(config.tls_key):
         raise ConfigError("--tls-cert and --tls-key go together: give both or neither")
+    if config.tls_client_ca and not config.tls:
+        raise ConfigError("--tls-client-ca needs --tls-cert and --tls-key (mTLS is TLS)")
     return config
 
 
@@ -332,18 +269,29 @@ def read_file_text(what: str, path: str) -> bytes:
         raise ConfigError(f"{what} {path}: {exc.strerror or exc}") from None
 
 
-def read_token(path: str) -> str:
+def read_token(path: str, what: str = "auth token file") -> str:
     """The bearer token in ``path``: one line, surrounding whitespace ignored."""
-    raw = read_file_text("auth token file", path)
+    raw = read_file_text(what, path)
     try:
         token = raw.decode("ascii").strip()
     except UnicodeDecodeError:
-        raise ConfigError(f"auth token file {path}: the token must be ASCII") from None
+        raise ConfigError(f"{what} {path}: the token must be ASCII") from None
     if not token:
-        raise ConfigError(f"auth token file {path}: empty")
+        raise ConfigError(f"{what} {path}: empty")
     if any(c.isspace() or not c.isprintable() for c in token):
-        raise ConfigError(f"auth token file {path}: the token must be one word, no spaces")
+        raise ConfigError(f"{what} {path}: the token must be one word, no spaces")
     return token
+
+
+def read_token_key(path: str) -> bytes:
+    """The key of job and node tokens: one word of at least 32 characters."""
+    key = read_token(path, "token key file").encode()
+    if len(key) < 32:
+        raise ConfigError(
+            f"token key file {path}: {len(key)} characters; a key has at least 32 "
+            "(e.g. `openssl rand -hex 32`)"
+        )
+    return key
 
 
 # -- clients of a running collector (capture, captures) ----------------------------------

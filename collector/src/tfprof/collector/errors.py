@@ -54,6 +54,22 @@ class Conflict(CollectorError):
     """The resource is in use, e.g. a stream another collector process holds open."""
 
 
+class AlreadyExists(CollectorError):
+    """A second live hello for a stream another call holds, without its secret."""
+
+
+class PermissionDenied(CollectorError):
+    """The caller may not do this: a stream's secret it lacks, a token's scope, a peer."""
+
+
+class OutOfRange(CollectorError):
+    """A value past what the protocol allows, e.g. a batch sequence that jumps."""
+
+
+class Superseded(Conflict):
+    """A call whose stream was resumed on a newer call (the agent reconnected)."""
+
+
 class StorageUnavailable(CollectorError):
     """The data dir cannot take a write now (disk full, I/O error); the agent retries."""
 

@@ -14,10 +14,12 @@ from tfprof.collector.commands import (
     serve,
     sql,
     summary,
+    token,
     top,
 )
 
 # Order here is the order in --help.
 COMMANDS = (
-    serve, jobs, export, import_, merge, summary, advise, sql, compact, capture, captures, top
+    serve, jobs, export, import_, merge, summary, advise, sql, compact, capture, captures, top,
+    token,
 )  # fmt: skip

@@ -199,8 +199,8 @@ def print_capture(capture: pb.Capture) -> None:
         f"capture {capture.capture_id}: {len(capture.streams)} stream(s), from "
         f"{local_time(capture.start_ns)} {length}"
     )
-    rows = [(s.job, s.host, str(s.pid), s.task, s.stream_id) for s in capture.streams]
-    TextWriter(sys.stdout).table(("JOB", "HOST", "PID", "TASK", "STREAM"), rows)
+    rows = [(s.job, s.host, str(s.pid), s.task, s.run_id) for s in capture.streams]
+    TextWriter(sys.stdout).table(("JOB", "HOST", "PID", "TASK", "RUN"), rows)
 
 
 def write_window(capture: pb.Capture, args: argparse.Namespace) -> int:

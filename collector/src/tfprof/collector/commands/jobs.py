@@ -146,7 +146,10 @@ def _run_on_lakes(sources: list[str]) -> int:
 
 def _notes(info: JobInfo) -> list[str]:
     """Why a run is incomplete, and what of it could not be read."""
+    from tfprof.collector.store.catalog import ended_note
+
     notes = [f"incomplete: {info.reason}"] if info.reason else []
+    notes += [n for n in (ended_note(info),) if n]
     notes += [f"skipped {what}" for what in info.skipped]
     if info.skipped:
         lost = "unknown" if info.lost_records is None else f"{info.lost_records:,}"

@@ -31,6 +31,12 @@ _METAVARS = {
     "tls_cert": "PEM",
     "tls_key": "PEM",
     "auth_token_file": "FILE",
+    "token_key_file": "FILE",
+    "tls_client_ca": "PEM",
+    "insecure": "BOOL",
+    "data_group": "GROUP",
+    "redact": "NAMES",
+    "empty_stream_grace": "SECONDS",
     "retain_days": "DAYS",
     "retain_bytes": "BYTES",
     "lake": "URL",
@@ -50,12 +56,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--config", metavar="FILE", help=f"TOML file of options (or {CONFIG_ENV}); keys as flags"
     )
     for key, opt in OPTIONS.items():
+        # --insecure alone says true (as one types it); --insecure false works too.
+        bare = {"nargs": "?", "const": "true"} if key == "insecure" else {}
         p.add_argument(
             flag_name(key),
             dest=f"opt_{key}",
             default=None,
             metavar=_METAVARS.get(key, "VALUE"),
             help=f"{opt.doc} [{opt.env}; default: {opt.default or 'none'}]",
+            **bare,  # type: ignore[arg-type]
         )
     p.set_defaults(func=run)
 
@@ -69,26 +78,25 @@ def _flags(args: argparse.Namespace) -> dict[str, object]:
 
 def run(args: argparse.Namespace) -> int:
     from tfprof.collector import config as config_module
+    from tfprof.collector.service.exposure import check_listener, secure_data_dir
     from tfprof.collector.store import Store
 
     config = config_module.load(_flags(args), args.config)
     logging.getLogger("tfprof").setLevel(config.log_level)
+    check_listener(config)  # before anything is made or bound
+    store = Store(config.data_dir)
+    secure_data_dir(store.root, config.data_group)
     # One serve per data dir: two would interleave writes to the same streams.
-    with Store(config.data_dir).serving():
+    with store.serving():
         return _serve(config)
 
 
-def raise_open_files_limit() -> None:
-    """Every agent connection is a socket: lift the soft descriptor limit to the hard one
-    (often 1,024 soft against far more hard) so thousands of agents can connect."""
-    import resource
-
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft != resource.RLIM_INFINITY and (hard == resource.RLIM_INFINITY or soft < hard):
-        try:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-        except (ValueError, OSError) as exc:  # some platforms cap it lower
-            log.info("open files limit stays at %d: %s", soft, exc)
+def _auth_said(config: CollectorConfig) -> str:
+    kinds = [k for k, on in (("fleet token", config.auth_token_file),
+                             ("job and node tokens", config.token_key_file)) if on]  # fmt: skip
+    if kinds:
+        return " and ".join(kinds)
+    return "off: capture control from this host only"
 
 
 def _serve(config: CollectorConfig) -> int:
@@ -96,8 +104,9 @@ def _serve(config: CollectorConfig) -> int:
     from tfprof.collector.service.metrics import CollectorMetrics, serve_metrics
     from tfprof.collector.service.retention import Policy, enforce
     from tfprof.collector.service.server import CollectorServer
+    from tfprof.core.rlimits import raise_open_files_limit
 
-    raise_open_files_limit()
+    nofile = raise_open_files_limit()
     metrics = CollectorMetrics()
     server = CollectorServer.from_config(config, metrics)
     policy = Policy(config.retain_days, config.retain_bytes)
@@ -112,7 +121,9 @@ def _serve(config: CollectorConfig) -> int:
     if policy.active:
         enforce(server.store, policy)  # before serving: start within the limits
     # After retention: what it just deleted is not worth compacting.
-    compactor = start_compactor(server.store, config.lake, config.compact_interval)
+    compactor = start_compactor(
+        server.store, config.lake, config.compact_interval, config.empty_stream_grace
+    )
 
     server.start()
     print(f"listening on {server.address}", flush=True)
@@ -121,13 +132,15 @@ def _serve(config: CollectorConfig) -> int:
         http, bound = serve_metrics(metrics, config.metrics_listen)
         print(f"metrics on http://{bound}/metrics", flush=True)
     log.info(
-        "collector serving %s (tls %s, auth %s, fsync %s) storing under %s",
+        "collector serving %s (tls %s, auth %s, fsync %s, open files %d) storing under %s",
         server.address,
+        "on, client certificates required" if config.tls_client_ca else
         "on" if config.tls else "off",
-        "on" if config.auth_token_file else "off",
+        _auth_said(config),
         "on" if config.fsync else "off",
+        nofile,
         config.data_dir,
-    )
+    )  # fmt: skip
 
     def retention_loop() -> None:
         while not stop.wait(RETENTION_INTERVAL_S):

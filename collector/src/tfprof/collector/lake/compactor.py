@@ -4,7 +4,9 @@ Ingest never waits for it: the store only tells it which streams were opened and
 finished (a queue put), and one thread does the reading and writing. A finished stream
 is compacted at once; every open one each ``interval_s`` (0: only when they finish).
 On start it catches up with the whole data dir (older releases' data, a crash), and on
-stop it compacts what it was told about, so a clean shutdown leaves nothing behind.
+stop it compacts what it was told about, so a clean shutdown leaves nothing behind. The
+same thread removes streams that stored nothing (``sweep``, store/sweep.py), every
+``sweep_every_s``.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import logging
 import queue
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from google.protobuf.message import DecodeError
@@ -25,8 +28,18 @@ log = logging.getLogger("tfprof.collector.lake")
 
 
 class Compactor:
-    def __init__(self, data_dir: Path, lake: Lake, collector: str, interval_s: float) -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        lake: Lake,
+        collector: str,
+        interval_s: float,
+        sweep: Callable[[], list[Path]] | None = None,
+        sweep_every_s: float = 60.0,
+    ) -> None:
         self.data_dir = data_dir
+        self._sweep = sweep
+        self._sweep_every_s = sweep_every_s
         self.lake = lake
         self.collector = collector
         self.interval_s = interval_s
@@ -65,8 +78,12 @@ class Compactor:
                      total.batches, total.records, self.lake.url,
                      f"; {len(failed)} stream(s) failed" if failed else "")  # fmt: skip
         next_pass = time.monotonic() + self.interval_s
+        next_sweep = time.monotonic() + self._sweep_every_s
         while True:
-            timeout = max(0.0, next_pass - time.monotonic()) if self.interval_s > 0 else None
+            due = [next_pass] if self.interval_s > 0 else []
+            if self._sweep is not None:
+                due.append(next_sweep)
+            timeout = max(0.0, min(due) - time.monotonic()) if due else None
             try:
                 item = self._finished.get(timeout=timeout)
             except queue.Empty:
@@ -74,6 +91,9 @@ class Compactor:
             if item is None:
                 self._pass(everything=True)
                 return
+            if self._sweep is not None and time.monotonic() >= next_sweep:
+                self._sweep_empty()
+                next_sweep = time.monotonic() + self._sweep_every_s
             if item != Path():
                 self._compact(item)
                 with self._lock:
@@ -95,6 +115,18 @@ class Compactor:
             streams = sorted(self._open)
         for directory in streams:
             self._compact(directory)
+
+    def _sweep_empty(self) -> None:
+        assert self._sweep is not None
+        try:
+            removed = self._sweep()
+        except Exception:  # housekeeping must never take the collector down
+            log.exception("removing streams that stored nothing failed")
+            return
+        with self._lock:
+            self._open.difference_update(removed)
+        for directory in removed:
+            self._cursors.pop(directory, None)
 
     def _compact(self, directory: Path) -> None:
         try:

@@ -3,7 +3,9 @@
 ``StreamCursor`` walks batches.log from where it stopped, keeping what later batches
 need from earlier ones (the string table, the latest clock estimate, the devices), the
 same way store/loader.py reads a stream; ``take`` returns the records of a range of
-batches as one Arrow table per lake table. Times come out on the collector clock.
+batches as one Arrow table per lake table, ``take_chunks`` the same a bounded number of
+records at a time (a batch bigger than a chunk is cut by rows), so compacting a range
+holds a chunk's columns, never the whole range's. Times come out on the collector clock.
 """
 
 from __future__ import annotations
@@ -122,6 +124,59 @@ class StreamCursor:
                 self._collect(batch, taken)
         return taken
 
+    def peek_seq(self, after: int, upto: int | None) -> int | None:
+        """The seq of the first batch after ``after`` (up to ``upto``), read without
+        moving the cursor; None when there is none."""
+        for _end, payload in self._entries():
+            try:
+                seq = pb.Batch.FromString(payload).seq
+            except DecodeError:
+                continue
+            if upto is not None and seq > upto:
+                return None
+            if seq > after:
+                return seq
+        return None
+
+    def take_chunks(
+        self, after: int, upto: int | None, chunk_rows: int, span: Range
+    ) -> Iterator[Range]:
+        """``take``, ``chunk_rows`` records (or fewer) at a time; ``span`` gathers the
+        first and last seq and the batch count of the whole range. Each chunk's
+        ``first_seq``/``last_seq`` are the batches it holds rows of."""
+        chunk, rows = Range(), 0
+        for end, payload in self._entries():
+            try:
+                batch = pb.Batch.FromString(payload)
+            except DecodeError:
+                self.offset = end
+                continue
+            if upto is not None and batch.seq > upto:
+                break
+            self.offset = end
+            if batch.seq <= self.last_seq:
+                continue
+            self.last_seq = batch.seq
+            self._absorb(batch)
+            if batch.seq <= after:
+                continue
+            span.first_seq = span.first_seq or batch.seq
+            span.last_seq = batch.seq
+            span.batches += 1
+            n, lo = len(batch.records.kind), 0
+            while True:
+                hi = min(n, lo + chunk_rows - rows)
+                self._collect(batch, chunk, lo, hi)
+                rows += hi - lo
+                lo = hi
+                if rows >= chunk_rows:
+                    yield chunk
+                    chunk, rows = Range(), 0
+                if lo >= n:
+                    break
+        if chunk.batches:
+            yield chunk
+
     def _absorb(self, batch: pb.Batch) -> None:
         if batch.clock_updated:
             self.clock_delta = batch.clock_offset_ns - self.hello.clock_offset_ns
@@ -134,19 +189,27 @@ class StreamCursor:
             self.devices[d.ordinal] = d
         self.dropped = max(self.dropped, batch.dropped)
 
-    def _collect(self, batch: pb.Batch, taken: Range) -> None:
-        taken.first_seq = taken.first_seq or batch.seq
-        taken.last_seq = batch.seq
-        taken.batches += 1
+    def _collect(self, batch: pb.Batch, taken: Range, lo: int = 0, hi: int | None = None) -> None:
+        """Rows ``lo:hi`` of the batch's records (all by default); its host samples go
+        with its first rows."""
+        if taken.last_seq != batch.seq:
+            taken.first_seq = taken.first_seq or batch.seq
+            taken.last_seq = batch.seq
+            taken.batches += 1
         n = len(batch.records.kind)
-        if n:
+        hi = n if hi is None else hi
+        if hi > lo:
+            whole = lo == 0 and hi == n
             for col in RECORD_COLUMNS:
                 values = getattr(batch.records, col)
-                part = np.array(values, np.int64) if len(values) else np.zeros(n, np.int64)
+                if not len(values):
+                    part = np.zeros(hi - lo, np.int64)
+                else:
+                    part = np.array(values if whole else values[lo:hi], np.int64)
                 if col == "start_ns":
                     part += self.record_shift + self.clock_delta
                 taken.records[col].append(part)
-        if len(batch.host.time_ns):
+        if lo == 0 and len(batch.host.time_ns):
             for col in HOST_COLUMNS:
                 dtype = np.float32 if col == "cpu_percent" else np.int64
                 part = np.array(getattr(batch.host, col), dtype)

@@ -84,6 +84,27 @@ def write_parquet(lake: Lake, relative: str, table: pa.Table) -> int:
     return target.stat().st_size
 
 
+def publish_file(lake: Lake, relative: str, written: Path) -> int:
+    """Put the finished local file ``written`` in place at ``relative``, whole or not at
+    all (renamed on a local lake, where it was written in the target's folder; uploaded
+    in one write elsewhere, then removed); returns its size."""
+    path = lake.path(relative)
+    if not lake.local:
+        data = written.read_bytes()  # compressed: a fraction of the rows it holds
+        if lake.fs.type_name not in _FLAT:
+            lake.fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
+        with lake.fs.open_output_stream(path) as out:
+            out.write(data)
+        written.unlink()
+        return len(data)
+    target = Path(path)
+    with open(written, "rb") as f:
+        os.fsync(f.fileno())
+    os.replace(written, target)
+    fsync_dir(target.parent)
+    return target.stat().st_size
+
+
 # Object stores without directories: nothing to create before an upload.
 _FLAT = frozenset({"s3", "gcs"})
 

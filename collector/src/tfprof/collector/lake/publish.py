@@ -4,10 +4,18 @@ The durable log stays exactly as ingest writes it; compaction only reads it. For
 stream it publishes the batches after the watermark as one segment per table (only the
 tables they have rows for), then the per-stream rows that changed, then moves the
 watermark (see segments.py for why a crash in between duplicates nothing).
+
+Memory is bounded by ``CHUNK_ROWS``, not by the range or by any one batch: the range is
+converted and written a chunk at a time (segment_files.py). What can still never be
+compacted is quarantined with one line, not retried into a crash loop: a chunk whose
+values do not fit the lake's types (its batches), and the next batch after a range whose
+compaction was begun ``MAX_ATTEMPTS`` times and never finished (the collector was killed
+in it, as the kernel's OOM killer does). Quarantined batches stay in batches.log.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,10 +23,11 @@ from pathlib import Path
 import pyarrow as pa
 from google.protobuf.message import DecodeError
 
-from tfprof.collector.lake.convert import OutOfRange, StreamCursor
+from tfprof.collector.lake.convert import OutOfRange, Range, StreamCursor
 from tfprof.collector.lake.fs import Lake, write_parquet
 from tfprof.collector.lake.logstate import LogNotes
 from tfprof.collector.lake.schema import DEVICES, GOODBYES, LOG_STATE, STREAMS
+from tfprof.collector.lake.segment_files import SegmentFiles
 from tfprof.collector.lake.segments import (
     SegmentName,
     Watermark,
@@ -30,6 +39,11 @@ from tfprof.collector.store.catalog import runs
 from tfprof.collector.store.loader import stream_dirs
 
 log = logging.getLogger("tfprof.collector.lake")
+
+# Records converted at a time: ~60 MiB of int64 columns in the lake's shape, a few times
+# that at the peak of a chunk's conversion, whatever the range or one batch holds.
+CHUNK_ROWS = 1 << 18
+MAX_ATTEMPTS = 2
 
 
 @dataclass
@@ -93,25 +107,61 @@ def compact_stream(
         cursor = StreamCursor(stream_dir)
         if cursors is not None:
             cursors[stream_dir] = cursor
+    _count_attempt(stream_dir, mark, cursor)
+    try:
+        return _compact(stream_dir, lake, mark, cursor, cursors)
+    except MemoryError:
+        raise  # counts as an attempt that never finished
+    except BaseException:
+        # An error we report (the lake unreachable, a full disk) is no sign of a range
+        # that cannot be compacted: only a kill mid-way leaves the attempt counted.
+        with contextlib.suppress(OSError, ValueError):
+            _clear_attempts(stream_dir)
+        raise
+
+
+def _compact(
+    stream_dir: Path,
+    lake: Lake,
+    mark: Watermark,
+    cursor: StreamCursor,
+    cursors: dict[Path, StreamCursor] | None,
+) -> Compacted:
+    done = Compacted()
     job, run = cursor.hello.job, cursor.hello.run_id
-    # A range left pending by a crash is redone exactly, under the same names.
-    taken = cursor.take(after=mark.last_seq, upto=mark.pending)
-    tables = cursor.tables(taken)
-    if taken.batches and mark.pending is None:
-        mark.pending = taken.last_seq
-        write_watermark(stream_dir, mark)
+    stream_id = cursor.hello.stream_id
 
     def publish(table: str, name: SegmentName, rows: pa.Table) -> None:
         done.bytes += write_parquet(lake, f"{partition(table, job, run)}/{name.file_name}", rows)
         done.files += 1
 
-    stream_id = cursor.hello.stream_id
-    if taken.batches:
-        name = SegmentName(mark.collector, stream_id, taken.first_seq, taken.last_seq)
-        for table, rows in tables.items():
-            publish(table, name, rows)
-            if table != "host_samples":
-                done.records += rows.num_rows
+    # A range left pending by a crash is redone exactly, under the same names.
+    taken = Range()
+    files = SegmentFiles(lake, job, run)
+    try:
+        chunks = cursor.take_chunks(mark.last_seq, mark.pending, CHUNK_ROWS, taken)
+        for chunk in chunks:
+            try:
+                tables = cursor.tables(chunk)
+            except OutOfRange as exc:
+                files.abort()
+                _quarantine(stream_dir, mark, chunk.first_seq, chunk.last_seq, str(exc))
+                if cursors is not None:
+                    cursors.pop(stream_dir, None)
+                return done
+            for table, rows in tables.items():
+                files.add(table, rows)
+                if table != "host_samples":
+                    done.records += rows.num_rows
+        if taken.batches and mark.pending is None:
+            mark.pending = taken.last_seq
+            write_watermark(stream_dir, mark)
+        if taken.batches:
+            name = SegmentName(mark.collector, stream_id, taken.first_seq, taken.last_seq)
+            n, size = files.publish(name)
+            done.files, done.bytes = done.files + n, done.bytes + size
+    finally:
+        files.abort()
     per_stream = SegmentName(mark.collector, stream_id)
     if not mark.streams:
         publish(STREAMS.name, per_stream, cursor.streams_row(mark.collector))
@@ -135,6 +185,8 @@ def compact_stream(
         or notes != published
     )
     if not changed:
+        mark.attempt_after, mark.attempts = -1, 0
+        write_watermark(stream_dir, mark)
         return done
     mark.log_state = notes.to_json()
     mark.streams, mark.devices = True, devices
@@ -142,9 +194,51 @@ def compact_stream(
     if taken.batches:
         mark.last_seq = taken.last_seq
     mark.log_offset, mark.pending = cursor.offset, None
+    mark.attempt_after, mark.attempts = -1, 0
     write_watermark(stream_dir, mark)
     done.batches = taken.batches
     return done
+
+
+def _count_attempt(stream_dir: Path, mark: Watermark, cursor: StreamCursor) -> None:
+    """Note one more compaction begun after ``mark.last_seq``; after ``MAX_ATTEMPTS``
+    that never finished, the next batch is quarantined first (it is the one that did not
+    fit: batches before it were published by earlier, finished compactions)."""
+    if mark.attempt_after == mark.last_seq and mark.attempts >= MAX_ATTEMPTS:
+        # The cursor is at last_seq: its next batch is the suspect. Reading its seq only
+        # parses it, which ingest bounded (--max-message-bytes).
+        suspect = cursor.peek_seq(mark.last_seq, mark.pending)
+        if suspect is not None:
+            _quarantine(
+                stream_dir, mark, suspect, suspect,
+                f"{mark.attempts} compactions begun here never finished (out of memory?)",
+            )  # fmt: skip
+    if mark.attempt_after != mark.last_seq:
+        mark.attempt_after, mark.attempts = mark.last_seq, 0
+    mark.attempts += 1
+    write_watermark(stream_dir, mark)
+
+
+def _clear_attempts(stream_dir: Path) -> None:
+    mark = read_watermark(stream_dir)
+    if mark is not None and mark.attempts:
+        mark.attempt_after, mark.attempts = -1, 0
+        write_watermark(stream_dir, mark)
+
+
+def _quarantine(stream_dir: Path, mark: Watermark, first: int, last: int, why: str) -> None:
+    """Leave batches ``first..last`` out of the lake for good, and say so once."""
+    log.error(
+        "stream %s: batches %d-%d quarantined, left out of the lake (%s); they stay in "
+        "batches.log",
+        stream_dir, first, last, why,
+    )  # fmt: skip
+    mark.quarantined.append({"first": first, "last": last, "reason": why})
+    mark.last_seq, mark.pending = max(mark.last_seq, last), None
+    mark.attempt_after, mark.attempts = -1, 0
+    # The offset is found again by the next cursor (it reads past last_seq).
+    mark.log_offset = 0
+    write_watermark(stream_dir, mark)
 
 
 def compact_data_dir(data_dir: Path, lake: Lake, collector: str) -> tuple[Compacted, list[str]]:

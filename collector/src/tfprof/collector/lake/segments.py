@@ -91,6 +91,14 @@ class Watermark:
     # The log_state row published (LogNotes as JSON; {} none needed); None: not worked
     # out yet (a stream compacted by an older release).
     log_state: dict[str, Any] | None = None
+    # Compactions begun after ``attempt_after`` (= last_seq then) that never finished: a
+    # range that kills the collector every time (out of memory) is quarantined, not
+    # retried into a crash loop (publish.py).
+    attempt_after: int = -1
+    attempts: int = 0
+    # Batches left out of the lake for good ({first, last, batches, reason}); they stay
+    # in batches.log.
+    quarantined: list[dict[str, Any]] = field(default_factory=list)
 
 
 def read_watermark(stream_dir: Path) -> Watermark | None:

@@ -9,10 +9,17 @@ from tfprof.collector.lake.segments import collector_id
 from tfprof.collector.store import Store
 
 
-def start_compactor(store: Store, lake_url: str, interval_s: float) -> Compactor:
-    """Compact ``store``'s streams into ``lake_url`` (empty: DATA_DIR/lake) from now on."""
+def start_compactor(
+    store: Store, lake_url: str, interval_s: float, empty_grace_s: float | None = None
+) -> Compactor:
+    """Compact ``store``'s streams into ``lake_url`` (empty: DATA_DIR/lake) from now on;
+    with ``empty_grace_s``, also remove the streams that stored nothing that long."""
+    from tfprof.collector.store.sweep import sweep_empty
+
     lake = set_lake(store.root, lake_url)
-    compactor = Compactor(store.root, lake, collector_id(store.root), interval_s)
+    sweep = None if empty_grace_s is None else (lambda: sweep_empty(store, empty_grace_s))
+    every = 60.0 if empty_grace_s is None else min(60.0, max(0.5, empty_grace_s / 2))
+    compactor = Compactor(store.root, lake, collector_id(store.root), interval_s, sweep, every)
     store.listener = compactor
     compactor.start()
     return compactor

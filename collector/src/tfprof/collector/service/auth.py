@@ -3,10 +3,13 @@
 Contract: the agent sends gRPC metadata ``authorization: Bearer <token>`` (key
 lowercase, as gRPC metadata keys always are; the scheme word is matched
 case-insensitively, the token exactly) on every call. The token is the one line of
-``--auth-token-file``. A call without it, or with another token, ends with
-``UNAUTHENTICATED`` before its handler runs, so nothing it sent is stored (the refusals
-are logged at most once per 10 s, with their count). Health checks
-(``grpc.health.v1.Health``) stay open so that load balancers and kubelets need no token.
+``--auth-token-file`` (the fleet token), or one minted for a job or a node under the
+key of ``--token-key-file`` (service/tokens.py says what each allows). A call without a
+valid token ends with ``UNAUTHENTICATED`` before its handler runs, so nothing it sent is
+stored (the refusals are logged at most once per 10 s, with their count); what a valid
+token may do is checked by the servicer (``Authorizer.scope``), which knows the hello.
+Health checks (``grpc.health.v1.Health``) stay open so that load balancers and kubelets
+need no token.
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ from typing import TYPE_CHECKING
 
 import grpc
 import grpc.aio
+
+from tfprof.collector.service.tokens import Scope, verify
 
 log = logging.getLogger("tfprof.collector.service.auth")
 
@@ -47,6 +52,58 @@ def check_authorization(header: str | bytes | None, token: bytes) -> str | None:
     # compare_digest takes time independent of where the tokens differ.
     if not hmac.compare_digest(presented.strip(), token):
         return "invalid bearer token"
+    return None
+
+
+def presented_token(header: str | bytes | None) -> str | None:
+    """The token of an ``authorization: Bearer <token>`` header, or None."""
+    if header is None:
+        return None
+    raw = header.encode("latin-1", "replace") if isinstance(header, str) else header
+    scheme, _, presented = raw.strip().partition(b" ")
+    if scheme.lower() != SCHEME.encode():
+        return None
+    return presented.strip().decode("latin-1")
+
+
+class Authorizer:
+    """The collector's tokens: the fleet token, the key of scoped tokens, or neither
+    (``enabled`` False: every call is ``Scope("open")``)."""
+
+    def __init__(self, token: str | None = None, key: bytes | None = None) -> None:
+        self._token = token.encode("ascii") if token else None
+        self._key = key
+        self.enabled = bool(token or key)
+
+    def check(self, header: str | bytes | None) -> tuple[Scope | None, str]:
+        """(the scope ``header`` grants, "") or (None, why it grants nothing)."""
+        if not self.enabled:
+            return Scope("open"), ""
+        if self._token is not None:
+            why = check_authorization(header, self._token)
+            if why is None:
+                return Scope("admin"), ""
+        else:
+            why = "missing authorization metadata (expected 'authorization: Bearer <token>')"
+        presented = presented_token(header)
+        if self._key is not None and presented:
+            scope = verify(self._key, presented)
+            if scope is not None:
+                return scope, ""
+            why = "invalid bearer token"
+        elif header is not None and presented is None:
+            why = "authorization metadata must be 'Bearer <token>'"
+        return None, why
+
+    def scope(self, metadata: object) -> Scope | None:
+        """The scope of a call's invocation metadata (None: no valid token)."""
+        return self.check(_header(metadata))[0]
+
+
+def _header(metadata: object) -> str | bytes | None:
+    for key, value in metadata or ():  # type: ignore[attr-defined]
+        if key == METADATA_KEY:
+            return value  # type: ignore[no-any-return]
     return None
 
 
@@ -101,10 +158,12 @@ def _denied(handler: Handler, method: str, why: str, refusals: RefusalLog) -> Ha
 
 
 class TokenAuthInterceptor(Interceptor):
-    """For the ``grpc.aio`` server."""
+    """For the ``grpc.aio`` server: refuses a call without a valid token."""
 
-    def __init__(self, token: str, on_denied: Callable[[str], None] | None = None) -> None:
-        self._token = token.encode("ascii")
+    def __init__(
+        self, token: str | Authorizer, on_denied: Callable[[str], None] | None = None
+    ) -> None:
+        self._auth = token if isinstance(token, Authorizer) else Authorizer(token)
         self._on_denied = on_denied
         self.refusals = RefusalLog()
 
@@ -117,13 +176,8 @@ class TokenAuthInterceptor(Interceptor):
         handler = await continuation(handler_call_details)
         if handler is None or method.startswith(OPEN_PREFIXES):
             return handler
-        header = None
-        for key, value in handler_call_details.invocation_metadata or ():
-            if key == METADATA_KEY:
-                header = value
-                break
-        why = check_authorization(header, self._token)
-        if why is None:
+        scope, why = self._auth.check(_header(handler_call_details.invocation_metadata))
+        if scope is not None:
             return handler
         if self._on_denied is not None:
             self._on_denied(method)

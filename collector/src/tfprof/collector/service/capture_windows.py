@@ -102,7 +102,8 @@ def no_match(request: pb.CaptureRequest, live: int) -> NotFound:
 
 # -- the durable record ------------------------------------------------------------------
 
-_STREAM_FIELDS = ("job", "host", "pid", "task", "stream_id", "run_id")
+# No stream id: see streams_registry.identity_of (older files' ids are not read back).
+_STREAM_FIELDS = ("job", "host", "pid", "task", "run_id")
 
 
 def to_json(capture: pb.Capture) -> dict[str, Any]:

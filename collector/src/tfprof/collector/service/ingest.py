@@ -7,6 +7,7 @@ validated whole (collector/service/validate.py) before anything of it is written
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Sequence
 
 from tfprof.collector.errors import FailedPrecondition, StorageUnavailable, Unsupported
 from tfprof.collector.service.live_figures import StreamAccount
@@ -15,6 +16,7 @@ from tfprof.collector.service.validate import check_batch, check_goodbye, check_
 from tfprof.collector.store import Store
 from tfprof.collector.store.loader import record_shift
 from tfprof.collector.store.writer import StreamWriter
+from tfprof.core.redact import DEFAULT_PATTERNS, redact_argv
 from tfprof.core.version import PROTOCOL_VERSION
 from tfprof.proto import collector_pb2 as pb
 
@@ -24,9 +26,15 @@ log = logging.getLogger("tfprof.collector.service.ingest")
 class IngestStream:
     """Validates and stores one stream. Call ``hello`` first, then ``batch``..."""
 
-    def __init__(self, store: Store, metrics: CollectorMetrics | None = None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        metrics: CollectorMetrics | None = None,
+        redact: Sequence[str] = DEFAULT_PATTERNS,
+    ) -> None:
         self.store = store
         self.metrics = metrics
+        self.redact = tuple(redact)
         self.writer: StreamWriter | None = None
         self.hello_msg: pb.Hello | None = None
         self.records = 0
@@ -37,7 +45,9 @@ class IngestStream:
             None  # per-job/GPU figures (collector/service/live_figures.py)
         )
 
-    def hello(self, hello: pb.Hello) -> int:
+    def hello(self, hello: pb.Hello, on_superseded: Callable[[], None] | None = None) -> int:
+        """Open the stream; ``on_superseded`` is called (from any thread) when the
+        stream is resumed on a newer call, which this one must then end."""
         if self.writer is not None:
             raise FailedPrecondition("second hello on one stream")
         if hello.protocol_version != PROTOCOL_VERSION:
@@ -46,8 +56,14 @@ class IngestStream:
                 f"(this collector speaks {PROTOCOL_VERSION})"
             )
         check_hello(hello)
+        # Again here, for agents that did not (older ones, other clients): what is stored
+        # and shown has no secrets in its command line.
+        redacted = redact_argv(hello.argv, self.redact)
+        if redacted != list(hello.argv):
+            del hello.argv[:]
+            hello.argv.extend(redacted)
         try:
-            self.writer = self.store.open_stream(hello)
+            self.writer = self.store.open_stream(hello, self, on_superseded)
         except OSError as exc:
             raise StorageUnavailable(f"cannot open stream {hello.stream_id}: {exc}") from exc
         self.hello_msg = hello
@@ -127,7 +143,7 @@ class IngestStream:
     def close(self) -> None:
         if self.writer is not None:
             writer, self.writer = self.writer, None
-            writer.close()
+            writer.close(self)
             if self.metrics is not None:
                 self.metrics.stream_closed()
         if self.live is not None:

@@ -26,20 +26,22 @@ from grpc_health.v1 import _async as health_aio
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from tfprof.collector.config import CollectorConfig, read_file_text, read_token
+from tfprof.collector.config import CollectorConfig, read_file_text, read_token, read_token_key
 from tfprof.collector.errors import AddressInUse, CannotListen
-from tfprof.collector.service.auth import TokenAuthInterceptor
+from tfprof.collector.service.auth import Authorizer, TokenAuthInterceptor
 from tfprof.collector.service.byte_budget import ByteBudget
 from tfprof.collector.service.capture_windows import CaptureLog
+from tfprof.collector.service.messages import OVERSIZE_HEADROOM
 from tfprof.collector.service.metrics import CollectorMetrics
 from tfprof.collector.service.servicer import (
-    OVERSIZE_HEADROOM,
     SERVICE_NAME,
+    Access,
     CollectorServicer,
     Limits,
     status_for,
 )
 from tfprof.collector.store import Store
+from tfprof.core.redact import patterns_from
 
 __all__ = ["DEFAULT_MAX_MESSAGE_BYTES", "SERVICE_NAME", "CollectorServer", "status_for"]
 
@@ -50,6 +52,8 @@ DEFAULT_MAX_STREAMS = 16384
 DEFAULT_MAX_INFLIGHT_BYTES = 256 << 20
 DEFAULT_HELLO_TIMEOUT_S = 30.0
 DRAIN_S = 10.0  # after gRPC's grace, how long cancelled streams get to close their files
+KEEPALIVE_MS = 60_000
+KEEPALIVE_TIMEOUT_MS = 20_000
 T = TypeVar("T")
 
 
@@ -100,8 +104,14 @@ class CollectorServer:
         max_streams: int = DEFAULT_MAX_STREAMS,
         max_inflight_bytes: int = DEFAULT_MAX_INFLIGHT_BYTES,
         hello_timeout_s: float = DEFAULT_HELLO_TIMEOUT_S,
+        token_key: bytes | None = None,
+        tls_client_ca: bytes | None = None,
+        redact: tuple[str, ...] = (),
     ) -> None:
+        """``auth_token``: the fleet token; ``token_key``: the key of job and node tokens;
+        ``tls_client_ca``: require client certificates signed by it (mTLS)."""
         self.store = Store(data_dir, fsync=fsync)
+        self.authorizer = Authorizer(auth_token, token_key)
         self._max_streams = max_streams
         self.metrics = metrics or CollectorMetrics()
         self.metrics.track_storage(lambda: self.store.bytes_stored)
@@ -115,11 +125,16 @@ class CollectorServer:
             self._storage,
             self._control,
             CaptureLog(data_dir, fsync=fsync),
+            Access(self.authorizer, patterns_from(redact)),
         )
         check_free(listen)  # before gRPC tries: its failed bind logs a C-level line
         credentials = None
         if tls_cert is not None and tls_key is not None:
-            credentials = grpc.ssl_server_credentials([(tls_key, tls_cert)])
+            credentials = grpc.ssl_server_credentials(
+                [(tls_key, tls_cert)],
+                root_certificates=tls_client_ca,
+                require_client_auth=tls_client_ca is not None,
+            )
         self._stopped = threading.Event()
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(
@@ -127,11 +142,11 @@ class CollectorServer:
         )
         self._thread.start()
         try:
-            self.port = self._run(self._build(listen, max_message_bytes, credentials, auth_token))
+            self.port = self._run(self._build(listen, max_message_bytes, credentials))
         except BaseException:
             self._close_loop()
             raise
-        if auth_token and credentials is None:
+        if self.authorizer.enabled and credentials is None:
             log.warning("bearer tokens travel in clear text: use --tls-cert/--tls-key")
         host = listen.rpartition(":")[0]
         self.address = f"{host}:{self.port}"
@@ -145,6 +160,10 @@ class CollectorServer:
             cert = read_file_text("TLS certificate", config.tls_cert)
             key = read_file_text("TLS key", config.tls_key)
         token = read_token(config.auth_token_file) if config.auth_token_file else None
+        token_key = read_token_key(config.token_key_file) if config.token_key_file else None
+        client_ca = (
+            read_file_text("client CA", config.tls_client_ca) if config.tls_client_ca else None
+        )
         return cls(
             config.listen,
             config.data_dir,
@@ -158,6 +177,9 @@ class CollectorServer:
             max_streams=config.max_streams,
             max_inflight_bytes=config.max_inflight_bytes,
             hello_timeout_s=config.hello_timeout,
+            token_key=token_key,
+            tls_client_ca=client_ca,
+            redact=tuple(p for p in config.redact.split(",") if p.strip()),
         )
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
@@ -168,14 +190,14 @@ class CollectorServer:
         listen: str,
         max_message_bytes: int,
         credentials: grpc.ServerCredentials | None,
-        auth_token: str | None,
     ) -> int:
         # Created on the loop: grpc.aio binds a server to the loop it is made on.
         interceptors: list[grpc.aio.ServerInterceptor[object, object]] = []
-        if auth_token:
+        if self.authorizer.enabled:
             interceptors.append(
                 TokenAuthInterceptor(
-                    auth_token, on_denied=lambda _m: self.metrics.request_error("UNAUTHENTICATED")
+                    self.authorizer,
+                    on_denied=lambda _m: self.metrics.request_error("UNAUTHENTICATED"),
                 )
             )
         self.server = grpc.aio.server(
@@ -189,6 +211,12 @@ class CollectorServer:
                 # collector restart) with INTERNAL; our own limit is --max-streams.
                 ("grpc.server.max_pending_requests", max(1000, self._max_streams)),
                 ("grpc.server.max_pending_requests_hard_limit", max(3000, 2 * self._max_streams)),
+                # A vanished agent's call (its host gone, the network cut) is ended by
+                # pings rather than held for hours; agents ping an idle call this often.
+                ("grpc.keepalive_time_ms", KEEPALIVE_MS),
+                ("grpc.keepalive_timeout_ms", KEEPALIVE_TIMEOUT_MS),
+                ("grpc.http2.min_ping_interval_without_data_ms", KEEPALIVE_MS // 2),
+                ("grpc.keepalive_permit_without_calls", 1),
             ],
         )
         self.server.add_generic_rpc_handlers((self.servicer.handlers(),))

@@ -25,54 +25,48 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
-from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
-from typing import Any, NoReturn, TypeVar
+from collections.abc import AsyncIterator, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import NoReturn, TypeVar
 
 import grpc
 import grpc.aio
-from google.protobuf.message import DecodeError
 
 from tfprof.collector.errors import (
-    CollectorError,
+    AlreadyExists,
     Conflict,
     FailedPrecondition,
     InvalidArgument,
     NotFound,
+    OutOfRange,
+    PermissionDenied,
     StorageUnavailable,
     TooLarge,
     Unsupported,
 )
 from tfprof.collector.service import capture_windows, export_stream
+from tfprof.collector.service.auth import Authorizer
 from tfprof.collector.service.byte_budget import ByteBudget
-from tfprof.collector.service.ingest import IngestStream
 from tfprof.collector.service.live_figures import live_reply
+from tfprof.collector.service.messages import OVERSIZE_HEADROOM, Busy, HelloTimeout
 from tfprof.collector.service.metrics import CollectorMetrics
 from tfprof.collector.service.rpc_table import SERVICE_NAME, Malformed, handler_table
-from tfprof.collector.service.streams_registry import LiveStream, StreamRegistry, identity_of
+from tfprof.collector.service.stream_call import StreamCall
+from tfprof.collector.service.streams_registry import LiveStream, StreamRegistry
+from tfprof.collector.service.tokens import Scope
 from tfprof.collector.store import Store
 from tfprof.core.errors import InputError, TfprofError
+from tfprof.core.ratelimit import RateLimitedLog
+from tfprof.core.redact import DEFAULT_PATTERNS
 from tfprof.proto import collector_pb2 as pb
 
 log = logging.getLogger("tfprof.collector.service.server")
 
 __all__ = ["OVERSIZE_HEADROOM", "SERVICE_NAME", "CollectorServicer", "Limits", "status_for"]
 
-# gRPC itself refuses messages this far over the limit before Python sees them (a memory
-# bound); up to there our deserializer does, so the refusal is logged and counted.
-OVERSIZE_HEADROOM = 1 << 20
 MAX_EXPORTS = 2  # export children at once; more callers are told to retry
 T = TypeVar("T")
-
-
-class Busy(CollectorError):
-    """This collector holds as many streams (--max-streams) or runs as many exports as it
-    may: retry later."""
-
-
-class HelloTimeout(CollectorError):
-    """A stream that did not say hello in time (--hello-timeout)."""
 
 
 _STATUS: dict[type[TfprofError], grpc.StatusCode] = {
@@ -81,6 +75,9 @@ _STATUS: dict[type[TfprofError], grpc.StatusCode] = {
     Unsupported: grpc.StatusCode.UNIMPLEMENTED,
     NotFound: grpc.StatusCode.NOT_FOUND,
     Conflict: grpc.StatusCode.ABORTED,
+    AlreadyExists: grpc.StatusCode.ALREADY_EXISTS,
+    PermissionDenied: grpc.StatusCode.PERMISSION_DENIED,
+    OutOfRange: grpc.StatusCode.OUT_OF_RANGE,
     StorageUnavailable: grpc.StatusCode.UNAVAILABLE,
     TooLarge: grpc.StatusCode.RESOURCE_EXHAUSTED,
     Busy: grpc.StatusCode.RESOURCE_EXHAUSTED,
@@ -100,13 +97,6 @@ def status_for(exc: TfprofError) -> grpc.StatusCode:
     return grpc.StatusCode.INTERNAL
 
 
-def _parse_agent_message(data: bytes) -> pb.AgentMessage:
-    try:
-        return pb.AgentMessage.FromString(data)
-    except DecodeError as exc:
-        raise InvalidArgument(f"malformed AgentMessage: {exc or 'cannot parse'}") from None
-
-
 @dataclass(frozen=True)
 class Limits:
     max_message_bytes: int
@@ -114,7 +104,19 @@ class Limits:
     hello_timeout_s: float
 
 
+@dataclass(frozen=True)
+class Access:
+    """Who may do what (docs/operations/security.md): the tokens, and the patterns of
+    option names whose values are masked in stored command lines."""
+
+    auth: Authorizer = field(default_factory=Authorizer)
+    redact: Sequence[str] = DEFAULT_PATTERNS
+
+
 Context = grpc.aio.ServicerContext[object, object]
+
+# Peers a collector without tokens takes capture control and exports from: its own host.
+LOOPBACK_PEERS = ("ipv4:127.", "ipv6:[::1]", "unix:")
 
 
 class CollectorServicer:
@@ -127,8 +129,12 @@ class CollectorServicer:
         storage: ThreadPoolExecutor,
         control: ThreadPoolExecutor,
         capture_log: capture_windows.CaptureLog,
+        access: Access | None = None,
     ) -> None:
         self.store = store
+        self.access = access or Access()
+        # Refused calls by status code: one line per interval each, with the count.
+        self._refusal_logs: dict[str, RateLimitedLog] = {}
         self.metrics = metrics
         self.limits = limits
         self.budget = budget
@@ -155,6 +161,36 @@ class CollectorServicer:
         finally:
             self.registry.calls -= 1
 
+    def scope(self, context: Context) -> Scope:
+        """What the call's token allows (the interceptor let only valid ones through)."""
+        scope = self.access.auth.scope(context.invocation_metadata())
+        return scope if scope is not None else Scope("none")
+
+    def check_control(self, context: Context, what: str) -> None:
+        """Capture control and exports: the fleet token's alone; without tokens, this
+        host's alone (a capture reply names jobs, hosts, pids and runs of every stream it
+        reached; an export is every job's records)."""
+        scope = self.scope(context)
+        if scope.kind == "admin":
+            return
+        if scope.kind == "open":
+            if context.peer().startswith(LOOPBACK_PEERS):
+                return
+            raise PermissionDenied(
+                f"{what} from {context.peer()}: a collector without tokens takes it from its "
+                "own host only (give it --auth-token-file)"
+            )
+        raise PermissionDenied(f"{what}: a token for {scope} may stream, not {what}")
+
+    async def check_reader(self, context: Context, what: str) -> None:
+        """Read-only views (ListCaptures, LiveFigures): open without tokens; with tokens,
+        the fleet token's (a job or node token may only stream)."""
+        scope = self.scope(context)
+        if not scope.unrestricted:
+            await self.abort(
+                context, PermissionDenied(f"{what}: a token for {scope} may only stream")
+            )
+
     async def Clock(self, request: pb.ClockRequest | Malformed, context: Context) -> pb.ClockReply:
         if isinstance(request, Malformed):
             await self.abort(context, request.exception())
@@ -167,6 +203,7 @@ class CollectorServicer:
         try:
             if isinstance(request, Malformed):
                 raise request.exception()
+            self.check_control(context, "StartCapture")
             capture_windows.check_request(request)
             now = time.time_ns()
             capture = capture_windows.new_capture(request, now)
@@ -199,6 +236,7 @@ class CollectorServicer:
     ) -> pb.ListCapturesReply:
         if isinstance(request, Malformed):
             await self.abort(context, request.exception())
+        await self.check_reader(context, "ListCaptures")
         return pb.ListCapturesReply(captures=await self._control(self.capture_log.read))
 
     async def LiveFigures(
@@ -206,6 +244,7 @@ class CollectorServicer:
     ) -> pb.LiveFiguresReply:
         if isinstance(request, Malformed):
             await self.abort(context, request.exception())
+        await self.check_reader(context, "LiveFigures")
         return live_reply(self.metrics.live.snapshot())
 
     async def Export(
@@ -214,6 +253,7 @@ class CollectorServicer:
         try:
             if isinstance(request, Malformed):
                 raise request.exception()
+            self.check_control(context, "Export")
             export_stream.check_request(request)
             if self.exports >= MAX_EXPORTS:
                 raise Busy(f"this collector is writing {self.exports} exports; retry later")
@@ -241,118 +281,14 @@ class CollectorServicer:
     async def abort(self, context: Context, exc: TfprofError) -> NoReturn:
         code = status_for(exc)
         self.metrics.request_error(code.name)
-        log.warning("rejected call from %s: %s: %s", context.peer(), code.name, exc)
+        # Refusals come by the thousand from a misbehaving client: a line per code per
+        # interval, with the count (the metric counts each).
+        refusals = self._refusal_logs.get(code.name)
+        if refusals is None:
+            refusals = self._refusal_logs[code.name] = RateLimitedLog(log)
+        refusals.note(f"rejected call from {context.peer()}: {code.name}: {exc}")
         await context.abort(code, str(exc))
         raise AssertionError("context.abort returned")  # it raises
 
     def handlers(self) -> grpc.GenericRpcHandler[object, object]:
         return handler_table(self, self.limits.max_message_bytes)
-
-
-class StreamCall:
-    """One Stream call: hello, batches, goodbye, in order, each stored in the pool."""
-
-    def __init__(self, servicer: CollectorServicer, context: Context) -> None:
-        self.servicer = servicer
-        self.context = context
-        self.ingest = IngestStream(servicer.store, servicer.metrics)
-        self.live: LiveStream | None = None
-        self._write_lock = asyncio.Lock()
-        self._storing: Future[Any] | None = None
-        self._pushes: set[asyncio.Task[None]] = set()
-
-    async def run(self, requests: AsyncIterator[bytes | Malformed]) -> None:
-        servicer = self.servicer
-        messages = aiter(requests)
-        try:
-            try:
-                first = await asyncio.wait_for(anext(messages), servicer.limits.hello_timeout_s)
-            except TimeoutError:
-                raise HelloTimeout(
-                    f"no hello within {servicer.limits.hello_timeout_s:g} s (--hello-timeout)"
-                ) from None
-            await self._handle(first)
-            async for message in messages:
-                await self._handle(message)
-        except StopAsyncIteration:
-            pass  # the agent closed its side without a message
-        except TfprofError as exc:
-            await servicer.abort(self.context, exc)
-        except asyncio.CancelledError:
-            # The call ended under us: the client went away or its deadline passed, gRPC
-            # refused a message far over the size limit, or the server is stopping;
-            # either way what was acknowledged is stored.
-            servicer.metrics.request_error("CANCELLED")
-            log.warning(
-                "stream %s ended by the client or gRPC (cancelled, deadline, or a message "
-                "over %d bytes) after %d records",
-                self.ingest.hello_msg.stream_id if self.ingest.hello_msg else "(before hello)",
-                servicer.limits.max_message_bytes + OVERSIZE_HEADROOM,
-                self.ingest.records,
-            )
-            raise
-        finally:
-            await self._end()
-
-    async def _handle(self, message: bytes | Malformed) -> None:
-        if isinstance(message, Malformed):
-            raise message.exception()
-        budget = self.servicer.budget
-        await budget.acquire(len(message))
-        try:
-            kind, seq = await self._store(self._ingest, message)
-        finally:
-            budget.release(len(message))
-        if kind != "goodbye":
-            await self._write(pb.Ack(seq=seq))
-        if kind == "hello":
-            assert self.ingest.hello_msg is not None
-            self.live = LiveStream(identity_of(self.ingest.hello_msg), self.push)
-            self.servicer.on_hello(self.live)
-
-    def _ingest(self, data: bytes) -> tuple[str, int]:
-        """In the storage pool: parse one message and store it; (its kind, the ack)."""
-        message = _parse_agent_message(data)
-        which = message.WhichOneof("msg")
-        if which == "hello":
-            return which, self.ingest.hello(message.hello)
-        if which == "batch":
-            return which, self.ingest.batch(message.batch)
-        if which == "goodbye":
-            self.ingest.goodbye(message.goodbye)
-            return which, 0
-        raise InvalidArgument("empty agent message")
-
-    async def _store(self, fn: Callable[[bytes], T], data: bytes) -> T:
-        future = self.servicer.storage.submit(fn, data)
-        self._storing = future
-        return await asyncio.wrap_future(future)
-
-    async def _write(self, ack: pb.Ack) -> None:
-        async with self._write_lock:
-            await self.context.write(ack)
-
-    def push(self, window: pb.CaptureWindow) -> None:
-        """Send ``window`` down this stream as soon as the response side is free."""
-        task = asyncio.ensure_future(self._push(window))
-        self._pushes.add(task)
-        task.add_done_callback(self._pushes.discard)
-
-    async def _push(self, window: pb.CaptureWindow) -> None:
-        try:
-            await self._write(pb.Ack(captures=[window]))
-        except Exception as exc:  # the call ended first: the agent reconnects and gets it
-            log.debug("capture %s not sent: %s", window.capture_id, exc)
-
-    async def _end(self) -> None:
-        self.servicer.registry.discard(self.live)
-        for task in list(self._pushes):
-            task.cancel()
-        # A batch being stored when the call was cancelled finishes before the close.
-        storing = self._storing
-        if storing is not None and not storing.done():
-            try:
-                await asyncio.wrap_future(storing)
-            except Exception:
-                pass  # its error no longer has a caller to go to
-        await asyncio.wrap_future(self.servicer.storage.submit(self.ingest.close))

@@ -21,13 +21,10 @@ class LiveStream:
 
 
 def identity_of(hello: pb.Hello) -> pb.CaptureStream:
+    """What capture replies and ``captures`` say of a stream: never its stream id (nor
+    its secret), which with the run id would let the reader speak for it."""
     return pb.CaptureStream(
-        job=hello.job,
-        host=hello.host,
-        pid=hello.pid,
-        task=hello.task,
-        stream_id=hello.stream_id,
-        run_id=hello.run_id,
+        job=hello.job, host=hello.host, pid=hello.pid, task=hello.task, run_id=hello.run_id
     )
 
 

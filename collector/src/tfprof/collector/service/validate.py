@@ -40,6 +40,8 @@ MAX_SHIFT_NS = MAX_TIME_NS + MAX_CLOCK_OFFSET_NS
 UINT64_RECORD_FIELDS = ("bytes", "thread", "external_id", "address")
 UINT64_HOST_FIELDS = ("rss_bytes", "read_bytes", "write_bytes")
 MAX_TEXT = 256  # host, task, agent version, source
+# A stream's secret: enough random bytes that nobody guesses them (the agent makes 32).
+STREAM_SECRET_BYTES = (16, 64)
 MAX_ARGV_BYTES = 64 << 10
 
 
@@ -68,6 +70,13 @@ def check_hello(hello: pb.Hello) -> None:
     _check_text("task", hello.task)
     _check_text("agent version", hello.agent_version)
     _check_text("source", hello.source)
+    _check_text("user", hello.user)
+    low, high = STREAM_SECRET_BYTES
+    if not low <= len(hello.stream_secret) <= high:
+        raise InvalidArgument(
+            f"stream secret of {len(hello.stream_secret)} bytes: a hello carries {low} to "
+            f"{high} random bytes of its stream's own"
+        )
     if sum(len(a) for a in hello.argv) > MAX_ARGV_BYTES:
         raise InvalidArgument(f"argv longer than {MAX_ARGV_BYTES} characters")
     _check_clock(hello.clock_offset_ns, hello.clock_rtt_ns)

@@ -46,6 +46,9 @@ class JobInfo:
     skipped: list[str] = field(default_factory=list)
     lost_records: int | None = 0  # records in skipped parts; None: some unknown
     reason: str = ""  # why an incomplete run is incomplete
+    # Streams whose process ended without its goodbye, as their relay saw it: "ended by
+    # signal 15" and the like, with how many.
+    ended: dict[str, int] = field(default_factory=dict)
 
 
 def runs(jobs_dir: Path) -> Iterator[tuple[str, str, Path]]:
@@ -113,6 +116,9 @@ def run_info(name: str, run_id: str, run_dir: Path) -> JobInfo | None:
             bye = pb.Goodbye.FromString((stream_dir / "goodbye.pb").read_bytes())
             dropped_queue = max(dropped_queue, bye.dropped_queue)
             info.dropped += bye.dropped_tracer + bye.dropped_relay
+            if bye.end != pb.PROCESS_END_UNSPECIFIED:
+                how = _ENDS.get(bye.end, "ended").format(bye.signal, bye.exit_code)
+                info.ended[how] = info.ended.get(how, 0) + 1
         except FileNotFoundError:
             info.finished = False
             no_goodbye += 1
@@ -131,6 +137,22 @@ def run_info(name: str, run_id: str, run_dir: Path) -> JobInfo | None:
         info.reason = "; ".join(reasons + (["unreadable files"] if info.skipped else []))
     info.bytes, info.last_write = size_and_mtime(run_dir)
     return info
+
+
+# How a relay saw a process end without its goodbye (Goodbye.end), for `jobs`' notes.
+_ENDS = {
+    pb.SIGNALED: "ended by signal {0}",
+    pb.EXITED: "exited with status {1}",
+    pb.GONE: "ended (os._exit or a signal)",
+}
+
+
+def ended_note(info: JobInfo) -> str:
+    """One line for the streams a relay finished, or ""."""
+    if not info.ended:
+        return ""
+    parts = ", ".join(f"{n} {how}" for how, n in sorted(info.ended.items()))
+    return f"without a goodbye, seen ending by their relay: {parts}; their counts are the relay's"
 
 
 def _skip(info: JobInfo, what: str, lost: int | None) -> None:

@@ -12,15 +12,15 @@ import fcntl
 import os
 import shutil
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Protocol
 
-from tfprof.collector.errors import Conflict, NotFound, PathError
+from tfprof.collector.errors import AlreadyExists, Conflict, NotFound, PathError, PermissionDenied
 from tfprof.collector.jobdata import JobData
-from tfprof.collector.store import catalog
+from tfprof.collector.store import catalog, stream_secret
 from tfprof.collector.store.catalog import JobInfo
-from tfprof.collector.store.files import is_streaming, size_and_mtime
+from tfprof.collector.store.files import DIR_MODE, is_streaming, make_dirs, size_and_mtime
 from tfprof.collector.store.loader import load_run
 from tfprof.collector.store.writer import StreamWriter
 from tfprof.core.names import check_name
@@ -52,7 +52,10 @@ class Store:
                 raise NotFound(f"no such data dir: {self.root}")
         else:
             try:
-                self.jobs_dir.mkdir(parents=True, exist_ok=True)
+                if not self.root.exists():
+                    self.root.mkdir(mode=DIR_MODE, parents=True)
+                    os.chmod(self.root, DIR_MODE)
+                make_dirs(self.jobs_dir, self.root)
             except OSError as exc:
                 raise PathError.from_os("data dir", self.root, exc) from exc
         self.fsync = fsync
@@ -81,20 +84,53 @@ class Store:
 
     # -- writing -------------------------------------------------------------------------
 
-    def open_stream(self, hello: pb.Hello) -> StreamWriter:
+    def open_stream(
+        self,
+        hello: pb.Hello,
+        holder: object = None,
+        on_superseded: Callable[[], None] | None = None,
+    ) -> StreamWriter:
+        """The stream's writer, shared by every call that opens it with its secret.
+
+        A second opening while a call holds the stream is a reconnect of the same agent
+        (its old call not yet torn down): it must bring the stream's secret, and then
+        every earlier holder is told to end (``on_superseded``, keyed by ``holder``),
+        so no old call keeps the log open after the stream's goodbye. Without the
+        secret it is ``AlreadyExists``; a stream nobody holds, opened with another
+        secret than its first, is ``PermissionDenied``."""
         job = check_name("job name", hello.job)
         run_id = check_name("run id", hello.run_id)
         stream_id = check_name("stream id", hello.stream_id)
         path = self.jobs_dir / job / run_id / stream_id
+        digest = stream_secret.digest_of(hello)
+        superseded: list[Callable[[], None]] = []
         with self._lock:
             writer = self._open.get(path)
             if writer is not None:
+                if not stream_secret.same(writer.secret_digest, digest):
+                    raise AlreadyExists(
+                        f"stream {stream_id} of job {job} run {run_id} is open on another "
+                        "call; a hello for it without its secret is refused"
+                    )
+                superseded = list(writer.holders.values())
+                writer.holders.clear()
                 writer.refs += 1
-                return writer
-            writer = StreamWriter(
-                path, hello, fsync=self.fsync, release=self._release, on_finish=self._finished
-            )
-            self._open[path] = writer
+            else:
+                stored = stream_secret.stored_digest(path)
+                if stored is not None and not stream_secret.same(stored, digest):
+                    raise PermissionDenied(
+                        f"stream {stream_id} of job {job} run {run_id} exists: only its own "
+                        "agent (with the stream's secret) may resume it"
+                    )
+                writer = StreamWriter(
+                    path, hello, fsync=self.fsync, release=self._release,
+                    on_finish=self._finished, stop_root=self.jobs_dir,
+                )  # fmt: skip
+                self._open[path] = writer
+            if on_superseded is not None:
+                writer.holders[holder] = on_superseded
+        for end in superseded:
+            end()
         if self.listener is not None:
             self.listener.stream_opened(path)
         return writer
@@ -103,8 +139,9 @@ class Store:
         if self.listener is not None:
             self.listener.stream_finished(directory)
 
-    def _release(self, writer: StreamWriter) -> None:
+    def _release(self, writer: StreamWriter, holder: object = None) -> None:
         with self._lock:
+            writer.holders.pop(holder, None)
             writer.refs -= 1
             if writer.refs > 0:
                 return
@@ -114,6 +151,20 @@ class Store:
     def open_streams(self) -> int:
         with self._lock:
             return len(self._open)
+
+    @property
+    def lock(self) -> threading.Lock:
+        """Held while a stream is opened or a run deleted: what deletes must hold."""
+        return self._lock
+
+    def is_open(self, stream_dir: Path) -> bool:
+        """Whether a call of this process holds the stream (call under ``lock``)."""
+        return stream_dir in self._open
+
+    def forget_size(self) -> None:
+        """Recount the bytes stored at next use (files were deleted)."""
+        with self._bytes_lock:
+            self._bytes = None
 
     # -- size accounting (for the storage metric and retention) --------------------------
 

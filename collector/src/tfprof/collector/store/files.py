@@ -1,4 +1,12 @@
-"""File-system steps the store relies on: durable replaces, the stream lock, sizes."""
+"""File-system steps the store relies on: durable replaces, the stream lock, sizes, and
+the modes of what it makes.
+
+A data dir holds every user's records (and their command lines), so it is readable by
+its owner and a configured group only: folders ``DIR_MODE`` (0750), files ``FILE_MODE``
+(0640), set explicitly whatever the process's umask (the collector embedded in a
+launcher runs with the user's). ``serve --data-group`` gives the data dir a group and
+the set-group-id bit, so everything made under it inherits that group.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +15,37 @@ import fcntl
 import os
 import time
 from pathlib import Path
+from typing import BinaryIO
+
+DIR_MODE = 0o750
+FILE_MODE = 0o640
+
+
+def make_dirs(path: Path, root: Path) -> bool:
+    """Make ``path`` and its missing parents below ``root`` with ``DIR_MODE`` (mkdir's
+    ``parents=True`` would give them the umask's); True when ``path`` was made. The
+    set-group-id bit of ``root`` (``--data-group``) is kept on each new folder."""
+    missing = []
+    folder = path
+    while folder != root and not folder.exists():
+        missing.append(folder)
+        folder = folder.parent
+    for folder in reversed(missing):
+        try:
+            folder.mkdir(mode=DIR_MODE)
+        except FileExistsError:
+            continue  # made by a concurrent open of a sibling stream
+        mode = DIR_MODE | (os.stat(folder.parent).st_mode & 0o2000)
+        os.chmod(folder, mode)  # mkdir's mode is cut by the umask
+    if not path.exists():
+        path.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+    return bool(missing)
+
+
+def open_for_append(path: Path) -> BinaryIO:
+    """``path`` opened for appends, made with ``FILE_MODE`` if missing."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, FILE_MODE)
+    return open(fd, "ab")
 
 
 def fsync_dir(path: Path) -> None:
@@ -20,7 +59,8 @@ def fsync_dir(path: Path) -> None:
 def write_atomic(path: Path, data: bytes, durable: bool = True) -> None:
     """Replace ``path`` with ``data`` all at once; ``durable``: survive a host crash."""
     tmp = path.with_suffix(path.suffix + ".tmp")
-    with open(tmp, "wb") as f:
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, FILE_MODE)
+    with open(fd, "wb") as f:
         f.write(data)
         f.flush()
         if durable:
