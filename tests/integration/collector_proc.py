@@ -6,6 +6,7 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -44,10 +45,15 @@ class ServeProcess:
 
 
 def start_serve(
-    data_dir: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 60
+    data_dir: Path,
+    *args: str,
+    env: dict[str, str] | None = None,
+    timeout: float = 60,
+    preexec: Callable[[], None] | None = None,
 ) -> ServeProcess:
     """Start ``serve`` on 127.0.0.1:0 (unless ``args`` say otherwise) and wait for its
-    address (and its metrics address when ``--metrics-listen`` is given)."""
+    address (and its metrics address when ``--metrics-listen`` is given); ``preexec``
+    runs in the child before it starts (e.g. to enter a memory cgroup)."""
     listen = [] if "--listen" in args else ["--listen", "127.0.0.1:0"]
     proc = subprocess.Popen(
         collector_cmd("serve", "--data-dir", str(data_dir), *listen, *args),
@@ -55,6 +61,7 @@ def start_serve(
         stderr=subprocess.STDOUT,
         text=True,
         env=clean_env(**(env or {})),
+        preexec_fn=preexec,
     )
     assert proc.stdout is not None
     lines: list[str] = []

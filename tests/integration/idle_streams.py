@@ -10,6 +10,7 @@ from typing import Any
 import grpc
 import grpc.aio
 
+from tfprof.core.version import PROTOCOL_VERSION
 from tfprof.proto import collector_pb2 as pb
 from tfprof.proto import collector_pb2_grpc as pb_grpc
 
@@ -41,7 +42,8 @@ class IdleStreams:
         )
 
     async def _one(self, stub: Any, index: int) -> None:
-        hello = pb.Hello(protocol_version=1, job=f"idle{index % 50}", run_id="r1",
+        hello = pb.Hello(protocol_version=PROTOCOL_VERSION, stream_secret=b"s" * 32,
+                         job=f"idle{index % 50}", run_id="r1",
                          stream_id=f"idle-{index}", host=f"node{index % 16}", pid=index + 1,
                          task=str(index))  # fmt: skip
         call: Any = stub.Stream()

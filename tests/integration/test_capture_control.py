@@ -27,7 +27,8 @@ import pytest
 from tests.integration.conftest import agent_cmd, clean_env
 from tfprof.agent.inprocess.sources.replay import LOOP_GAP_NS
 from tfprof.agent.relay.collector_client import CollectorClient
-from tfprof.agent.relay.socket_server import ProcessLink, RelayServer
+from tfprof.agent.relay.process_link import ProcessLink
+from tfprof.agent.relay.socket_server import RelayServer
 from tfprof.proto import collector_pb2 as pb
 from tfprof.proto import collector_pb2_grpc as pb_grpc
 from tfprof.readers import load_trace

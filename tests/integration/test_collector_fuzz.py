@@ -14,6 +14,7 @@ import pytest
 
 from tests.integration.collector_proc import start_serve
 from tests.integration.conftest import clean_env, collector_cmd
+from tfprof.core.version import PROTOCOL_VERSION
 from tfprof.proto import collector_pb2 as pb
 from tfprof.proto import collector_pb2_grpc as pb_grpc
 
@@ -26,12 +27,17 @@ EXPECTED = {
     grpc.StatusCode.FAILED_PRECONDITION,
     grpc.StatusCode.UNIMPLEMENTED,
     grpc.StatusCode.RESOURCE_EXHAUSTED,
+    # A stream id seen before with another (mutated) secret, and a sequence that jumps.
+    grpc.StatusCode.PERMISSION_DENIED,
+    grpc.StatusCode.ALREADY_EXISTS,
+    grpc.StatusCode.OUT_OF_RANGE,
 }
 
 
 def valid_hello(rng: random.Random) -> pb.AgentMessage:
     return pb.AgentMessage(hello=pb.Hello(
-        protocol_version=1, job=f"fuzz{rng.randrange(5)}", run_id="r1",
+        protocol_version=PROTOCOL_VERSION, stream_secret=b"s" * 32,
+        job=f"fuzz{rng.randrange(5)}", run_id="r1",
         stream_id=f"s{rng.randrange(20)}", host="node-f", pid=rng.randrange(1 << 16), task="0",
     ))  # fmt: skip
 
@@ -143,7 +149,13 @@ def test_random_and_mutated_messages_leave_the_collector_working(tmp_path: Path)
             # A well-formed job still streams, completely.
             stub = pb_grpc.CollectorStub(ch)
             first = pb.Hello(
-                protocol_version=1, job="good", run_id="r", stream_id="g", host="node-g", task="0"
+                protocol_version=PROTOCOL_VERSION,
+                stream_secret=b"s" * 32,
+                job="good",
+                run_id="r",
+                stream_id="g",
+                host="node-g",
+                task="0",
             )
             good = [pb.AgentMessage(hello=first)]
             good += [valid_batch(random.Random(seq), seq) for seq in range(1, 21)]

@@ -19,6 +19,7 @@ from tests.integration.collector_proc import start_serve
 from tests.integration.conftest import agent_cmd, clean_env, collector_cmd
 from tests.unit.test_collector_auth import make_cert
 from tfprof.collector.store import Store
+from tfprof.core.version import PROTOCOL_VERSION
 from tfprof.proto import collector_pb2 as pb
 from tfprof.proto import collector_pb2_grpc as pb_grpc
 
@@ -28,7 +29,13 @@ _END = object()
 
 def hello(job: str = "train", stream_id: str = "s1") -> pb.AgentMessage:
     h = pb.Hello(
-        protocol_version=1, job=job, run_id="run1", stream_id=stream_id, host="node-a", pid=7
+        protocol_version=PROTOCOL_VERSION,
+        stream_secret=b"s" * 32,
+        job=job,
+        run_id="run1",
+        stream_id=stream_id,
+        host="node-a",
+        pid=7,
     )
     h.task = "0"
     return pb.AgentMessage(hello=h)
@@ -177,7 +184,7 @@ def test_the_agent_speaks_tls_with_its_token(tmp_path: Path) -> None:
         assert serve.terminate() == 0
     stored = Store(data).load_jobs()
     assert [j.name for j in stored] == ["with-token"]
-    assert list(spool.glob("without-token/*/*/hello.pb"))
+    assert list(spool.glob("*/without-token/*/*/hello.pb"))
 
 
 def run_cli(*args: str) -> str:

@@ -64,4 +64,4 @@ def test_a_spool_on_a_full_disk_stores_or_counts_every_record(
     assert 0 < run.num_records < sent
     assert run.num_records == said  # what the end-of-run line said waits
     assert run.num_records + run.dropped.total == sent  # the rest is counted
-    assert not list(spool.glob("*/*/*/batches.log"))  # delivered, then removed
+    assert not list(spool.glob("*/*/*/*/batches.log"))  # delivered, then removed

@@ -13,6 +13,7 @@ import pytest
 from tfprof.agent.relay.collector_client import CollectorClient
 from tfprof.agent.relay.delivery import StreamDelivery
 from tfprof.collector.store import Store
+from tfprof.core.version import PROTOCOL_VERSION
 from tfprof.proto import collector_pb2 as pb
 
 from .collector_proc import start_serve
@@ -25,7 +26,8 @@ RECORDS = 500
 
 
 def stream(client: CollectorClient, index: int, results: dict[int, bool]) -> None:
-    hello = pb.Hello(protocol_version=1, job=f"job{index % 8}", run_id="r1",
+    hello = pb.Hello(protocol_version=PROTOCOL_VERSION, stream_secret=b"s" * 32,
+                     job=f"job{index % 8}", run_id="r1",
                      stream_id=f"s{index}", host=f"node{index % 4}", pid=1000 + index,
                      task=str(index))  # fmt: skip
     delivery = StreamDelivery(client, hello)

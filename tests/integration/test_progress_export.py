@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 from tfprof.collector.store import Store
+from tfprof.core.version import PROTOCOL_VERSION
 from tfprof.proto import collector_pb2 as pb
 
 BATCH = 20_000
@@ -29,7 +30,8 @@ def clean_env() -> dict[str, str]:
 def data_dir(root: Path, batches: int) -> Path:
     """A real store with ``batches * BATCH`` kernels in one stream."""
     store = Store(root)
-    hello = pb.Hello(protocol_version=1, job="train", run_id="r1", host="h", pid=1, task="0",
+    hello = pb.Hello(protocol_version=PROTOCOL_VERSION, stream_secret=b"s" * 32,
+                     job="train", run_id="r1", host="h", pid=1, task="0",
                      stream_id="s1", devices=[pb.Device(ordinal=0, uuid="GPU-a")])  # fmt: skip
     writer = store.open_stream(hello)
     try:

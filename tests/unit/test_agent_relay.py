@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from tfprof.agent.inprocess import frames
-from tfprof.agent.relay.socket_server import RelayServer, records_proto
+from tfprof.agent.relay.process_link import records_proto
+from tfprof.agent.relay.socket_server import RelayServer
 from tfprof.core.records import COLUMNS, RecordKind, RecordTable
 from tfprof.proto import collector_pb2 as pb
 

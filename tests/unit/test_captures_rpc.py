@@ -15,6 +15,7 @@ from tests.unit.raw_stream import RawStream
 from tests.unit.test_server import batch, goodbye
 from tfprof.collector.service.capture_windows import CAPTURES_FILE
 from tfprof.collector.service.server import CollectorServer
+from tfprof.core.version import PROTOCOL_VERSION
 from tfprof.proto import collector_pb2 as pb
 from tfprof.proto import collector_pb2_grpc as pb_grpc
 
@@ -27,7 +28,8 @@ def hello(job: str, host: str, pid: int) -> pb.AgentMessage:
     stream_id = f"{job}-{host}-{pid}"
     return pb.AgentMessage(
         hello=pb.Hello(
-            protocol_version=1,
+            protocol_version=PROTOCOL_VERSION,
+            stream_secret=b"s" * 32,
             job=job,
             run_id="r1",
             stream_id=stream_id,

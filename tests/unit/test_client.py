@@ -3,6 +3,7 @@ and none."""
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,6 +16,7 @@ from tfprof.agent.relay.flush import flush_spool
 from tfprof.agent.relay.spool import Spool
 from tfprof.collector.service.server import CollectorServer
 from tfprof.core.records import RecordKind
+from tfprof.core.version import PROTOCOL_VERSION
 from tfprof.proto import collector_pb2 as pb
 
 pytestmark = pytest.mark.timeout(60)
@@ -22,7 +24,8 @@ UNREACHABLE = "127.0.0.1:1"
 
 
 def hello(job: str = "train", stream_id: str = "s1") -> pb.Hello:
-    return pb.Hello(protocol_version=1, job=job, run_id="run1", stream_id=stream_id,
+    return pb.Hello(protocol_version=PROTOCOL_VERSION, stream_secret=b"s" * 32,
+                    job=job, run_id="run1", stream_id=stream_id,
                     host="node-a", pid=100, task="0")  # fmt: skip
 
 
@@ -114,7 +117,7 @@ def test_a_rejected_stream_reports_why_once_and_spools(
     assert len(failures.reasons) == 1
     assert failures.reasons[0].startswith("INVALID_ARGUMENT: ")
     assert "invalid job name" in failures.reasons[0]
-    assert (spool.root / "-bad" / "run1" / "s1" / "batches.log").exists()
+    assert (spool.root / str(os.geteuid()) / "-bad" / "run1" / "s1" / "batches.log").exists()
 
 
 def test_unreachable_collector_spools_and_flush_delivers_once(
@@ -130,7 +133,7 @@ def test_unreachable_collector_spools_and_flush_delivers_once(
     assert not delivery.finish(pb.Goodbye(records_sent=total), timeout=30)
     down.close()
     assert failures.reasons[0].startswith("UNAVAILABLE")
-    stream_dir = spool.root / "train" / "run1" / "s1"
+    stream_dir = spool.root / str(os.geteuid()) / "train" / "run1" / "s1"
     assert (stream_dir / "goodbye.pb").exists()
     assert (stream_dir / "target").read_text() == UNREACHABLE
 
@@ -146,7 +149,8 @@ def test_unreachable_collector_spools_and_flush_delivers_once(
 
 def test_a_full_spool_drops_and_counts(tmp_path: Path) -> None:
     one = len(batch(20).SerializeToString()) + 8  # a batch, its seq and its length prefix
-    spool = Spool(tmp_path / "spool", 2 * one)
+    # The spool's limit counts its hello.pb and target files too.
+    spool = Spool(tmp_path / "spool", 2 * one + len(hello().SerializeToString()))
     down = CollectorClient(UNREACHABLE)
     delivery = StreamDelivery(down, hello(), spool, memory_bytes=1)
     accepted = [delivery.send(batch(20, i * 20), 20) for i in range(5)]

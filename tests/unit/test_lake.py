@@ -14,7 +14,6 @@ import pytest
 
 from tfprof.collector.cli import main
 from tfprof.collector.lake.compactor import Compactor
-from tfprof.collector.lake.convert import OutOfRange
 from tfprof.collector.lake.fs import list_parquet, open_lake, read_parquet
 from tfprof.collector.lake.location import lake_of
 from tfprof.collector.lake.publish import compact_data_dir, compact_stream
@@ -24,13 +23,15 @@ from tfprof.collector.lake.segments import SegmentName, collector_id, read_water
 from tfprof.collector.store import Store
 from tfprof.collector.store.loader import load_stream
 from tfprof.core.records import COLUMNS, RecordKind
+from tfprof.core.version import PROTOCOL_VERSION
 from tfprof.proto import collector_pb2 as pb
 
 OFFSET = 1_000  # the hello's clock offset to the collector
 
 
 def hello(stream_id: str = "s1", job: str = "train", run_id: str = "r1") -> pb.Hello:
-    return pb.Hello(protocol_version=1, job=job, run_id=run_id, stream_id=stream_id,
+    return pb.Hello(protocol_version=PROTOCOL_VERSION, stream_secret=b"s" * 32,
+                    job=job, run_id=run_id, stream_id=stream_id,
                     host="node-a", pid=42, task="3", argv=["python", "t.py"],
                     clock_offset_ns=OFFSET,
                     devices=[pb.Device(ordinal=0, uuid="GPU-0", name="A100")])  # fmt: skip
@@ -214,10 +215,19 @@ def test_a_value_cuda_never_makes_fails_that_stream_only(tmp_path: Path) -> None
     write_stream(tmp_path, [bad], stream_id="bad")
     write_stream(tmp_path, [first_batch()], stream_id="good")
     _done, failed = compact_data_dir(tmp_path, lake_of(tmp_path), collector_id(tmp_path))
-    assert len(failed) == 1 and "block_x 70000 does not fit uint16" in failed[0]
-    assert count([tmp_path]) == 1  # the bad stream is reported and left out
-    with pytest.raises(OutOfRange):
-        compact_stream(tmp_path / "jobs/train/r1/bad", lake_of(tmp_path), "c")
+    # Quarantined with its reason, not failed again at every pass: the batch stays in
+    # batches.log, out of the lake; the good stream is published.
+    assert failed == []
+    mark = read_watermark(tmp_path / "jobs/train/r1/bad")
+    assert mark is not None and mark.last_seq == 1 and mark.pending is None
+    (entry,) = mark.quarantined
+    assert (entry["first"], entry["last"]) == (1, 1)
+    assert "block_x 70000 does not fit uint16" in entry["reason"]
+    assert count([tmp_path]) == 1
+    again = compact_stream(tmp_path / "jobs/train/r1/bad", lake_of(tmp_path), "c")
+    assert (again.batches, again.records) == (0, 0)
+    after = read_watermark(tmp_path / "jobs/train/r1/bad")
+    assert after is not None and after.quarantined == mark.quarantined
 
 
 def test_a_query_for_one_job_reads_only_its_files(tmp_path: Path) -> None:

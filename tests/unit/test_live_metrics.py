@@ -146,7 +146,8 @@ def test_a_batch_is_counted_per_device_and_copy_direction() -> None:
 
 
 def hello(job: str, stream_id: str = "s1", devices: list[pb.Device] | None = None) -> pb.Hello:
-    return pb.Hello(protocol_version=PROTOCOL_VERSION, job=job, run_id="run1",
+    return pb.Hello(protocol_version=PROTOCOL_VERSION, stream_secret=b"s" * 32, job=job,
+                    run_id="run1",
                     stream_id=stream_id, host="node-a", pid=100, task="0",
                     devices=devices or [])  # fmt: skip
 

@@ -12,6 +12,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from tfprof.collector.service.server import SERVICE_NAME, CollectorServer
 from tfprof.core.records import COLUMNS
+from tfprof.core.version import PROTOCOL_VERSION
 from tfprof.proto import collector_pb2 as pb
 from tfprof.proto import collector_pb2_grpc as pb_grpc
 
@@ -20,10 +21,13 @@ RPC_TIMEOUT = 10.0
 _END = object()
 
 
-def hello(job: str = "train", stream_id: str = "s1", version: int = 1) -> pb.AgentMessage:
+def hello(
+    job: str = "train", stream_id: str = "s1", version: int = PROTOCOL_VERSION
+) -> pb.AgentMessage:
     return pb.AgentMessage(
         hello=pb.Hello(
             protocol_version=version,
+            stream_secret=b"s" * 32,
             job=job,
             run_id="run1",
             stream_id=stream_id,
@@ -115,7 +119,12 @@ def ragged_host() -> pb.AgentMessage:
         ([batch(1, [1])], grpc.StatusCode.FAILED_PRECONDITION, "batch before hello"),
         ([goodbye(0)], grpc.StatusCode.FAILED_PRECONDITION, "goodbye before hello"),
         ([hello(), hello()], grpc.StatusCode.FAILED_PRECONDITION, "second hello"),
-        ([hello(version=2)], grpc.StatusCode.UNIMPLEMENTED, "protocol version 2"),
+        (
+            [hello(version=PROTOCOL_VERSION + 1)],
+            grpc.StatusCode.UNIMPLEMENTED,
+            f"protocol version {PROTOCOL_VERSION + 1}",
+        ),
+        ([hello(version=1)], grpc.StatusCode.UNIMPLEMENTED, "protocol version 1"),
         ([hello(version=0)], grpc.StatusCode.UNIMPLEMENTED, "protocol version 0"),
         ([hello(job="../etc")], grpc.StatusCode.INVALID_ARGUMENT, "invalid job name"),
         ([hello(job="")], grpc.StatusCode.INVALID_ARGUMENT, "invalid job name"),

@@ -15,12 +15,14 @@ from tfprof.collector.store.loader import load_stream
 from tfprof.collector.store.writer import StreamWriter
 from tfprof.core.names import InvalidName, check_name
 from tfprof.core.records import COLUMNS, RecordKind
+from tfprof.core.version import PROTOCOL_VERSION
 from tfprof.proto import collector_pb2 as pb
 
 
 def hello(job: str = "train", run_id: str = "run1", stream_id: str = "s1", **kw: Any) -> pb.Hello:
     """A valid Hello; ``kw`` overrides or adds fields (each of its own proto type)."""
-    fields: dict[str, Any] = {"protocol_version": 1, "job": job, "run_id": run_id,
+    fields: dict[str, Any] = {"protocol_version": PROTOCOL_VERSION, "stream_secret": b"s" * 32,
+    "job": job, "run_id": run_id,
                                  "stream_id": stream_id, "host": "node-a", "pid": 4242,
                                  "task": "0", "argv": ["python", "train.py"],
                                  "source": "replay:x.json"}  # fmt: skip

@@ -11,6 +11,7 @@ import pytest
 from tests.traces import shared_traces
 from tfprof.collector.cli import main
 from tfprof.collector.store import Store
+from tfprof.core.version import PROTOCOL_VERSION
 from tfprof.proto import collector_pb2 as pb
 
 T0 = 1_700_000_000_000_000_000
@@ -19,7 +20,8 @@ T0 = 1_700_000_000_000_000_000
 def _store(tmp_path: Path) -> Path:
     store = Store(tmp_path / "data")
     for job, pid, names in (("alpha", 1, ["", "gemm"]), ("beta", 2, ["", "relu"])):
-        hello = pb.Hello(protocol_version=1, job=job, run_id="r1", host="h", pid=pid,
+        hello = pb.Hello(protocol_version=PROTOCOL_VERSION, stream_secret=b"s" * 32,
+                         job=job, run_id="r1", host="h", pid=pid,
                          task=str(pid), stream_id=f"s{pid}",
                          devices=[pb.Device(ordinal=0, uuid="GPU-shared")])  # fmt: skip
         writer = store.open_stream(hello)
