@@ -26,6 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
+from tfprof.core.version import PROTOCOL_VERSION
+
 BATCH = 8192
 
 
@@ -84,7 +86,8 @@ def generator(address: str, streams: range, batches: int, ready: Event, go: Even
     go.wait()
 
     def one(i: int) -> None:
-        hello = pb.Hello(protocol_version=1, job=f"bench{i % 8}", run_id="r1",
+        hello = pb.Hello(protocol_version=PROTOCOL_VERSION, stream_secret=b"s" * 32,
+                         job=f"bench{i % 8}", run_id="r1",
                          stream_id=f"s{i}", host="bench", pid=i, task=str(i))  # fmt: skip
         d = StreamDelivery(client, hello)
         for _ in range(batches):
@@ -147,7 +150,8 @@ def recovery() -> None:
     proc, address = start_collector(tmp / "data")
     payload = make_batch(np.random.default_rng(0), 0)
     client = CollectorClient(address)
-    hello = pb.Hello(protocol_version=1, job="recovery", run_id="r1", stream_id="s1",
+    hello = pb.Hello(protocol_version=PROTOCOL_VERSION, stream_secret=b"s" * 32,
+                     job="recovery", run_id="r1", stream_id="s1",
                      host="bench", pid=1, task="0")  # fmt: skip
     d = StreamDelivery(client, hello)
     try:
@@ -189,7 +193,8 @@ def spool_replay(records: int) -> None:
     spool = Spool(tmp / "spool", 8 << 30)
     payload = make_batch(np.random.default_rng(0), 0)
     down = CollectorClient("127.0.0.1:1")
-    hello = pb.Hello(protocol_version=1, job="spooled", run_id="r1", stream_id="s1",
+    hello = pb.Hello(protocol_version=PROTOCOL_VERSION, stream_secret=b"s" * 32,
+                     job="spooled", run_id="r1", stream_id="s1",
                      host="bench", pid=1, task="0")  # fmt: skip
     d = StreamDelivery(down, hello, spool, memory_bytes=1)
     batches = max(1, records // BATCH)

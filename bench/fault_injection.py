@@ -41,6 +41,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from tfprof.core.version import PROTOCOL_VERSION
+
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_TRACE = REPO / "tests/data/traces/tf-timeline-ikhlestov/GPU_timeline_03_merged_5_runs.json"
 LISTENING = re.compile(r"listening on (\S+)")
@@ -215,7 +217,8 @@ def poisoned_hello(tmp: Path, trace: Path, repeat: int) -> Outcome:
     data = good_run(tmp, trace, repeat, "good")
     stream = data / "jobs" / "poisoned" / "run1" / "s1"
     stream.mkdir(parents=True)
-    hello = pb.Hello(protocol_version=1, job="poisoned", run_id="run1", stream_id="s1",
+    hello = pb.Hello(protocol_version=PROTOCOL_VERSION, stream_secret=b"s" * 32,
+                     job="poisoned", run_id="run1", stream_id="s1",
                      host="node-a", pid=1, task="0")  # fmt: skip
     hello.clock.realtime_ns, hello.clock.tracer_ns = 7258118400000000000, -7258118400000000000
     (stream / "hello.pb").write_bytes(hello.SerializeToString())

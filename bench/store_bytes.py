@@ -20,6 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
+from tfprof.core.version import PROTOCOL_VERSION
+
 REPO = Path(__file__).resolve().parents[1]
 TRACE = REPO / "tests/data/traces/kineto-hta/simple_add.json.gz"
 BATCH = 8192
@@ -40,7 +42,8 @@ def write_log(data_dir: Path, trace: Path, records: int) -> int:
                            for i in range(copies)])[:records]
         for c in RECORD_COLUMNS
     }  # fmt: skip
-    hello = pb.Hello(protocol_version=1, job="bench", run_id="r1", stream_id="s1",
+    hello = pb.Hello(protocol_version=PROTOCOL_VERSION, stream_secret=b"s" * 32,
+                     job="bench", run_id="r1", stream_id="s1",
                      host="node", pid=1, task="0")  # fmt: skip
     writer = Store(data_dir, fsync=False).open_stream(hello)
     for seq, a in enumerate(range(0, records, BATCH), start=1):

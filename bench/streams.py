@@ -28,6 +28,7 @@ import grpc.aio
 import psutil
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from tfprof.core.version import PROTOCOL_VERSION
 from tfprof.proto import collector_pb2 as pb
 from tfprof.proto import collector_pb2_grpc as pb_grpc
 
@@ -68,7 +69,8 @@ async def open_idle(address: str, count: int, per_channel: int) -> tuple[list[An
 
     async def one(index: int) -> None:
         stub: Any = pb_grpc.CollectorStub(channels[index // per_channel])
-        hello = pb.Hello(protocol_version=1, job=f"idle{index % 100}", run_id="r1",
+        hello = pb.Hello(protocol_version=PROTOCOL_VERSION, stream_secret=b"s" * 32,
+                         job=f"idle{index % 100}", run_id="r1",
                          stream_id=f"idle-{index}", host=f"node{index % 64}", pid=index + 1,
                          task=str(index))  # fmt: skip
         call = stub.Stream()
@@ -93,7 +95,8 @@ def deliver(address: str, streams: int, batches: int) -> tuple[int, int, float]:
     started = time.perf_counter()
 
     def one(i: int) -> None:
-        hello = pb.Hello(protocol_version=1, job="busy", run_id="r1", stream_id=f"busy-{i}",
+        hello = pb.Hello(protocol_version=PROTOCOL_VERSION, stream_secret=b"s" * 32,
+                         job="busy", run_id="r1", stream_id=f"busy-{i}",
                          host="node-busy", pid=100000 + i, task=str(i))  # fmt: skip
         delivery = StreamDelivery(client, hello)
         for b in range(batches):

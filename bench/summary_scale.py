@@ -32,6 +32,8 @@ import sys
 import time
 from pathlib import Path
 
+from tfprof.core.version import PROTOCOL_VERSION
+
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_TRACE = REPO.parent / "shared" / "data" / "traces" / "kineto-hta" / "simple_add.json.gz"
 LOOP_GAP_NS = 1_000_000
@@ -67,7 +69,8 @@ def store_records(data_dir: Path, trace_path: Path, records: int, processes: int
     per_process = records // processes
     store = Store(data_dir, fsync=False)
     for p in range(processes):
-        hello = pb.Hello(protocol_version=1, job="bench", run_id="r1", host="h", pid=100 + p,
+        hello = pb.Hello(protocol_version=PROTOCOL_VERSION, stream_secret=b"s" * 32,
+                         job="bench", run_id="r1", host="h", pid=100 + p,
                          task=str(p), stream_id=f"s{p}", clock_offset_ns=SHIFT_NS,
                          devices=[pb.Device(ordinal=0, uuid=f"GPU-bench-{p}")])  # fmt: skip
         writer = store.open_stream(hello)
