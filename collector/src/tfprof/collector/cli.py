@@ -20,7 +20,8 @@ from tfprof.core.errors import TfprofError
 from tfprof.core.version import __version__
 
 EXAMPLES = {
-    "serve": "tfprof-collector serve --listen 0.0.0.0:50051 --data-dir /var/lib/tfprof",
+    "serve": "tfprof-collector serve --listen 0.0.0.0:50051 --auth-token-file /etc/tfprof/token "
+    "--data-dir /var/lib/tfprof",
     "jobs": "tfprof-collector jobs --data-dir /var/lib/tfprof",
     "export": "tfprof-collector export --collector node1:4317 --job train -o train.pftrace",
     "import": "tfprof-collector import --data-dir /var/lib/tfprof --job baseline step*.json",
