@@ -34,14 +34,18 @@ FLAGS = ("--max-inflight-bytes", "64M")
 
 
 def _wait_compacted(collector: Service, data: Path, timeout: float) -> bool:
-    """Until every stream's watermark has its batches (or the collector died)."""
+    """Until every stream that stored a batch has it in the lake (its watermark at the
+    end of its log, nothing pending), or the collector died; False when none stored any."""
     deadline = time.monotonic() + timeout
     while collector.proc.poll() is None and time.monotonic() < deadline:
-        marks = list(data.glob("jobs/*/*/*/lake.json"))
-        if marks and all(
-            json.loads(m.read_text()).get("last_seq", 0) >= 1
-            and json.loads(m.read_text()).get("pending") is None
-            for m in marks
+        logs = [p for p in data.glob("jobs/*/*/*/batches.log") if p.stat().st_size > 8]
+        if not logs:
+            return False  # nothing was stored: nothing to compact
+        marks = [p.parent / "lake.json" for p in logs]
+        if all(m.exists() for m in marks) and all(
+            json.loads(m.read_text()).get("pending") is None
+            and json.loads(m.read_text()).get("log_offset") == log.stat().st_size
+            for m, log in zip(marks, logs, strict=True)
         ):
             return True
         time.sleep(0.3)
@@ -162,8 +166,9 @@ def stream_hijack(setup: Setup) -> Result:
     r = Result(
         "stream-id hijack with a huge seq",
         "a victim job streams to the collector (no token, the default); a network client "
-        "asks StartCapture --all, takes the victim's job, run and stream id from the reply, "
-        f"says hello with that stream id and sends one empty batch with seq {SEQ_JUMP:.0e}",
+        "asks StartCapture --all for the victim's job, run and stream id, says hello with "
+        f"that stream id (or one learnt out of band) and sends one empty batch with seq "
+        f"{SEQ_JUMP:.0e}",
     )
     data = setup.folder("hijack/data")
     collector = start_collector(setup, data)

@@ -58,7 +58,7 @@ def connection_flood(setup: Setup, connections: int = 1100) -> Result:
         r.add(f"daemon after the attacker left: {daemon.stats()}")
         after = legit_job(setup, sock, data, "legit-after", LEGIT_REPEAT, LEGIT_WAIT_S)
         r.add(f"legit job after the attacker left: {after}")
-        said = _quiet_lines(daemon.output(), ("accept", "connection", "EMFILE", "files"))
+        said = _quiet_lines(daemon.output(), ("refused", "accept", "EMFILE", "open files"))
         r.add(f"daemon log lines about it: {len(said)}" + (f" (first: {said[0]})" if said else ""))
         r.held = during.whole and after.whole
     finally:
