@@ -140,3 +140,24 @@ def test_decoded_size_counts_every_column_of_every_record() -> None:
 )  # fmt: skip
 def test_which_listen_addresses_other_hosts_reach(listen: str, open_to_others: bool) -> None:
     assert reachable_from_others(listen) == open_to_others
+
+
+def test_the_bootstrap_folder_is_readable_by_every_user_whatever_the_umask(
+    tmp_path: Path,
+) -> None:
+    import os
+    import stat
+
+    from tfprof.agent.launch.bundle import write_bundle
+
+    before = os.umask(0o077)  # a daemon unit's tight umask
+    try:
+        write_bundle(str(tmp_path / "bootstrap"))
+    finally:
+        os.umask(before)
+    for dirpath, dirnames, filenames in os.walk(tmp_path / "bootstrap"):
+        assert stat.S_IMODE(os.stat(dirpath).st_mode) == 0o755
+        for name in filenames:
+            mode = stat.S_IMODE(os.lstat(os.path.join(dirpath, name)).st_mode)
+            assert mode in (0o644, 0o755), (name, oct(mode))
+        del dirnames

@@ -182,6 +182,7 @@ def write_bundle(target: str, abis: Sequence[str] = ()) -> list[str]:
                     f"cupti-python is not installed here: the bundle has none for {abi} "
                     "(pip install cupti-python, then bundle again)"
                 )
+        _readable_by_all(work)
         old = final.parent / f".{final.name}.old-{os.getpid()}"
         if final.exists():
             final.rename(old)
@@ -191,6 +192,20 @@ def write_bundle(target: str, abis: Sequence[str] = ()) -> list[str]:
         shutil.rmtree(work, ignore_errors=True)
         raise
     return notes
+
+
+def _readable_by_all(folder: Path) -> None:
+    """Every traced process, whoever runs it, imports the hook from here: folders 0755,
+    files 0644 (executables 0755), whatever the writer's umask (a daemon unit's is
+    tight). Writable by its owner alone: code in it runs in every job."""
+    for dirpath, _dirnames, filenames in os.walk(folder):
+        os.chmod(dirpath, 0o755)
+        for name in filenames:
+            path = os.path.join(dirpath, name)
+            if os.path.islink(path):
+                continue
+            executable = os.stat(path).st_mode & 0o111
+            os.chmod(path, 0o755 if executable else 0o644)
 
 
 def cupti_path_in(bootstrap_dir: str) -> str:
