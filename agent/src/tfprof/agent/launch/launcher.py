@@ -54,6 +54,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("tfprof.agent.launch.launcher")
 
+LATE_READERS_S = 10.0  # for the connections the relay takes from its backlog at the end
+
 # Exit statuses that by convention mean the command never got to run its work: a usage
 # error or a script the interpreter cannot open (2), found but not executable (126), not
 # found (127).
@@ -229,9 +231,15 @@ class Run:
     def _finish(self, code: int, seconds: float, pid: int = 0) -> None:
         # Processes deliver what they hold at exit within TFPROF_EXIT_TIMEOUT; a
         # grandchild the job left running is not waited for beyond that.
-        if not self.hub.relay.wait_closed(self.cfg.exit_timeout_s + 2.0):
+        still_running = not self.hub.relay.wait_closed(self.cfg.exit_timeout_s + 2.0)
+        if still_running:
             notice("some traced processes are still running; their records so far are kept")
         self.hub.stop()
+        if not still_running:
+            # stop() takes the connections still waiting in the backlog (processes that
+            # connected just before they ended, many forks at once): read them too, so
+            # their hellos are among the links finished below.
+            self.hub.relay.wait_closed(LATE_READERS_S)
         links = list(self.hub.relay.links)
         left = self.hub.finish_links(links, exit_code=code, child_pid=pid)
         if failed_to_start(code, seconds, _records_seen(links)):

@@ -170,20 +170,26 @@ class RelayHub:
         # when it runs in another pid namespace (a pod). A pid can say hello twice (it
         # re-execs itself, or reconnects to a restarted daemon): samples go to its latest.
         link.sampled_pid = int(info.get("peer_pid") or 0) or hello.pid
-        link.watch = watch = ProcessWatch(int(info.get("peer_pid") or 0))
+        watch = info.get("peer_watch")
+        if not isinstance(watch, ProcessWatch):  # a relay that did not look (tests)
+            watch = ProcessWatch(int(info.get("peer_pid") or 0))
+        link.watch = watch
         with self._lock:
             earlier = self._links_by_pid.get(link.sampled_pid)
-            self._links_by_pid[link.sampled_pid] = link
-        if (
-            earlier is not None
-            and earlier.goodbye is None
-            and earlier.watch is not None
-            and earlier.watch.start_time == watch.start_time
-        ):
-            # The same process says hello again: it exec'ed (its old connection may stay
-            # open, inherited), so its earlier image ended without a goodbye while the
-            # process went on; that stream stays incomplete.
-            earlier.outlived = True
+            latest = link
+            if (
+                earlier is not None
+                and earlier.watch is not None
+                and watch.start_time is not None
+                and earlier.watch.start_time == watch.start_time
+            ):
+                # The same process says hello again: it exec'ed (its old connection may
+                # stay open, inherited), so its older image ended without a goodbye while
+                # the process went on, and that stream stays incomplete. Which image is
+                # older is its hello's own clock, not the order the hellos were read in.
+                older, latest = sorted((earlier, link), key=lambda k: k.hello.clock.monotonic_ns)
+                older.outlived = older.goodbye is None
+            self._links_by_pid[link.sampled_pid] = latest
         self.sampler.add(link.sampled_pid)
         return link
 

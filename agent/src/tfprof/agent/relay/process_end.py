@@ -19,7 +19,9 @@ from dataclasses import dataclass
 
 from tfprof.proto import collector_pb2 as pb
 
-GONE_WAIT_S = 1.0  # a closed socket comes a moment before the process is gone
+# A closed socket comes a moment before the process is gone: on a loaded host, seconds
+# (the wait is in the connection's own reader thread).
+GONE_WAIT_S = 5.0
 
 
 @dataclass(frozen=True)

@@ -90,7 +90,7 @@ class ProcessLink:
         # ended, for a stream whose process never said goodbye.
         self.watch: ProcessWatch | None = None
         self.end: ProcessEnd | None = None
-        self.outlived = False  # its connection closed while it lived on
+        self.outlived = False  # it said hello again (exec): this image ended, not it
         self.closed = threading.Event()
         self._lock = threading.Lock()
         self._host: list[HostSample] = []
@@ -222,13 +222,12 @@ class ProcessLink:
         }
 
     def connection_closed(self, relay_stopping: bool) -> None:
-        """The process's connection ended: without its goodbye, note whether the
-        process ended with it (a signal, os._exit) or lives on (it exec'ed, or the relay
-        cut it off), which no later look can tell apart."""
+        """The process's connection ended: without its goodbye, note whether the process
+        ended with it (a signal, os._exit); None while it lives on (it exec'ed, or is
+        slow to go: the launcher looks again at the job's end)."""
         if self.goodbye is not None or self.watch is None or relay_stopping:
             return
         self.end = self.watch.wait_ended()
-        self.outlived = self.outlived or self.end is None
 
     def finish(self, timeout: float, exit_code: int = 0) -> bool:
         """Say goodbye; False when the stream was left in the spool (or lost)."""

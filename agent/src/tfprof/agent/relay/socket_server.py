@@ -28,6 +28,7 @@ from typing import IO, Any, NamedTuple
 
 from tfprof.agent.inprocess import frames
 from tfprof.agent.inprocess.frames import FrameType
+from tfprof.agent.relay.process_end import ProcessWatch
 from tfprof.agent.relay.process_link import ProcessLink
 from tfprof.core.ratelimit import RateLimitedLog
 
@@ -76,8 +77,9 @@ def new_stream_id() -> str:
     return uuid.uuid4().hex
 
 
-# The hello (its JSON fields, plus peer_pid, peer_uid, peer_gid from the kernel) -> the
-# process's link, or None to refuse it (the connection is closed).
+# The hello (its JSON fields, plus peer_pid, peer_uid, peer_gid from the kernel and
+# peer_watch, the process as seen when it connected) -> the process's link, or None to
+# refuse it (the connection is closed).
 HelloHandler = Callable[[dict[str, Any]], ProcessLink | None]
 
 
@@ -182,8 +184,11 @@ class RelayServer:
         if why:
             self._refuse(conn, creds, why)
             return
+        # The process as it is now, while it surely lives (it just connected): its hello
+        # may be read much later, on a busy host after the process is gone.
+        watch = ProcessWatch(creds.pid)
         reader = threading.Thread(
-            target=self._serve, args=(conn, creds), name="tfprof-relay-conn", daemon=True
+            target=self._serve, args=(conn, creds, watch), name="tfprof-relay-conn", daemon=True
         )
         # Started under the lock: wait_closed, which copies the list under it, must
         # never join a reader that has not started (a job that exits at once).
@@ -226,7 +231,7 @@ class RelayServer:
                 slots = self._big_reads[uid] = threading.BoundedSemaphore(BIG_READS_PER_UID)
             return slots
 
-    def _serve(self, conn: socket.socket, creds: PeerCredentials) -> None:
+    def _serve(self, conn: socket.socket, creds: PeerCredentials, watch: ProcessWatch) -> None:
         link: ProcessLink | None = None
         # Until the hello, a silent connection is closed after the deadline.
         conn.settimeout(self.limits.hello_timeout_s)
@@ -248,7 +253,7 @@ class RelayServer:
                 if kind == FrameType.HELLO:
                     if link is not None:
                         raise Refused("a second hello")
-                    link = self._hello(conn, payload, creds)
+                    link = self._hello(conn, payload, creds, watch)
                     if link is None:
                         break
                     conn.settimeout(None)
@@ -304,13 +309,14 @@ class RelayServer:
                 slots.release()
 
     def _hello(
-        self, conn: socket.socket, payload: bytearray, creds: PeerCredentials
+        self, conn: socket.socket, payload: bytearray, creds: PeerCredentials, watch: ProcessWatch
     ) -> ProcessLink | None:
         info = json.loads(payload)
         if not isinstance(info, dict):
             raise ValueError("the hello is not a JSON object")
         # What the kernel says, over anything the process says about itself.
         info["peer_pid"], info["peer_uid"], info["peer_gid"] = creds
+        info["peer_watch"] = watch
         link = self._on_hello(info)
         if link is None:
             return None
