@@ -15,7 +15,8 @@ from tests.unit.test_client import UNREACHABLE, batch, hello
 from tfprof.agent.relay.collector_client import CollectorClient
 from tfprof.agent.relay.delivery import StreamDelivery
 from tfprof.agent.relay.flush import flush_spool
-from tfprof.agent.relay.spool import Spool, claim
+from tfprof.agent.relay.spool import Spool
+from tfprof.agent.relay.spool_reader import claim
 from tfprof.collector.service.server import CollectorServer
 from tfprof.core import batchlog
 from tfprof.proto import collector_pb2 as pb

@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 
 from tfprof.agent.relay.collector_client import CollectorClient
 from tfprof.agent.relay.delivery import StreamDelivery
-from tfprof.agent.relay.spool import STREAM_SECRET_BYTES, Spool, claim
+from tfprof.agent.relay.spool import STREAM_SECRET_BYTES, Spool
+from tfprof.agent.relay.spool_reader import claim
 from tfprof.core.version import PROTOCOL_VERSION
 from tfprof.proto import collector_pb2 as pb
 

@@ -37,6 +37,7 @@ from tfprof.collector.lake.segments import (
 )
 from tfprof.collector.store.catalog import runs
 from tfprof.collector.store.loader import stream_dirs
+from tfprof.core import batchlog
 
 log = logging.getLogger("tfprof.collector.lake")
 
@@ -107,7 +108,7 @@ def compact_stream(
         cursor = StreamCursor(stream_dir)
         if cursors is not None:
             cursors[stream_dir] = cursor
-    _count_attempt(stream_dir, mark, cursor)
+    counted = _count_attempt(stream_dir, mark, cursor)
     try:
         return _compact(stream_dir, lake, mark, cursor, cursors)
     except MemoryError:
@@ -115,8 +116,9 @@ def compact_stream(
     except BaseException:
         # An error we report (the lake unreachable, a full disk) is no sign of a range
         # that cannot be compacted: only a kill mid-way leaves the attempt counted.
-        with contextlib.suppress(OSError, ValueError):
-            _clear_attempts(stream_dir)
+        if counted:
+            with contextlib.suppress(OSError, ValueError):
+                _clear_attempts(stream_dir)
         raise
 
 
@@ -185,8 +187,9 @@ def _compact(
         or notes != published
     )
     if not changed:
-        mark.attempt_after, mark.attempts = -1, 0
-        write_watermark(stream_dir, mark)
+        if mark.attempts:
+            mark.attempt_after, mark.attempts = -1, 0
+            write_watermark(stream_dir, mark, durable=False)
         return done
     mark.log_state = notes.to_json()
     mark.streams, mark.devices = True, devices
@@ -200,10 +203,18 @@ def _compact(
     return done
 
 
-def _count_attempt(stream_dir: Path, mark: Watermark, cursor: StreamCursor) -> None:
-    """Note one more compaction begun after ``mark.last_seq``; after ``MAX_ATTEMPTS``
-    that never finished, the next batch is quarantined first (it is the one that did not
-    fit: batches before it were published by earlier, finished compactions)."""
+def _count_attempt(stream_dir: Path, mark: Watermark, cursor: StreamCursor) -> bool:
+    """Note one more compaction begun after ``mark.last_seq`` (True), where the log holds
+    batches past the watermark; after ``MAX_ATTEMPTS`` that never finished, the next
+    batch is quarantined first (it is the one that did not fit: batches before it were
+    published by earlier, finished compactions). The note need only outlive a kill, not
+    a host crash: it is not synced (a pass over thousands of streams costs no fsync)."""
+    try:
+        logged = (stream_dir / "batches.log").stat().st_size
+    except FileNotFoundError:
+        logged = 0
+    if logged <= max(mark.log_offset, len(batchlog.MAGIC)) and mark.pending is None:
+        return False  # no batch to convert: nothing that could kill us
     if mark.attempt_after == mark.last_seq and mark.attempts >= MAX_ATTEMPTS:
         # The cursor is at last_seq: its next batch is the suspect. Reading its seq only
         # parses it, which ingest bounded (--max-message-bytes).
@@ -216,14 +227,15 @@ def _count_attempt(stream_dir: Path, mark: Watermark, cursor: StreamCursor) -> N
     if mark.attempt_after != mark.last_seq:
         mark.attempt_after, mark.attempts = mark.last_seq, 0
     mark.attempts += 1
-    write_watermark(stream_dir, mark)
+    write_watermark(stream_dir, mark, durable=False)
+    return True
 
 
 def _clear_attempts(stream_dir: Path) -> None:
     mark = read_watermark(stream_dir)
     if mark is not None and mark.attempts:
         mark.attempt_after, mark.attempts = -1, 0
-        write_watermark(stream_dir, mark)
+        write_watermark(stream_dir, mark, durable=False)
 
 
 def _quarantine(stream_dir: Path, mark: Watermark, first: int, last: int, why: str) -> None:

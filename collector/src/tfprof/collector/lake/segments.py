@@ -113,8 +113,9 @@ def read_watermark(stream_dir: Path) -> Watermark | None:
         raise ValueError(f"{stream_dir / WATERMARK} is unreadable: {exc}") from exc
 
 
-def write_watermark(stream_dir: Path, mark: Watermark) -> None:
-    write_atomic(stream_dir / WATERMARK, json.dumps(asdict(mark)).encode())
+def write_watermark(stream_dir: Path, mark: Watermark, durable: bool = True) -> None:
+    """``durable`` False: for a note that must outlive the process (a kill), not the host."""
+    write_atomic(stream_dir / WATERMARK, json.dumps(asdict(mark)).encode(), durable)
 
 
 def collector_id(data_dir: Path) -> str:
