@@ -63,6 +63,28 @@ STEP: RecordKind.ValueType  # 8
 """a training step the hook marked: external_id = its number"""
 Global___RecordKind: _TypeAlias = RecordKind  # noqa: Y015
 
+class _StackKind:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _StackKindEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_StackKind.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    STACK_KIND_UNSPECIFIED: _StackKind.ValueType  # 0
+    STACK_SAMPLE: _StackKind.ValueType  # 1
+    """the sampler thread saw the thread in this stack"""
+    STACK_LAUNCH: _StackKind.ValueType  # 2
+    """the thread launched the GPU work of `correlation` from it"""
+
+class StackKind(_StackKind, metaclass=_StackKindEnumTypeWrapper):
+    """What a Python stack sample is (tfprof.core.code_stacks.StackKind)."""
+
+STACK_KIND_UNSPECIFIED: StackKind.ValueType  # 0
+STACK_SAMPLE: StackKind.ValueType  # 1
+"""the sampler thread saw the thread in this stack"""
+STACK_LAUNCH: StackKind.ValueType  # 2
+"""the thread launched the GPU work of `correlation` from it"""
+Global___StackKind: _TypeAlias = StackKind  # noqa: Y015
+
 class _ProcessEnd:
     ValueType = _typing.NewType("ValueType", _builtins.int)
     V: _TypeAlias = ValueType  # noqa: Y015
@@ -498,6 +520,102 @@ class HostSamples(_message.Message):
 Global___HostSamples: _TypeAlias = HostSamples  # noqa: Y015
 
 @_typing.final
+class Stacks(_message.Message):
+    """Python stacks of the traced process (docs/concepts/code-attribution.md). Frames and
+    stack nodes are interned per stream: ids start at 1 and each is sent once, in id order,
+    so a batch gives only the first id it defines (frame_base, node_base), as it does for
+    names. The columns of each table (frame_*, node_*, the samples) have one length; an
+    empty sample column means zero for every sample.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FRAME_BASE_FIELD_NUMBER: _builtins.int
+    FRAME_FILE_FIELD_NUMBER: _builtins.int
+    FRAME_LINE_FIELD_NUMBER: _builtins.int
+    FRAME_FUNCTION_FIELD_NUMBER: _builtins.int
+    FRAME_FIRST_LINE_FIELD_NUMBER: _builtins.int
+    NODE_BASE_FIELD_NUMBER: _builtins.int
+    NODE_PARENT_FIELD_NUMBER: _builtins.int
+    NODE_FRAME_FIELD_NUMBER: _builtins.int
+    TIME_NS_FIELD_NUMBER: _builtins.int
+    THREAD_FIELD_NUMBER: _builtins.int
+    STACK_FIELD_NUMBER: _builtins.int
+    CORRELATION_FIELD_NUMBER: _builtins.int
+    KIND_FIELD_NUMBER: _builtins.int
+    DROPPED_SAMPLES_FIELD_NUMBER: _builtins.int
+    frame_base: _builtins.int
+    node_base: _builtins.int
+    """function, the identity of its code"""
+    dropped_samples: _builtins.int
+    """samples the process lost so far (cumulative)"""
+    @_builtins.property
+    def frame_file(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """string index of the file path"""
+
+    @_builtins.property
+    def frame_line(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    @_builtins.property
+    def frame_function(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """string index of the (qualified) function name"""
+
+    @_builtins.property
+    def frame_first_line(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """the function's first line: with file and"""
+
+    @_builtins.property
+    def node_parent(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """0: the node's frame is outermost"""
+
+    @_builtins.property
+    def node_frame(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """the node's (innermost) frame"""
+
+    @_builtins.property
+    def time_ns(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """host realtime clock, before clock_offset_ns"""
+
+    @_builtins.property
+    def thread(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """OS thread id, 0 when unknown"""
+
+    @_builtins.property
+    def stack(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """node of the sample's innermost frame"""
+
+    @_builtins.property
+    def correlation(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """STACK_LAUNCH: the launch's CUPTI correlation id"""
+
+    @_builtins.property
+    def kind(self) -> _containers.RepeatedScalarFieldContainer[Global___StackKind.ValueType]: ...
+    def __init__(
+        self,
+        *,
+        frame_base: _builtins.int = ...,
+        frame_file: _abc.Iterable[_builtins.int] | None = ...,
+        frame_line: _abc.Iterable[_builtins.int] | None = ...,
+        frame_function: _abc.Iterable[_builtins.int] | None = ...,
+        frame_first_line: _abc.Iterable[_builtins.int] | None = ...,
+        node_base: _builtins.int = ...,
+        node_parent: _abc.Iterable[_builtins.int] | None = ...,
+        node_frame: _abc.Iterable[_builtins.int] | None = ...,
+        time_ns: _abc.Iterable[_builtins.int] | None = ...,
+        thread: _abc.Iterable[_builtins.int] | None = ...,
+        stack: _abc.Iterable[_builtins.int] | None = ...,
+        correlation: _abc.Iterable[_builtins.int] | None = ...,
+        kind: _abc.Iterable[Global___StackKind.ValueType] | None = ...,
+        dropped_samples: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["correlation", b"correlation", "dropped_samples", b"dropped_samples", "frame_base", b"frame_base", "frame_file", b"frame_file", "frame_first_line", b"frame_first_line", "frame_function", b"frame_function", "frame_line", b"frame_line", "kind", b"kind", "node_base", b"node_base", "node_frame", b"node_frame", "node_parent", b"node_parent", "stack", b"stack", "thread", b"thread", "time_ns", b"time_ns"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Stacks: _TypeAlias = Stacks  # noqa: Y015
+
+@_typing.final
 class Batch(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -511,6 +629,7 @@ class Batch(_message.Message):
     CLOCK_UPDATED_FIELD_NUMBER: _builtins.int
     CLOCK_OFFSET_NS_FIELD_NUMBER: _builtins.int
     CLOCK_RTT_NS_FIELD_NUMBER: _builtins.int
+    STACKS_FIELD_NUMBER: _builtins.int
     seq: _builtins.int
     """1, 2, 3 ... per stream"""
     string_base: _builtins.int
@@ -533,6 +652,10 @@ class Batch(_message.Message):
     def devices(self) -> _containers.RepeatedCompositeFieldContainer[Global___Device]:
         """devices discovered since the last batch"""
 
+    @_builtins.property
+    def stacks(self) -> Global___Stacks:
+        """Python stacks (--code), in batches of their own"""
+
     def __init__(
         self,
         *,
@@ -546,10 +669,11 @@ class Batch(_message.Message):
         clock_updated: _builtins.bool = ...,
         clock_offset_ns: _builtins.int = ...,
         clock_rtt_ns: _builtins.int = ...,
+        stacks: Global___Stacks | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["host", b"host", "records", b"records"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["host", b"host", "records", b"records", "stacks", b"stacks"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["clock_offset_ns", b"clock_offset_ns", "clock_rtt_ns", b"clock_rtt_ns", "clock_updated", b"clock_updated", "devices", b"devices", "dropped", b"dropped", "host", b"host", "records", b"records", "seq", b"seq", "string_base", b"string_base", "strings", b"strings"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["clock_offset_ns", b"clock_offset_ns", "clock_rtt_ns", b"clock_rtt_ns", "clock_updated", b"clock_updated", "devices", b"devices", "dropped", b"dropped", "host", b"host", "records", b"records", "seq", b"seq", "stacks", b"stacks", "string_base", b"string_base", "strings", b"strings"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -566,6 +690,7 @@ class Goodbye(_message.Message):
     EXIT_CODE_FIELD_NUMBER: _builtins.int
     END_FIELD_NUMBER: _builtins.int
     SIGNAL_FIELD_NUMBER: _builtins.int
+    DROPPED_STACK_SAMPLES_FIELD_NUMBER: _builtins.int
     records_sent: _builtins.int
     dropped_queue: _builtins.int
     """hook queue full"""
@@ -581,6 +706,8 @@ class Goodbye(_message.Message):
     """
     signal: _builtins.int
     """SIGNALED: the signal number"""
+    dropped_stack_samples: _builtins.int
+    """Python stack samples the hook lost"""
     def __init__(
         self,
         *,
@@ -591,10 +718,11 @@ class Goodbye(_message.Message):
         exit_code: _builtins.int = ...,
         end: Global___ProcessEnd.ValueType = ...,
         signal: _builtins.int = ...,
+        dropped_stack_samples: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["dropped_queue", b"dropped_queue", "dropped_relay", b"dropped_relay", "dropped_tracer", b"dropped_tracer", "end", b"end", "exit_code", b"exit_code", "records_sent", b"records_sent", "signal", b"signal"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["dropped_queue", b"dropped_queue", "dropped_relay", b"dropped_relay", "dropped_stack_samples", b"dropped_stack_samples", "dropped_tracer", b"dropped_tracer", "end", b"end", "exit_code", b"exit_code", "records_sent", b"records_sent", "signal", b"signal"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -40,6 +40,7 @@ from tfprof.readers.kineto_host import (
     event_name,
     external_id,
 )
+from tfprof.readers.kineto_stacks import PYTHON_FUNCTION, PythonStacks
 from tfprof.readers.trace import Event, TraceBuilder, arg_plan, event_args, non_negative
 
 _CATEGORIES = {
@@ -51,6 +52,7 @@ _CATEGORIES = {
     "memset": RecordKind.MEMSET,
 }
 _SYNC_CATEGORY = "cuda_sync"
+_LAUNCHED = (RecordKind.KERNEL, RecordKind.MEMCPY, RecordKind.MEMSET)  # what a launch makes
 # Categories only Kineto writes, of host activity (which it writes before the GPU's).
 HOST_CATEGORIES = frozenset(
     {"cpu_op", "user_annotation", "cuda_runtime", "cuda_driver", "python_function", "ac2g"}
@@ -97,6 +99,7 @@ class KinetoReader:
     def __init__(self, out: TraceBuilder) -> None:
         self.out = out
         self.host = HostSide(out)
+        self.stacks = PythonStacks(out)  # python_function events (with_stack=True)
         self.metadata: list[Event] = []  # ``ph: "M"`` events, for format detection
         self.any_gpu = False  # whether any event had a GPU category (``is_kineto``)
         # raw ``cat`` value -> its lower-cased text: the same few values repeat a million times
@@ -128,6 +131,7 @@ class KinetoReader:
         flow_start, flow_finish = host.flow_starts.add, host.flow_finishes.add
         add_host, metadata = host.add, self.metadata.append
         categories, category_of = self._categories, self._category_of
+        add_call, add_op = self.stacks.add_call, self.stacks.add_op
         for e in events:
             raw, ph = e.get("cat", ""), e.get("ph")
             if ph == "M":
@@ -151,6 +155,8 @@ class KinetoReader:
                     self.any_gpu = True
                     if ph == "X":
                         self._add_gpu(_CATEGORIES[category], e)
+                elif category == PYTHON_FUNCTION:
+                    add_call(e)
                 else:
                     add_host(category, e)
                 continue
@@ -198,11 +204,15 @@ class KinetoReader:
                         continue
                 add_range((start, duration, tid, index, kind_index, external))
                 order(range_id)
+                if "Sequence number" in args:  # autograd: a backward op finds its forward
+                    add_op(tid, name, start, duration, args)
 
     def finish(self, meta: dict[str, Any]) -> None:
         """After the last event: flows checked, devices described and the rank read
-        from ``meta``."""
+        from ``meta``, Python stacks joined to the launches they made."""
         self.host.check_flows()
+        gpu = self.out.column_values(_LAUNCHED, "correlation")
+        self.out.stacks = self.stacks.finish(self.host.api, gpu)
         info = meta.get("distributedInfo")
         if isinstance(info, dict):
             rank = non_negative(info.get("rank"), -1)

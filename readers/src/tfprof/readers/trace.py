@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from tfprof.core.code_stacks import StackBatch
 from tfprof.core.errors import TraceFormatError
 from tfprof.core.records import COLUMN_INDEX, COLUMNS, DeviceInfo, RecordKind, RecordTable
 from tfprof.core.slice_args import CATEGORIES, ArgType, SliceArg, category_of, parse_value
@@ -62,6 +63,7 @@ class RecordedTrace:
         "origin_ns",
         "path",
         "rank",
+        "stacks",
         "task_index",
         "tasks",
         "world_size",
@@ -96,6 +98,9 @@ class RecordedTrace:
         self.host_samples: dict[int, dict[str, list[float]]] = {}
         self.rank: int | None = None
         self.world_size = 0
+        # Python stacks the file recorded (Kineto's python_function events): frames and
+        # nodes naming ``names``, launch captures timed like the records (start 0 first).
+        self.stacks: StackBatch | None = None
 
     def __repr__(self) -> str:
         return f"RecordedTrace({self.path!r}, {self.format!r}, {len(self)} records)"
@@ -187,6 +192,7 @@ class TraceBuilder:
         # The rank the file says it holds (Kineto's distributedInfo), and of how many.
         self.rank: int | None = None
         self.world_size = 0
+        self.stacks: StackBatch | None = None  # times in the file's ns, as ``ns`` gives
         self._layouts: list[Layout] = []
         self._by_columns: dict[tuple[int, tuple[str, ...]], Layout] = {}
 
@@ -285,6 +291,10 @@ class TraceBuilder:
             self.path, fmt, names, devices, columns, origin, dict(self.flow_stats)
         )
         trace.rank, trace.world_size = self.rank, self.world_size
+        if self.stacks is not None:
+            times = self.stacks.samples["time_ns"]
+            self.stacks.samples["time_ns"] = array.array("q", (t - origin for t in times))
+            trace.stacks = self.stacks
         if self.tasks:
             trace.tasks = sorted(self.tasks, key=self.tasks.__getitem__)
             trace.task_index = task_index

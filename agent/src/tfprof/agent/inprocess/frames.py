@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from enum import IntEnum
 from typing import Any
 
+from tfprof.core.code_stacks import FRAME_COLUMNS, NODE_COLUMNS, SAMPLE_COLUMNS, StackBatch
 from tfprof.core.records import NUM_COLUMNS, RecordTable
 
 
@@ -30,6 +31,7 @@ class FrameType(IntEnum):
     # JSON {capture_id, start_realtime_ns (this host's realtime clock), duration_ns,
     # and for a capture by steps steps, skip_steps}.
     CAPTURE = 5
+    STACKS = 6  # binary: new strings, frames and stack nodes, stack samples (code_stacks)
 
 
 HEADER = struct.Struct("<BI")
@@ -44,6 +46,10 @@ MAX_FRAME_BYTES = 16 << 20
 # Records per frame so that a frame with a full string list stays under the limit; the
 # hook splits bigger tables (a full CUPTI buffer can hold more).
 MAX_FRAME_RECORDS = (MAX_FRAME_BYTES // 2) // (8 * NUM_COLUMNS)
+# samples dropped so far, string_base, length of the JSON string list, frame_base, frame
+# count, node_base, node count, sample count; then the columns of FRAME_COLUMNS,
+# NODE_COLUMNS and SAMPLE_COLUMNS, each an int64 array of its table's length
+STACKS_HEADER = struct.Struct("<QIIIIIII")
 
 _LITTLE = sys.byteorder == "little"
 
@@ -218,6 +224,58 @@ def decode_records(payload: bytes | memoryview) -> DecodedRecords:
     if len(view) != expected:
         raise ValueError(f"records frame is {len(view)} bytes, expected {expected}")
     return DecodedRecords(dropped, base, strings, count, view[offset:])
+
+
+def encode_stacks_frame(batch: StackBatch, string_base: int, strings: list[str]) -> bytes:
+    blob = json.dumps(strings, separators=(",", ":")).encode() if strings else b""
+    tables = ((batch.frames, batch.num_frames), (batch.nodes, batch.num_nodes),
+              (batch.samples, len(batch)))  # fmt: skip
+    width = sum(len(columns) * n for columns, n in tables)
+    parts: list[bytes | memoryview] = [
+        HEADER.pack(FrameType.STACKS, STACKS_HEADER.size + len(blob) + 8 * width),
+        STACKS_HEADER.pack(
+            batch.dropped, string_base, len(blob), batch.frame_base, batch.num_frames,
+            batch.node_base, batch.num_nodes, len(batch),
+        ),
+        blob,
+    ]  # fmt: skip
+    for columns, n in tables:
+        parts.extend(_column_bytes(col, n) for col in columns.values())
+    return b"".join(parts)
+
+
+class DecodedStacks:
+    """A stacks frame as received by the launcher: its string list and its batch."""
+
+    __slots__ = ("batch", "string_base", "strings")
+
+    def __init__(self, string_base: int, strings: list[str], batch: StackBatch) -> None:
+        self.string_base = string_base
+        self.strings = strings
+        self.batch = batch
+
+
+def decode_stacks(payload: bytes | memoryview) -> DecodedStacks:
+    view = memoryview(payload)
+    if len(view) < STACKS_HEADER.size:
+        raise ValueError("truncated stacks frame")
+    dropped, base, blob_len, frame_base, frames, node_base, nodes, samples = (
+        STACKS_HEADER.unpack_from(view)
+    )
+    offset = STACKS_HEADER.size
+    strings: list[str] = json.loads(bytes(view[offset : offset + blob_len])) if blob_len else []
+    offset += blob_len
+    batch = StackBatch(frame_base, node_base, dropped)
+    tables = ((batch.frames, FRAME_COLUMNS, frames), (batch.nodes, NODE_COLUMNS, nodes),
+              (batch.samples, SAMPLE_COLUMNS, samples))  # fmt: skip
+    expected = offset + 8 * sum(len(names) * n for _, names, n in tables)
+    if len(view) != expected:
+        raise ValueError(f"stacks frame is {len(view)} bytes, expected {expected}")
+    for columns, names, n in tables:
+        for name in names:
+            columns[name] = array.array("q", int64_values(view[offset : offset + 8 * n]))
+            offset += 8 * n
+    return DecodedStacks(base, strings, batch)
 
 
 def iter_frames(chunks: Iterable[bytes]) -> Iterable[tuple[FrameType, memoryview]]:

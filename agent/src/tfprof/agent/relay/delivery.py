@@ -143,7 +143,7 @@ class StreamDelivery:
         with self._cond:
             for data in messages:
                 batch = pb.AgentMessage.FromString(data).batch
-                records = len(batch.records.kind)
+                records = len(batch.records.kind) + len(batch.stacks.stack)  # as sent
                 total += records
                 self._pending.append(_Entry(batch.seq, records, data))
                 self._pending_memory += len(data)

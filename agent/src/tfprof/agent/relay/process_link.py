@@ -22,6 +22,7 @@ from tfprof.agent.relay.host_metrics import HostSample
 from tfprof.agent.relay.process_end import ProcessEnd, ProcessWatch
 from tfprof.agent.relay.spool import Spool
 from tfprof.core import records
+from tfprof.core.code_stacks import StackBatch
 from tfprof.proto import collector_pb2 as pb
 
 log = logging.getLogger("tfprof.agent.relay.process_link")
@@ -56,6 +57,20 @@ def records_proto(decoded: frames.DecodedRecords, out: pb.Records) -> None:
         # columns is the launcher's main cost. (Comparing bytes is a memcmp.)
         if column.tobytes() != zero:
             getattr(out, name).extend(frames.int64_values(column))
+
+
+def stacks_proto(batch: StackBatch, out: pb.Stacks) -> None:
+    """A hook's stacks frame as the wire's ``Stacks`` (all-zero sample columns empty)."""
+    out.frame_base = batch.frame_base
+    out.node_base = batch.node_base
+    out.dropped_samples = batch.dropped
+    for name, column in batch.frames.items():
+        getattr(out, f"frame_{name}").extend(column)
+    for name, column in batch.nodes.items():
+        getattr(out, f"node_{name}").extend(column)
+    for name, column in batch.samples.items():
+        if any(column):
+            getattr(out, name).extend(column)
 
 
 class ProcessLink:
@@ -179,6 +194,18 @@ class ProcessLink:
         self.records += decoded.count
         self.sender.send(message, decoded.count)
 
+    def on_stacks(self, decoded: frames.DecodedStacks) -> None:
+        """Stacks go in batches of their own; the relay counts their samples as it
+        counts records, so a batch it cannot keep is counted in ``dropped_relay``."""
+        message = pb.AgentMessage()
+        batch = message.batch
+        batch.string_base = decoded.string_base
+        batch.strings.extend(decoded.strings)
+        batch.dropped = self.dropped_queue  # unchanged: the latest records frame's count
+        stacks_proto(decoded.batch, batch.stacks)
+        self._attach_clock(batch)
+        self.sender.send(message, len(decoded.batch))
+
     def on_devices(self, devices: list[dict[str, Any]]) -> None:
         message = pb.AgentMessage()
         message.batch.devices.extend(device_proto(d) for d in devices)
@@ -239,6 +266,7 @@ class ProcessLink:
             records_sent=max(0, sent - self.records_base),
             dropped_queue=max(0, dropped - self.dropped_base),
             dropped_tracer=int(counts.get("dropped_tracer", 0)),
+            dropped_stack_samples=int(counts.get("dropped_stack_samples", 0)),
             exit_code=exit_code,
         )
         if self.goodbye is None and (self.end is None or self.outlived):

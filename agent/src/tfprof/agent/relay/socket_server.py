@@ -261,6 +261,8 @@ class RelayServer:
                     break  # unreachable: checked at the header
                 elif kind == FrameType.RECORDS:
                     link.on_records(frames.decode_records(memoryview(payload)))
+                elif kind == FrameType.STACKS:
+                    link.on_stacks(frames.decode_stacks(memoryview(payload)))
                 elif kind == FrameType.DEVICES:
                     link.on_devices(json.loads(payload))
                 elif kind == FrameType.GOODBYE:

@@ -27,10 +27,13 @@ from tfprof.collector.lake.schema import (
     HOST_SAMPLES,
     RECORD_TABLES,
     RESOLVED,
+    STACK_SAMPLES,
+    STACKS,
     STREAMS,
     Column,
     Table,
 )
+from tfprof.collector.lake.stack_rows import StackRows
 from tfprof.collector.store.loader import check_int64, record_shift
 from tfprof.core import batchlog
 from tfprof.proto import collector_pb2 as pb
@@ -51,6 +54,8 @@ class Range:
         default_factory=lambda: {c: [] for c in RECORD_COLUMNS}
     )
     host: dict[str, list[np.ndarray]] = field(default_factory=lambda: {c: [] for c in HOST_COLUMNS})
+    stacks: dict[str, np.ndarray] | None = None  # stack_rows.STACK_COLUMNS
+    stack_samples: dict[str, np.ndarray] | None = None  # stack_rows.SAMPLE_COLUMNS
 
 
 class StreamCursor:
@@ -66,6 +71,7 @@ class StreamCursor:
         self.devices: dict[int, pb.Device] = {d.ordinal: d for d in self.hello.devices}
         self.last_seq = 0
         self.dropped = 0  # the latest cumulative ``Batch.dropped``
+        self.stack_rows = StackRows()  # frames and stack depths defined so far
         self.offset = 0  # where the next unread entry starts
         # Damaged ranges skipped before ``offset`` (each followed by a good entry), and
         # the unreadable bytes after the last good entry at the end of the latest read
@@ -120,8 +126,12 @@ class StreamCursor:
                 continue  # a duplicate entry from an older release
             self.last_seq = batch.seq
             self._absorb(batch)
+            if batch.HasField("stacks"):
+                shift = self.hello.clock_offset_ns + self.clock_delta  # as host samples
+                self.stack_rows.absorb(batch.stacks, batch.seq > after, shift)
             if batch.seq > after:
                 self._collect(batch, taken)
+        taken.stacks, taken.stack_samples = self.stack_rows.take()
         return taken
 
     def peek_seq(self, after: int, upto: int | None) -> int | None:
@@ -232,6 +242,10 @@ class StreamCursor:
         if taken.host["time_ns"]:
             host = {c: np.concatenate(parts) for c, parts in taken.host.items()}
             out[HOST_SAMPLES.name] = self._table(HOST_SAMPLES, host)
+        if taken.stacks is not None:
+            out[STACKS.name] = self._table(STACKS, taken.stacks)
+        if taken.stack_samples is not None:
+            out[STACK_SAMPLES.name] = self._table(STACK_SAMPLES, taken.stack_samples)
         return out
 
     def _table(self, table: Table, cols: dict[str, np.ndarray]) -> pa.Table:
@@ -322,5 +336,6 @@ class StreamCursor:
             "dropped_queue": max(bye.dropped_queue, self.dropped),
             "dropped_tracer": bye.dropped_tracer, "dropped_relay": bye.dropped_relay,
             "exit_code": bye.exit_code,
+            "dropped_stack_samples": max(bye.dropped_stack_samples, self.stack_rows.dropped),
         }  # fmt: skip
         return pa.Table.from_pylist([row], schema=GOODBYES.schema)

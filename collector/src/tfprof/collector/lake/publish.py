@@ -39,6 +39,7 @@ from tfprof.collector.store.catalog import runs
 from tfprof.collector.store.loader import stream_dirs
 from tfprof.core import batchlog
 
+RECORD_TABLE_NAMES = frozenset(t.name for t in RECORD_TABLES.values())
 log = logging.getLogger("tfprof.collector.lake")
 
 # Records converted at a time: ~60 MiB of int64 columns in the lake's shape, a few times

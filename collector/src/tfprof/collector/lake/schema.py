@@ -32,7 +32,7 @@ from tfprof.core.records import RecordKind
 NAME = pa.dictionary(pa.int32(), pa.string())
 PARTITION = pa.schema([("job", pa.string()), ("run", pa.string())])
 # Source columns resolved through the stream's string table rather than copied.
-RESOLVED = {"name": "name", "domain": "category"}
+RESOLVED = {"name": "name", "domain": "category", "file": "file", "function": "function"}
 
 
 @dataclass(frozen=True)
@@ -183,6 +183,32 @@ HOST_SAMPLES = Table("host_samples", "CPU, memory, threads, I/O of each traced p
     _c("read_bytes", pa.int64(), "bytes", "bytes read so far"),
     _c("write_bytes", pa.int64(), "bytes", "bytes written so far"),
 ))  # fmt: skip
+# Python stacks (docs/concepts/code-attribution.md): a prefix tree per stream, and samples.
+STACKS = Table("stacks", "Python stacks of each traced process, as a prefix tree: one row "
+               "per stack, named by its innermost frame and the stack it extends", (
+    *IDENTITY,
+    _c("stack_id", pa.uint32(), "", "the stack's id within its stream (stack_samples.stack_id)"),
+    _c("parent_id", pa.uint32(), "", "the stack without its innermost frame; 0: none (the "
+       "frame is outermost)"),
+    _c("depth", pa.uint16(), "frames", "frames in the stack (1: one); 0: its parent is unknown"),
+    _c("frame_id", pa.uint32(), "", "the innermost frame's id within its stream"),
+    _c("file", NAME, "", "that frame's file (<redacted> where --redact matched)"),
+    _c("line", pa.uint32(), "", "its line: the one executing (live stacks), the function's "
+       "first (stacks replayed from Kineto traces)"),
+    _c("function", NAME, "", "its function (the qualified name on Python 3.11+)"),
+    _c("first_line", pa.uint32(), "", "the function's first line (with file and function, "
+       "its code)"),
+))  # fmt: skip
+STACK_SAMPLES = Table("stack_samples", "Python stack samples: what each thread ran (the "
+                      "sampler) and which stack launched GPU work (launch captures)", (
+    *IDENTITY,
+    _c("time_ns", pa.int64(), "ns since 1970, collector clock", "when the stack was seen"),
+    THREAD,
+    _c("stack_id", pa.uint32(), "", "the stack (stacks.stack_id of the same stream)"),
+    _c("kind", pa.uint8(), "", "1 a sample of the sampler thread, 2 a launch capture"),
+    _c("correlation", pa.uint32(), "", "launch captures: the CUPTI correlation id of the "
+       "launch (api_calls, kernels, copies, memsets); 0 for samples"),
+))  # fmt: skip
 STREAMS = Table("streams", "one row per traced process (its hello)", (
     _c("stream_id", pa.string(), "", "stream id"),
     _c("collector", pa.string(), "", "id of the collector that wrote it"),
@@ -205,6 +231,7 @@ GOODBYES = Table("goodbyes", "one row per stream that ended cleanly", (
     _c("dropped_tracer", pa.int64(), "records", "lost by CUPTI"),
     _c("dropped_relay", pa.int64(), "records", "lost between hook and collector"),
     _c("exit_code", pa.int32(), "", "the process's exit status"),
+    _c("dropped_stack_samples", pa.int64(), "samples", "Python stack samples lost in the hook"),
 ))  # fmt: skip
 DEVICES = Table("devices", "one row per stream and device it reported", (
     _c("stream_id", pa.string(), "", "stream id"),
@@ -236,7 +263,16 @@ LOG_STATE = Table("log_state", "one row per stream whose log says more than its 
 
 TABLES: dict[str, Table] = {
     t.name: t
-    for t in (*RECORD_TABLES.values(), HOST_SAMPLES, STREAMS, GOODBYES, DEVICES, LOG_STATE)
+    for t in (
+        *RECORD_TABLES.values(),
+        HOST_SAMPLES,
+        STACKS,
+        STACK_SAMPLES,
+        STREAMS,
+        GOODBYES,
+        DEVICES,
+        LOG_STATE,
+    )
 }
 # Tables with one file per stream, replaced whole when it changes (a device discovered
 # late): the rest get one file per compacted range of batches.

@@ -19,6 +19,13 @@ from tfprof.proto import collector_pb2 as pb
 
 RECORD_FIELDS = [f.name for f in pb.Records.DESCRIPTOR.fields]
 HOST_FIELDS = [f.name for f in pb.HostSamples.DESCRIPTOR.fields]
+FRAME_FIELDS = ["frame_file", "frame_line", "frame_function", "frame_first_line"]
+NODE_FIELDS = ["node_parent", "node_frame"]
+SAMPLE_FIELDS = ["time_ns", "thread", "stack", "correlation", "kind"]
+STACK_KINDS = frozenset(v for v in pb.StackKind.values() if v != 0)
+# Python frames and stack nodes a stream may intern (the hook stops well before).
+MAX_FRAMES = 1 << 20
+MAX_NODES = 1 << 22
 # Known record kinds: whatever the compiled proto declares, except UNSPECIFIED.
 RECORD_KINDS = frozenset(v for v in pb.RecordKind.values() if v != 0)
 
@@ -155,6 +162,32 @@ def _check_times(what: str, times: np.ndarray) -> None:
         raise InvalidArgument(f"{what} {high} ns is after the year 2200")
 
 
+def _check_stacks(stacks: pb.Stacks, shift_ns: int) -> None:
+    """Tables of one length each, ids within bounds, times in range, known kinds."""
+    frames = _check_columns(stacks, FRAME_FIELDS, "stack frame", sparse=False)
+    nodes = _check_columns(stacks, NODE_FIELDS, "stack node", sparse=False)
+    samples = _check_columns(stacks, SAMPLE_FIELDS, "stack sample", sparse=True)
+    if (frames and not stacks.frame_base) or stacks.frame_base + frames > MAX_FRAMES:
+        raise InvalidArgument(f"stack frames {stacks.frame_base}+{frames} out of range "
+                              f"(ids 1 to {MAX_FRAMES:,} per stream)")  # fmt: skip
+    if (nodes and not stacks.node_base) or stacks.node_base + nodes > MAX_NODES:
+        raise InvalidArgument(f"stack nodes {stacks.node_base}+{nodes} out of range "
+                              f"(ids 1 to {MAX_NODES:,} per stream)")  # fmt: skip
+    if stacks.dropped_samples > INT64_MAX:
+        raise InvalidArgument(f"dropped sample count {stacks.dropped_samples} is out of range")
+    _check_uint64("stack sample", stacks, ("thread",))
+    if not samples:
+        return
+    if any(len(getattr(stacks, f)) != samples for f in ("time_ns", "stack", "kind")):
+        raise InvalidArgument("stack samples without a time, a stack or a kind")
+    times = np.array(stacks.time_ns, dtype=np.int64)
+    _check_times("stack sample time_ns", times)
+    _check_shifted("stack sample time", int(times.min()), int(times.max()), shift_ns)
+    unknown = set(stacks.kind) - STACK_KINDS
+    if unknown:
+        raise InvalidArgument(f"unknown stack sample kind(s) {sorted(unknown)}")
+
+
 def check_batch(batch: pb.Batch, shift_ns: int = 0) -> BatchStats:
     """Validate a whole batch; returns what the store's per-stream summary needs.
 
@@ -179,6 +212,8 @@ def check_batch(batch: pb.Batch, shift_ns: int = 0) -> BatchStats:
     if batch.clock_updated:
         _check_clock(batch.clock_offset_ns, batch.clock_rtt_ns)
     _check_devices(batch.devices)
+    if batch.HasField("stacks"):
+        _check_stacks(batch.stacks, shift_ns)
     first = last = None
     if n:
         kinds = set(np.unique(np.array(batch.records.kind, dtype=np.int64)).tolist())

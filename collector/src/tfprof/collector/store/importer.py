@@ -54,6 +54,7 @@ from tfprof.collector.jobdata import (
 )
 from tfprof.collector.store import Store
 from tfprof.collector.timespec import parse_duration
+from tfprof.core.code_stacks import StackBatch
 from tfprof.core.names import check_name
 from tfprof.core.records import RecordKind
 from tfprof.core.version import PROTOCOL_VERSION, __version__
@@ -337,7 +338,7 @@ def import_files(
             task, pid = "0", 1
         stream = stream_from(f, job, run_id, task, pid, offset)
         try:
-            total += _write_stream(store, stream, f"file-{index}")
+            total += _write_stream(store, stream, f"file-{index}", f.trace.stacks)
         except OSError as exc:
             raise StorageUnavailable(
                 f"cannot store {f.path} in {store.root}: {exc.strerror or exc}"
@@ -345,7 +346,27 @@ def import_files(
     return run_id, total
 
 
-def _write_stream(store: Store, stream: StreamData, stream_id: str) -> int:
+def _stack_batches(stacks: StackBatch, first_seq: int) -> Iterator[pb.Batch]:
+    """A trace's Python stacks (names from the first batch's string table) as batches of
+    their own, as a live stream sends them: frames and nodes first, samples in chunks."""
+    n = len(stacks)
+    for seq, a in enumerate(range(0, max(n, 1), BATCH_RECORDS), start=first_seq):
+        batch = pb.Batch(seq=seq)
+        out = batch.stacks
+        if a == 0:
+            out.frame_base, out.node_base = stacks.frame_base, stacks.node_base
+            for name, column in stacks.frames.items():
+                getattr(out, f"frame_{name}").extend(column)
+            for name, column in stacks.nodes.items():
+                getattr(out, f"node_{name}").extend(column)
+        for name, column in stacks.samples.items():
+            getattr(out, name).extend(column[a : a + BATCH_RECORDS])
+        yield batch
+
+
+def _write_stream(
+    store: Store, stream: StreamData, stream_id: str, stacks: StackBatch | None = None
+) -> int:
     hello = pb.Hello(
         protocol_version=PROTOCOL_VERSION,  # imports write what a live stream would
         job=stream.job,
@@ -384,6 +405,8 @@ def _write_stream(store: Store, stream: StreamData, stream_id: str) -> int:
             if not len(batch.records.kind) and n:
                 raise InvalidArgument(f"{stream.source}: records without a kind")
             writer.append(batch)
+        for more in _stack_batches(stacks, seq + 1) if stacks is not None else ():
+            writer.append(more)
         writer.finish(pb.Goodbye(records_sent=n, exit_code=0))
     finally:
         writer.close()
