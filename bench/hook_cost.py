@@ -69,6 +69,9 @@ class _Sink:
     def add_tracer_dropped(self, count: int) -> None:
         pass
 
+    def stack_sink(self) -> None:
+        return None  # stacks are bench/code_cost.py's
+
     def warn(self, message: str) -> None:
         print("warn:", message)
 

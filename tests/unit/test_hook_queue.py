@@ -290,7 +290,12 @@ def test_hook_sends_hello_records_and_goodbye(
     assert [b.string_base for b in batches] == [1, 2, 3]
 
     goodbye = json.loads(got[-1][1])
-    assert goodbye == {"records_sent": 6, "dropped_queue": 0, "dropped_tracer": 2}
+    assert goodbye == {
+        "records_sent": 6,
+        "dropped_queue": 0,
+        "dropped_tracer": 2,
+        "dropped_stack_samples": 0,
+    }
     assert capsys.readouterr().err == ""
 
 

@@ -57,6 +57,9 @@ class FakeSink:
         self.tables.append(table)
         return self.accept
 
+    def stack_sink(self) -> None:
+        return None  # --code off: no recorded stacks wanted
+
     def add_devices(self, devices: list[DeviceInfo]) -> None:
         self.devices.append(devices)
 

@@ -47,6 +47,9 @@ FLAGGED_OPTIONS = (
     "daemon_max_connections_per_uid",
     "daemon_hello_timeout",
     "daemon_root_may_join",
+    "code",
+    "code_hz",
+    "code_launch_every",
 )
 
 
@@ -120,7 +123,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--capture-finalize", action="store_const", const="1", help=_help("capture_finalize")
     )
     run.add_argument("--tf-ops", metavar="on|off", help=_help("tf_ops"))
-    run.add_argument("--redact", metavar="NAMES", help=_help("redact"))
+    run.add_argument("--code", choices=("off", "sample", "launch"), help=_help("code"))
+    run.add_argument("--code-hz", metavar="HZ", help=_help("code_hz"))
+    run.add_argument("--code-launch-every", metavar="N", help=_help("code_launch_every"))
+    run.add_argument("--redact", metavar="PATTERNS", help=_help("redact"))
     run.add_argument(
         "cmd", nargs=argparse.REMAINDER, metavar="CMD [ARGS...]",
         help="the command to run and its arguments (put -- before it if it starts with -)",
@@ -194,7 +200,7 @@ def _add_node_commands(sub: argparse._SubParsersAction[GuessingParser]) -> None:
     daemon.add_argument(
         "--host-metrics-interval", metavar="MS", help=_help("host_metrics_interval")
     )
-    daemon.add_argument("--redact", metavar="NAMES", help=_help("redact"))
+    daemon.add_argument("--redact", metavar="PATTERNS", help=_help("redact"))
     for flag, key, metavar in (
         ("--max-connections", "daemon_max_connections", "N"),
         ("--max-connections-per-uid", "daemon_max_connections_per_uid", "N"),

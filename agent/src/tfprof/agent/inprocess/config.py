@@ -86,11 +86,16 @@ class AgentConfig(NamedTuple):
     steps: bool = True  # zero-code step markers (step_markers.py)
     tls_cert: str = ""  # client certificate and key (mTLS)
     tls_key: str = ""
-    redact: tuple[str, ...] = ()  # more option names masked in stored argv
+    # --redact: option names masked in stored argv, and frame file paths that leave
+    # the process as <redacted>
+    redact: tuple[str, ...] = ()
     daemon_max_connections: int = 2048
     daemon_max_connections_per_uid: int = 512
     daemon_hello_timeout_s: float = 5.0
     daemon_root_may_join: bool = True
+    code: str = "sample"  # off | sample | launch (stacks/code_capture.py)
+    code_hz: float = 100.0
+    code_launch_every: int = 8
 
     @property
     def replay_path(self) -> str | None:
@@ -253,6 +258,11 @@ def load(environ: Mapping[str, str] | None = None) -> AgentConfig:
         daemon_root_may_join=_switch(
             OPTIONS["daemon_root_may_join"].env, raw("daemon_root_may_join")
         ),
+        code=validate_code(raw("code").lower()),
+        code_hz=_number(OPTIONS["code_hz"].env, raw("code_hz"), float, 1.0),
+        code_launch_every=int(
+            _number(OPTIONS["code_launch_every"].env, raw("code_launch_every"), int, 1)
+        ),
     )
 
 
@@ -260,6 +270,12 @@ def _option_number(
     key: str, raw: Callable[[str], str], kind: Callable[[str], float], minimum: float
 ) -> float:
     return _number(OPTIONS[key].env, raw(key), kind, minimum)
+
+
+def validate_code(value: str) -> str:
+    if value in ("off", "sample", "launch"):
+        return value
+    raise ConfigError(f"{OPTIONS['code'].env}={value!r}: expected off, sample or launch")
 
 
 def _flag(env: str, raw: str) -> bool:

@@ -22,7 +22,7 @@ import socket
 import sys
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tfprof.agent.inprocess import clock, config, frames, identity, tf_ops
 from tfprof.agent.inprocess.capture_control import ALWAYS, CaptureController, CaptureSchedule
@@ -30,6 +30,10 @@ from tfprof.agent.inprocess.errors import ConfigError
 from tfprof.agent.inprocess.frames import FrameType
 from tfprof.agent.inprocess.sources.base import Source, SourceUnavailable
 from tfprof.core.records import DeviceInfo, RecordTable
+
+if TYPE_CHECKING:
+    from tfprof.agent.inprocess.stacks.code_capture import CodeCapture, StackSink
+    from tfprof.core.code_stacks import StackBatch
 from tfprof.core.version import __version__
 
 # A broken connection to the launcher must raise EPIPE in our thread, never SIGPIPE:
@@ -164,6 +168,8 @@ class Hook:
         # Capture windows (on-demand, periodic modes): started once the socket is up.
         self._capture: CaptureController | None = None
         self._capture_lock = threading.Lock()
+        # Python stacks (--code): started with the source, none without one.
+        self.code: CodeCapture | None = None
 
     @property
     def captures_windows(self) -> bool:
@@ -205,6 +211,22 @@ class Hook:
             warn("record queue full: dropping GPU records (counted in the trace metadata)")
         return False
 
+    def submit_stacks(self, batch: StackBatch, wait: bool = False) -> bool:
+        """Queue a stacks frame (new names first, as for records); False when dropped."""
+        with self._submit_lock:
+            base, pending = self.strings.take_pending()
+            frame = frames.encode_stacks_frame(batch, base, pending)
+            if self.queue.put(frame, wait=wait):
+                return True
+            self.strings.restore_pending(base)
+        if not self.queue.closed:
+            warn("record queue full: dropping Python stack samples (counted in the lake)")
+        return False
+
+    def stack_sink(self) -> StackSink | None:
+        """Where a source's recorded stacks go: the code capture, unless --code off."""
+        return self.code
+
     def add_devices(self, devices: list[DeviceInfo]) -> None:
         self.queue.put(frames.encode_json_frame(FrameType.DEVICES, devices), force=True)
 
@@ -239,6 +261,7 @@ class Hook:
 
     def start(self) -> None:
         if self.source is not None:
+            self.code = _code_capture(self)
             try:
                 self.source.start(self, capturing=self.cfg.capture.kind == ALWAYS)
             except SourceUnavailable as exc:
@@ -247,6 +270,12 @@ class Hook:
             except Exception as exc:  # a bug of ours must not stop the job
                 warn(f"tracer source failed to start ({type(exc).__name__}: {exc})")
                 self.source = None
+        if self.code is not None:
+            if self.source is None:
+                self.code = None
+            else:
+                cupti = getattr(self.source, "cupti_module", None)
+                self.code.start(self.cfg.capture.kind == ALWAYS, cupti)
         self._sender = threading.Thread(target=self._send_loop, name="tfprof-sender", daemon=True)
         self._sender.start()
 
@@ -375,6 +404,9 @@ class Hook:
             if names:  # the new stream needs the names earlier streams carried
                 for refresh, _ in frames.encode_records_frames(RecordTable(), 1, names, 0):
                     sock.sendall(refresh, NO_SIGPIPE)
+                if self.code is not None:  # and the stacks named so far
+                    stacks = frames.encode_stacks_frame(self.code.sent_batch(), 1, [])
+                    sock.sendall(stacks, NO_SIGPIPE)
             while True:
                 taken = self.queue.take(timeout=0.5)
                 if taken is None:
@@ -412,7 +444,7 @@ class Hook:
             schedule = CaptureSchedule(self.cfg.capture, clock.now_ns())
             self._capture = CaptureController(
                 schedule,
-                source.set_capturing,
+                self._set_capturing,
                 lead_ns=source.capture_lead_ns,
                 on_error=lambda exc: warn(f"capture window failed ({type(exc).__name__}: {exc})"),
                 # A replay of a trace with steps (ProfilerStep ranges) knows them ahead;
@@ -424,6 +456,16 @@ class Hook:
                 ),
             )
             self._capture.start(sock)
+
+    def _set_capturing(self, on: bool, at_ns: int) -> None:
+        # Stacks inside the source's window: CUPTI attaches first and detaches last.
+        assert self.source is not None
+        if on:
+            self.source.set_capturing(on, at_ns)
+        if self.code is not None:
+            self.code.set_capturing(on)
+        if not on:
+            self.source.set_capturing(on, at_ns)
 
     def _stop_capture(self) -> None:
         with self._capture_lock:
@@ -453,10 +495,16 @@ class Hook:
                 self.source.stop(deadline - reserve)
             except Exception as exc:
                 warn(f"tracer source failed to stop cleanly ({type(exc).__name__}: {exc})")
+        if self.code is not None:  # after the source: a replay hands over its stacks
+            try:
+                self.code.stop(deadline - reserve - time.monotonic())
+            except Exception as exc:
+                warn(f"Python stacks failed to stop cleanly ({type(exc).__name__}: {exc})")
         goodbye = {
             "records_sent": self.records_sent,
             "dropped_queue": self.dropped_queue,
             "dropped_tracer": self.dropped_tracer,
+            "dropped_stack_samples": self.code.buffer.dropped if self.code is not None else 0,
         }
         self.queue.put(frames.encode_json_frame(FrameType.GOODBYE, goodbye), force=True)
         self.queue.close()
@@ -509,6 +557,20 @@ def _identity(cfg: config.AgentConfig) -> tuple[str, str]:
     job, run_id = identity.resolve(cfg.job, cfg.run_id, scheduler, _argv())
     config.export_identity(job, run_id)  # children (torchrun's ranks) join this run
     return job, run_id
+
+
+def _code_capture(hook: Hook) -> CodeCapture | None:
+    """The process's code capture (--code), None when off or when it cannot be made."""
+    cfg = hook.cfg
+    if cfg.code == "off":
+        return None
+    try:
+        from tfprof.agent.inprocess.stacks.code_capture import CodeCapture
+
+        return CodeCapture(hook, cfg.code, cfg.code_hz, cfg.code_launch_every, cfg.redact)
+    except Exception as exc:  # a bug of ours must not stop the job
+        warn(f"Python stacks are off ({type(exc).__name__}: {exc})")
+        return None
 
 
 def _pick_source(cfg: config.AgentConfig, run_id: str = "") -> Source | None:

@@ -146,8 +146,32 @@ OPTIONS: dict[str, Option] = {
     "redact": Option(
         "TFPROF_REDACT",
         "",
-        "more option names whose values are masked in the stored command line (comma-"
-        "separated substrings; key, token, secret, password, passwd and auth always are)",
+        "comma-separated patterns (case-insensitive substrings): an option of the stored "
+        "command line whose name contains one has its value masked (key, token, secret, "
+        "password, passwd and auth always are), and a Python frame whose file path "
+        "contains one leaves the process as <redacted>",
+    ),
+    # Code attribution (docs/concepts/code-attribution.md): Python stacks of the job.
+    "code": Option(
+        "TFPROF_CODE",
+        "sample",
+        "Python stacks of the job's threads: off, sample (a sampler thread reads every "
+        "thread's stack TFPROF_CODE_HZ times a second, about 1 % of a core at most) or "
+        "launch (sample, and CUPTI's launch callbacks take the launching stack of 1 in "
+        "TFPROF_CODE_LAUNCH_EVERY launches and of each call site's first: every launch "
+        "pays a callback)",
+    ),
+    "code_hz": Option(
+        "TFPROF_CODE_HZ",
+        "100",
+        "stack samples a second per thread (the sampler slows "
+        "itself down when it would use over 1 % of a core)",
+    ),
+    "code_launch_every": Option(
+        "TFPROF_CODE_LAUNCH_EVERY",
+        "8",
+        "--code launch: take the stack of 1 launch in N "
+        "(and always the first from each Python line)",
     ),
     # The node daemon's socket is open to every user of the node: what it accepts.
     "daemon_max_connections": Option(

@@ -8,9 +8,12 @@ thread for long and never raises into user code: failures are reported once thro
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from tfprof.core.records import DeviceInfo, RecordTable
+
+if TYPE_CHECKING:
+    from tfprof.agent.inprocess.stacks.code_capture import StackSink
 
 
 class SourceUnavailable(Exception):
@@ -39,6 +42,10 @@ class Sink(Protocol):
 
     def warn(self, message: str) -> None:
         """One line for the user, prefixed with ``tfprof:``; printed once per message."""
+        ...
+
+    def stack_sink(self) -> StackSink | None:
+        """Where recorded Python stacks go (a replayed trace's); None: --code off."""
         ...
 
 

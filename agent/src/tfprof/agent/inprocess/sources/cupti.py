@@ -192,6 +192,11 @@ class CuptiSource:
         return tuple(self._enabled)
 
     @property
+    def cupti_module(self) -> ModuleType | None:
+        """cupti-python's module once bound (launch stacks subscribe through it)."""
+        return self._cupti
+
+    @property
     def converter(self) -> RecordConverter | None:
         """The buffer decoder (after ``bind``); the benchmark times it on its own."""
         return self._converter

@@ -1,0 +1,1 @@
+"""Python stacks of the traced process: interned frames, the sampler, launch captures."""
