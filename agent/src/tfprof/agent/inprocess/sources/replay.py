@@ -53,6 +53,7 @@ from typing import Any
 from tfprof.agent.inprocess import clock
 from tfprof.agent.inprocess.sources.base import Sink, SourceUnavailable
 from tfprof.agent.inprocess.step_capture import median_gap
+from tfprof.agent.inprocess.sources.replay_stacks import StackReplay
 from tfprof.core.records import COLUMNS, DeviceInfo, RecordKind, RecordTable
 from tfprof.readers import RecordedTrace, TraceFormatError, load_trace
 from tfprof.readers.load import looks_like_json_trace
@@ -222,9 +223,11 @@ class ReplaySource:
         self._per_block = _loops_per_block(len(trace), self.repeat)
         self._step_offsets = sorted(self._timing.scaled(t) for t in _step_starts(trace))
         self._t0 = clock.now_ns() if self.origin_ns is None else self.origin_ns
+        stacks = self._stacks(sink, trace)
         thread = threading.Thread(
-            target=self._run, args=(sink, trace, names), name="tfprof-replay", daemon=True
-        )
+            target=self._run, args=(sink, trace, names, stacks), name="tfprof-replay",
+            daemon=True,
+        )  # fmt: skip
         # Published only once started, under the lock stop() reads them under: a stop()
         # from another thread never joins a thread that has not started.
         with self._lock:
@@ -232,6 +235,13 @@ class ReplaySource:
             self._sink = sink
             thread.start()
             self._thread = thread
+
+    def _stacks(self, sink: Sink, trace: RecordedTrace) -> StackReplay | None:
+        """The trace's Python stacks, when it has some and the process takes them."""
+        stack_sink = sink.stack_sink()
+        if trace.stacks is None or stack_sink is None or not len(trace.stacks):
+            return None
+        return StackReplay(stack_sink, trace.stacks, trace.names)
 
     def tracer_clock_ns(self) -> int | None:
         return None  # timestamps are already host realtime
@@ -268,21 +278,24 @@ class ReplaySource:
             elif not on and is_open:
                 windows[-1][1] = max(windows[-1][0], at_ns)
 
-    def _captured(self, columns: list[array.array[int]]) -> list[array.array[int]] | None:
-        """The records of a chunk whose start falls inside a capture window (starts are
-        sorted); None when there are none."""
-        starts = columns[_START]
+    def _kept(self, starts: array.array[int]) -> list[tuple[int, int]]:
+        """The [lo, hi) index ranges of sorted ``starts`` inside a capture window."""
         first, last = starts[0], starts[-1]
         with self._lock:
             windows = [(a, b) for a, b in self._windows if a <= last and b > first]
-        if not windows:
-            return None
         if len(windows) == 1 and windows[0][0] <= first and windows[0][1] > last:
-            return columns  # the whole chunk (always the case in the always mode)
+            return [(0, len(starts))]  # all (always the case in the always mode)
         edges = [(bisect.bisect_left(starts, a), bisect.bisect_left(starts, b)) for a, b in windows]
-        ranges = [(lo, hi) for lo, hi in edges if hi > lo]
+        return [(lo, hi) for lo, hi in edges if hi > lo]
+
+    def _captured(self, columns: list[array.array[int]]) -> list[array.array[int]] | None:
+        """The records of a chunk whose start falls inside a capture window (starts are
+        sorted); None when there are none."""
+        ranges = self._kept(columns[_START])
         if not ranges:
             return None
+        if ranges == [(0, len(columns[_START]))]:
+            return columns
         out = []
         for col in columns:
             kept = array.array("q")
@@ -318,10 +331,15 @@ class ReplaySource:
         with contextlib.suppress(Exception):
             warn(message)
 
-    def _run(self, sink: Sink, trace: RecordedTrace, names: array.array[int]) -> None:
+    def _run(
+        self, sink: Sink, trace: RecordedTrace, names: array.array[int],
+        stacks: StackReplay | None,
+    ) -> None:  # fmt: skip
         try:
             # Built here, off the caller's thread: tiling a big trace takes a moment.
-            self._replay(sink, _Plan(trace, names, self._timing, self._per_block, self.speed))
+            self._replay(
+                sink, _Plan(trace, names, self._timing, self._per_block, self.speed), stacks
+            )
         except Exception as exc:
             with self._lock:
                 left = self._total - self._handed
@@ -331,7 +349,7 @@ class ReplaySource:
                 f" {left} of {self._total} records not replayed",
             )
 
-    def _replay(self, sink: Sink, plan: _Plan) -> None:
+    def _replay(self, sink: Sink, plan: _Plan, stacks: StackReplay | None = None) -> None:
         t0 = self._t0  # on the host realtime clock, as CUPTI timestamps are
         # The monotonic instant of t0 (in the past when the run's origin is): pacing
         # keeps each record at or before the wall clock.
@@ -371,6 +389,16 @@ class ReplaySource:
                         f" {left} of {self._total} records not replayed",
                     )
                     return
+            if stacks is not None:  # the block's loops' launch captures, moved alike
+                timing, per_block = self._timing, self._per_block
+                for loop in range(loop_first, min(loop_first + per_block, self.repeat)):
+                    stacks.send_loop(
+                        lambda offset, loop=loop: (
+                            t0 + timing.at(loop, timing.scaled(offset), per_block)
+                        ),
+                        loop * plan.correlation_stride,
+                        self._kept,
+                    )
 
 
 class _Plan:
