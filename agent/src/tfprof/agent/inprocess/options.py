@@ -156,7 +156,7 @@ OPTIONS: dict[str, Option] = {
         "TFPROF_CODE",
         "sample",
         "Python stacks of the job's threads: off, sample (a sampler thread reads every "
-        "thread's stack TFPROF_CODE_HZ times a second, about 1 % of a core at most) or "
+        "thread's stack TFPROF_CODE_HZ times a second, within 1 % of the job's CPU) or "
         "launch (sample, and CUPTI's launch callbacks take the launching stack of 1 in "
         "TFPROF_CODE_LAUNCH_EVERY launches and of each call site's first: every launch "
         "pays a callback)",
@@ -164,8 +164,8 @@ OPTIONS: dict[str, Option] = {
     "code_hz": Option(
         "TFPROF_CODE_HZ",
         "100",
-        "stack samples a second per thread (the sampler slows "
-        "itself down when it would use over 1 % of a core)",
+        "stack samples a second per thread (the sampler slows itself down while it would "
+        "take over 0.5 % of the job's CPU)",
     ),
     "code_launch_every": Option(
         "TFPROF_CODE_LAUNCH_EVERY",

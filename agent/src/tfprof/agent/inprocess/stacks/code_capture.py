@@ -103,7 +103,7 @@ class CodeCapture:
         self.sampler.start()
 
     def set_capturing(self, on: bool) -> None:
-        self.sampler.capturing = on
+        self.sampler.set_capturing(on)
         if self.callbacks is not None:
             self.callbacks.set_capturing(on)
         if not on:

@@ -23,8 +23,8 @@ from types import CodeType, FrameType
 
 from tfprof.core.code_stacks import REDACTED_FILE, TRUNCATED_FUNCTION
 
-# Bounds what one process may intern (about 100 bytes a node): beyond them a sample whose
-# stack needs a new node is dropped and counted, never the job's memory.
+# Bounds what one process may intern (a dict entry and two array slots a node): beyond
+# them a sample whose stack needs a new node is dropped and counted, never the job's memory.
 MAX_NODES = 1 << 18
 MAX_FRAMES = 1 << 17
 # The innermost frames a walk keeps; deeper stacks start at a "<truncated>" root frame.
@@ -85,9 +85,9 @@ class CodeTable:
     # -- live frames ---------------------------------------------------------------------
 
     def stack_of(self, top: FrameType | None) -> int:
-        """The node of ``top``'s stack, walked afresh (no frame is kept: holding another
-        thread's frames between samples slowed that thread by 5 % in measurements);
-        0 when the table is full or there is no frame."""
+        """The node of ``top``'s stack, walked afresh (no frame is kept: a frame held
+        past its call keeps its locals alive, and costs the thread that returns from
+        it); 0 when the table is full or there is no frame."""
         frames: list[FrameType] = []
         f = top
         while f is not None and len(frames) < MAX_DEPTH:

@@ -19,9 +19,9 @@ cuLaunchKernel) is not counted again.
 
 A stack is taken with a per-thread memo of the previous one: frames still on the stack
 with the same last instruction (and the same parent) keep their prefix-tree node, so only
-the frames that changed are looked up. The memo holds the thread's own frames, which
-measured free for that thread; memos of threads that launched nothing for a flush period
-are dropped (``forget_idle``), so a finished frame's locals are not kept alive for long.
+the frames that changed are looked up. The memo holds the thread's own frames, and with
+them the locals of calls that have returned; memos of threads that launched nothing for a
+flush period are dropped (``forget_idle``), and all at a window's end.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from collections.abc import Callable
 from types import FrameType, ModuleType
 from typing import Any
 
-from tfprof.agent.inprocess import clock
+from tfprof.agent.inprocess.clock import now_ns as _now
 from tfprof.agent.inprocess.stacks.code_table import MAX_DEPTH, CodeTable
 from tfprof.agent.inprocess.stacks.samples import SampleBuffer
 from tfprof.core.code_stacks import StackKind
@@ -56,6 +56,7 @@ DRIVER_LAUNCHES = (
 )  # fmt: skip
 DRIVER_API, RUNTIME_API = 1, 2  # CUpti_CallbackDomain
 API_ENTER = 0  # CUpti_ApiCallbackSite
+_LAUNCH = int(StackKind.LAUNCH)
 # Call sites remembered for "the first launch of each"; beyond this, 1 in N only.
 MAX_SITES = 1 << 16
 
@@ -72,22 +73,19 @@ def launch_callbacks(cupti: ModuleType) -> list[tuple[int, int]]:
 
 
 class _Memo:
-    """The thread's previous capture, root first: frames, their last instructions, the
-    node of the stack ending at each."""
+    """A thread's previous capture, root first: (frame, its last instruction, the node of
+    the stack ending at it), each frame's position by its id, the thread's OS id."""
 
-    __slots__ = ("captures", "frames", "index", "lastis", "nodes")
+    __slots__ = ("captures", "entries", "index", "native")
 
-    def __init__(self) -> None:
-        self.frames: list[FrameType] = []
-        self.lastis: list[int] = []
-        self.nodes: list[int] = []
-        self.index: dict[int, int] = {}  # id(frame) -> position (frames held, ids unique)
+    def __init__(self, native: int) -> None:
+        self.entries: list[tuple[FrameType, int, int]] = []
+        self.index: dict[FrameType, int] = {}  # frame -> position (frames hash by identity)
+        self.native = native
         self.captures = 0
 
     def clear(self) -> None:
-        self.frames.clear()
-        self.lastis.clear()
-        self.nodes.clear()
+        self.entries.clear()
         self.index.clear()
 
 
@@ -110,7 +108,6 @@ class LaunchCapture:
         self._sites: set[tuple[int, int]] = set()
         self._memos: dict[int, _Memo] = {}
         self._local = threading.local()
-        self._natives: dict[int, int] = {}
 
     def __call__(self, userdata: Any, domain: int, cbid: int, cbdata: Any) -> None:
         try:
@@ -137,29 +134,34 @@ class LaunchCapture:
         ident = threading.get_ident()
         memo = self._memos.get(ident)
         if memo is None:
-            memo = self._memos[ident] = _Memo()
+            memo = self._memos[ident] = _Memo(threading.get_native_id())
         stack = self._stack(memo, caller)
         if stack and len(self._sites) < MAX_SITES:
             self._sites.add(site)  # its code is pinned by the table: the id stays its own
-        native = self._natives.get(ident)
-        if native is None:
-            native = self._natives[ident] = threading.get_native_id()
-        if self.buffer.add(clock.now_ns(), native, stack, correlation, StackKind.LAUNCH):
+        buffer = self.buffer
+        queue = buffer.queue  # the buffer's add, inlined: this runs in the launch
+        if stack and len(queue) < buffer.limit:
+            queue.append((_now(), memo.native, stack, correlation, _LAUNCH))
             self.captured += 1
+        else:
+            buffer.count_dropped(1)
 
     def _stack(self, memo: _Memo, top: FrameType) -> int:
         memo.captures += 1
-        frames, lastis, nodes, index = memo.frames, memo.lastis, memo.nodes, memo.index
+        entries, index = memo.entries, memo.index
         new: list[FrameType] = []
         kept = -1  # the last memo position still valid
         f: FrameType | None = top
         while f is not None:
-            at = index.get(id(f))
-            if at is not None and lastis[at] == f.f_lasti:
+            at = index.get(f)
+            if at is not None and entries[at][1] == f.f_lasti:
                 back = f.f_back
-                if (back is None and at == 0) or (
-                    at > 0 and frames[at - 1] is back and lastis[at - 1] == back.f_lasti
-                ):
+                if at == 0:
+                    valid = back is None
+                else:
+                    parent = entries[at - 1]
+                    valid = parent[0] is back and parent[1] == back.f_lasti
+                if valid:
                     kept = at
                     break
             new.append(f)
@@ -167,10 +169,9 @@ class LaunchCapture:
                 memo.clear()
                 return self.table.stack_of(top)
             f = f.f_back
-        for gone in frames[kept + 1 :]:
-            del index[id(gone)]
-        del frames[kept + 1 :], lastis[kept + 1 :], nodes[kept + 1 :]
-        node = nodes[kept] if kept >= 0 else 0
+        while len(entries) > kept + 1:
+            del index[entries.pop()[0]]
+        node = entries[kept][2] if kept >= 0 else 0
         get, child = self.table.nodes.get, self.table.child
         for g in reversed(new):
             lasti = g.f_lasti
@@ -181,10 +182,8 @@ class LaunchCapture:
                     memo.clear()
                     return 0
             node = found
-            index[id(g)] = len(frames)
-            frames.append(g)
-            lastis.append(lasti)
-            nodes.append(node)
+            index[g] = len(entries)
+            entries.append((g, lasti, node))
         return node
 
     def forget_idle(self) -> None:

@@ -10,56 +10,56 @@ carry, and says which threads are the agent's own (named ``tfprof-...``).
 from __future__ import annotations
 
 import array
+import collections
 import threading
 
 from tfprof.core.code_stacks import SAMPLE_COLUMNS
 
-# Samples held at most between two stacks frames (about 40 bytes each).
+# Samples held at most between two stacks frames (a small tuple each).
 MAX_PENDING_SAMPLES = 1 << 16
 OWN_THREAD_PREFIX = "tfprof-"
 
 
 class SampleBuffer:
+    """Samples as tuples in a deque: ``add`` is one append, safe from any thread without a
+    lock (launch captures add from the launching threads), ``take`` pops what is there."""
+
     def __init__(self, limit: int = MAX_PENDING_SAMPLES) -> None:
         self.limit = limit
         self.dropped = 0  # samples lost in this process so far (cumulative)
-        self._lock = threading.Lock()
-        self._columns = [array.array("q") for _ in SAMPLE_COLUMNS]
+        self.queue: collections.deque[tuple[int, int, int, int, int]] = collections.deque()
+        self._count_lock = threading.Lock()
 
     def __len__(self) -> int:
-        return len(self._columns[0])
+        return len(self.queue)
 
     def add(self, time_ns: int, thread: int, stack: int, correlation: int, kind: int) -> bool:
         """Keep one sample; False (counted) when the buffer is full or there is no stack."""
-        with self._lock:
-            columns = self._columns
-            if not stack or len(columns[0]) >= self.limit:
-                self.dropped += 1
-                return False
-            columns[0].append(time_ns)
-            columns[1].append(thread)
-            columns[2].append(stack)
-            columns[3].append(correlation)
-            columns[4].append(kind)
+        if stack and len(self.queue) < self.limit:
+            self.queue.append((time_ns, thread, stack, correlation, kind))
             return True
+        self.count_dropped(1)
+        return False
 
     def extend(self, columns: list[array.array[int]]) -> int:
         """Keep whole columns of samples (``SAMPLE_COLUMNS`` order) as far as they fit;
         the number kept (the caller keeps the rest: nothing is counted as dropped)."""
-        with self._lock:
-            keep = min(len(columns[0]), max(0, self.limit - len(self._columns[0])))
-            for mine, theirs in zip(self._columns, columns):
-                mine.extend(theirs[:keep])
-            return keep
+        keep = min(len(columns[0]), max(0, self.limit - len(self.queue)))
+        self.queue.extend(zip(*(column[:keep] for column in columns)))
+        return keep
 
     def take(self) -> list[array.array[int]]:
-        """Every sample held, as columns; the buffer starts empty again."""
-        with self._lock:
-            taken, self._columns = self._columns, [array.array("q") for _ in SAMPLE_COLUMNS]
-            return taken
+        """The samples held (those added meanwhile stay for the next take), as columns."""
+        queue = self.queue
+        rows = [queue.popleft() for _ in range(len(queue))]
+        columns = [array.array("q") for _ in SAMPLE_COLUMNS]
+        if rows:
+            for column, values in zip(columns, zip(*rows)):
+                column.extend(values)
+        return columns
 
     def count_dropped(self, n: int) -> None:
-        with self._lock:
+        with self._count_lock:
             self.dropped += n
 
 
