@@ -179,3 +179,29 @@ def test_a_collector_restart_loses_and_duplicates_nothing(tmp_path: Path) -> Non
     finally:
         client.close()
         second.stop(grace=0)
+
+
+def stacks_batch(samples: int) -> pb.AgentMessage:
+    message = pb.AgentMessage()
+    stacks = message.batch.stacks
+    stacks.time_ns.extend(range(1, samples + 1))
+    stacks.stack.extend([1] * samples)
+    stacks.kind.extend([pb.StackKind.STACK_SAMPLE] * samples)
+    return message
+
+
+def test_lost_stack_samples_are_counted_apart_from_records(tmp_path: Path) -> None:
+    one = len(batch(20).SerializeToString()) + 8
+    spool = Spool(tmp_path / "spool", 2 * one)
+    down = CollectorClient(UNREACHABLE)
+    delivery = StreamDelivery(down, hello(), spool, memory_bytes=1)
+    assert delivery.send(batch(20), 20)
+    sent = [delivery.send(stacks_batch(30), 0, samples=30) for _ in range(6)]
+    goodbye = pb.Goodbye(records_sent=20, dropped_stack_samples=5)  # 5: the hook's own
+    delivery.finish(goodbye, timeout=10)
+    down.close()
+    assert not all(sent)
+    lost = 30 * sent.count(False)
+    assert delivery.dropped == 0 and goodbye.dropped_relay == 0  # records: none lost
+    assert delivery.dropped_samples >= lost
+    assert goodbye.dropped_stack_samples == 5 + delivery.dropped_samples

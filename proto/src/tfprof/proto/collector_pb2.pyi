@@ -707,7 +707,7 @@ class Goodbye(_message.Message):
     signal: _builtins.int
     """SIGNALED: the signal number"""
     dropped_stack_samples: _builtins.int
-    """Python stack samples the hook lost"""
+    """Python stack samples lost by the hook or the relay"""
     def __init__(
         self,
         *,

@@ -70,6 +70,7 @@ class _Entry:
     records: int
     data: bytes | None  # None: the bytes are in the spool file at ``offset``
     offset: int = -1
+    samples: int = 0  # Python stack samples (a stacks batch): lost ones are counted apart
 
 
 class StreamDelivery:
@@ -100,6 +101,7 @@ class StreamDelivery:
         self.acked_seq = 0
         self.records_acked = 0
         self.dropped = 0  # records lost for good (spool full: its limit or the disk)
+        self.dropped_samples = 0  # stack samples lost so (they are not records)
         self.spooled_records = 0  # records left in the spool when the job ended
         self.connected = False
         self.last_error: str | None = None
@@ -117,7 +119,7 @@ class StreamDelivery:
 
     # -- producer side --------------------------------------------------------------
 
-    def send(self, message: pb.AgentMessage, records: int) -> bool:
+    def send(self, message: pb.AgentMessage, records: int, samples: int = 0) -> bool:
         """Queue ``message.batch`` (never blocks for the network). False if dropped.
 
         The batch is built inside its AgentMessage and serialized once, here: what is
@@ -126,10 +128,12 @@ class StreamDelivery:
         with self._cond:
             if self._finishing:  # a straggler after the goodbye: counted, not sent
                 self.dropped += records
+                self.dropped_samples += samples
                 return False
             message.batch.seq = self._next_seq
             self._next_seq += 1
-            kept = self._enqueue_locked(message.batch.seq, message.SerializeToString(), records)
+            data = message.SerializeToString()
+            kept = self._enqueue_locked(message.batch.seq, data, records, samples)
             if not kept:
                 # Numbers go only to kept batches: the collector refuses a sequence that
                 # jumps, so a stream's sequence has no gaps of our making.
@@ -143,18 +147,18 @@ class StreamDelivery:
         with self._cond:
             for data in messages:
                 batch = pb.AgentMessage.FromString(data).batch
-                records = len(batch.records.kind) + len(batch.stacks.stack)  # as sent
+                records = len(batch.records.kind)
                 total += records
-                self._pending.append(_Entry(batch.seq, records, data))
+                self._pending.append(_Entry(batch.seq, records, data, -1, len(batch.stacks.stack)))
                 self._pending_memory += len(data)
                 self._next_seq = max(self._next_seq, batch.seq + 1)
             self._cond.notify_all()
         return total
 
-    def _enqueue_locked(self, seq: int, data: bytes, records: int) -> bool:
+    def _enqueue_locked(self, seq: int, data: bytes, records: int, samples: int = 0) -> bool:
         spilling = self._pending and self._pending[-1].data is None
         if not spilling and self._pending_memory + len(data) <= self._memory_limit:
-            self._pending.append(_Entry(seq, records, data))
+            self._pending.append(_Entry(seq, records, data, -1, samples))
             self._pending_memory += len(data)
             self._cond.notify_all()
             return True
@@ -162,8 +166,9 @@ class StreamDelivery:
         offset = self._spill_locked(data)
         if offset is None:
             self.dropped += records
+            self.dropped_samples += samples
             return False
-        self._pending.append(_Entry(seq, records, None, offset))
+        self._pending.append(_Entry(seq, records, None, offset, samples))
         self._cond.notify_all()
         return True
 
@@ -369,6 +374,7 @@ class StreamDelivery:
         with self._cond:
             if goodbye is not None:
                 goodbye.dropped_relay += self.dropped
+                goodbye.dropped_stack_samples += self.dropped_samples
             self._goodbye = goodbye
             self._finishing = True
             self._cond.notify_all()  # also cuts a reconnect backoff short
@@ -400,6 +406,7 @@ class StreamDelivery:
             entries = [e for e in self._pending if e.seq > self.acked_seq]
             if self.spool is None:
                 self.dropped += sum(e.records for e in entries)
+                self.dropped_samples += sum(e.samples for e in entries)
                 return
             kept: list[_Entry] = []
             try:
@@ -412,6 +419,8 @@ class StreamDelivery:
                 self._spool_file = None
             self.spooled_records = sum(e.records for e in kept)
             self.dropped += sum(e.records for e in entries) - self.spooled_records
+            self.dropped_samples += sum(e.samples for e in entries)
+            self.dropped_samples -= sum(e.samples for e in kept)
 
     def _release_spool_if_delivered(self) -> None:
         with self._cond:

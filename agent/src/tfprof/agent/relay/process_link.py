@@ -195,8 +195,8 @@ class ProcessLink:
         self.sender.send(message, decoded.count)
 
     def on_stacks(self, decoded: frames.DecodedStacks) -> None:
-        """Stacks go in batches of their own; the relay counts their samples as it
-        counts records, so a batch it cannot keep is counted in ``dropped_relay``."""
+        """Stacks go in batches of their own; a batch the relay cannot keep has its
+        samples counted in the goodbye's ``dropped_stack_samples`` (not as records)."""
         message = pb.AgentMessage()
         batch = message.batch
         batch.string_base = decoded.string_base
@@ -204,7 +204,7 @@ class ProcessLink:
         batch.dropped = self.dropped_queue  # unchanged: the latest records frame's count
         stacks_proto(decoded.batch, batch.stacks)
         self._attach_clock(batch)
-        self.sender.send(message, len(decoded.batch))
+        self.sender.send(message, 0, samples=len(decoded.batch))
 
     def on_devices(self, devices: list[dict[str, Any]]) -> None:
         message = pb.AgentMessage()

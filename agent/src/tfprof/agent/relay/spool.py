@@ -282,6 +282,7 @@ class Leftover(Protocol):
     records: int
     data: bytes | None
     offset: int
+    samples: int  # Python stack samples: counted in the goodbye apart from records
 
 
 L = TypeVar("L", bound=Leftover)
@@ -331,8 +332,10 @@ def _write_goodbye(
     """On a full disk, batches give way to the goodbye, last first: its counts say what
     was lost, the batches only what it was."""
     base, total = goodbye.dropped_relay, sum(b.records for b in batches)
+    base_samples, samples = goodbye.dropped_stack_samples, sum(b.samples for b in batches)
     while True:
         goodbye.dropped_relay = base + total - sum(b.records for _, b in placed)
+        goodbye.dropped_stack_samples = base_samples + samples - sum(b.samples for _, b in placed)
         try:
             spool_file.write_goodbye(goodbye)
             return placed

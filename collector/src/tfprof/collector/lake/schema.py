@@ -231,7 +231,8 @@ GOODBYES = Table("goodbyes", "one row per stream that ended cleanly", (
     _c("dropped_tracer", pa.int64(), "records", "lost by CUPTI"),
     _c("dropped_relay", pa.int64(), "records", "lost between hook and collector"),
     _c("exit_code", pa.int32(), "", "the process's exit status"),
-    _c("dropped_stack_samples", pa.int64(), "samples", "Python stack samples lost in the hook"),
+    _c("dropped_stack_samples", pa.int64(), "samples",
+       "Python stack samples lost between hook and collector"),
 ))  # fmt: skip
 DEVICES = Table("devices", "one row per stream and device it reported", (
     _c("stream_id", pa.string(), "", "stream id"),
