@@ -26,7 +26,7 @@ from google.protobuf.message import DecodeError
 from tfprof.collector.lake.convert import OutOfRange, Range, StreamCursor
 from tfprof.collector.lake.fs import Lake, write_parquet
 from tfprof.collector.lake.logstate import LogNotes
-from tfprof.collector.lake.schema import DEVICES, GOODBYES, LOG_STATE, STREAMS
+from tfprof.collector.lake.schema import DEVICES, GOODBYES, LOG_STATE, RECORD_TABLES, STREAMS
 from tfprof.collector.lake.segment_files import SegmentFiles
 from tfprof.collector.lake.segments import (
     SegmentName,
@@ -154,7 +154,7 @@ def _compact(
                 return done
             for table, rows in tables.items():
                 files.add(table, rows)
-                if table != "host_samples":
+                if table in RECORD_TABLE_NAMES:  # not host samples, not Python stacks
                     done.records += rows.num_rows
         if taken.batches and mark.pending is None:
             mark.pending = taken.last_seq

@@ -42,6 +42,7 @@ from __future__ import annotations
 import array
 import bisect
 import contextlib
+import functools
 import os
 import re
 import socket
@@ -52,8 +53,8 @@ from typing import Any
 
 from tfprof.agent.inprocess import clock
 from tfprof.agent.inprocess.sources.base import Sink, SourceUnavailable
-from tfprof.agent.inprocess.step_capture import median_gap
 from tfprof.agent.inprocess.sources.replay_stacks import StackReplay
+from tfprof.agent.inprocess.step_capture import median_gap
 from tfprof.core.records import COLUMNS, DeviceInfo, RecordKind, RecordTable
 from tfprof.readers import RecordedTrace, TraceFormatError, load_trace
 from tfprof.readers.load import looks_like_json_trace
@@ -390,15 +391,15 @@ class ReplaySource:
                     )
                     return
             if stacks is not None:  # the block's loops' launch captures, moved alike
-                timing, per_block = self._timing, self._per_block
-                for loop in range(loop_first, min(loop_first + per_block, self.repeat)):
-                    stacks.send_loop(
-                        lambda offset, loop=loop: (
-                            t0 + timing.at(loop, timing.scaled(offset), per_block)
-                        ),
-                        loop * plan.correlation_stride,
-                        self._kept,
-                    )
+                for loop in range(loop_first, min(loop_first + self._per_block, self.repeat)):
+                    place = functools.partial(self._place, loop)
+                    stacks.send_loop(place, loop * plan.correlation_stride, self._kept)
+
+    def _place(self, loop: int, offset: int) -> int:
+        """Replayed time (host realtime) of what the trace recorded at ``offset``, in
+        ``loop``: where that loop's records go."""
+        timing = self._timing
+        return self._t0 + timing.at(loop, timing.scaled(offset), self._per_block)
 
 
 class _Plan:

@@ -3,8 +3,8 @@
 The trace's frames and stack nodes are interned once into the process's code table
 (``StackSink``: the same ids the sampler uses, so one stream never holds two meanings of
 an id); each loop of the replay then sends the trace's launch captures moved exactly as
-that loop's records are: times placed as the replay places that loop's records (stretched,
-compressed with them at max speed with repeats), correlation ids by the loop's correlation shift, and only those whose time
+that loop's records are: times placed as theirs (stretched, compressed at max speed with
+repeats), correlation ids by the loop's correlation shift, and only those whose time
 falls inside a capture window.
 """
 
