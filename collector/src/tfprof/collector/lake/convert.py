@@ -168,6 +168,9 @@ class StreamCursor:
                 continue
             self.last_seq = batch.seq
             self._absorb(batch)
+            if batch.HasField("stacks"):
+                shift = self.hello.clock_offset_ns + self.clock_delta  # as host samples
+                self.stack_rows.absorb(batch.stacks, batch.seq > after, shift)
             if batch.seq <= after:
                 continue
             span.first_seq = span.first_seq or batch.seq
@@ -180,11 +183,13 @@ class StreamCursor:
                 rows += hi - lo
                 lo = hi
                 if rows >= chunk_rows:
+                    chunk.stacks, chunk.stack_samples = self.stack_rows.take()
                     yield chunk
                     chunk, rows = Range(), 0
                 if lo >= n:
                     break
         if chunk.batches:
+            chunk.stacks, chunk.stack_samples = self.stack_rows.take()
             yield chunk
 
     def _absorb(self, batch: pb.Batch) -> None:
