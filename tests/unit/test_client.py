@@ -192,7 +192,9 @@ def stacks_batch(samples: int) -> pb.AgentMessage:
 
 def test_lost_stack_samples_are_counted_apart_from_records(tmp_path: Path) -> None:
     one = len(batch(20).SerializeToString()) + 8
-    spool = Spool(tmp_path / "spool", 2 * one)
+    # Room for the stream's hello, the records batch and a stacks batch or so: the rest
+    # of the stacks batches find the spool full.
+    spool = Spool(tmp_path / "spool", 4 * one)
     down = CollectorClient(UNREACHABLE)
     delivery = StreamDelivery(down, hello(), spool, memory_bytes=1)
     assert delivery.send(batch(20), 20)
