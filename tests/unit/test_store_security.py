@@ -15,7 +15,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from tests.unit.test_lake import first_batch, hello, records_batch, write_stream
+from tests.unit.test_lake import KINDS, first_batch, hello, records_batch, write_stream
 from tfprof.collector.lake import publish
 from tfprof.collector.lake.location import lake_of
 from tfprof.collector.lake.publish import compact_stream
@@ -96,7 +96,8 @@ def test_a_range_whose_compaction_never_finishes_is_quarantined(
         done = compact_stream(stream_dir, lake, "c")
     (line,) = [r.getMessage() for r in caplog.records if "quarantined" in r.getMessage()]
     assert "batches 1-1 quarantined" in line and "never finished" in line
-    assert (done.batches, done.records) == (1, 7)  # batch 2 published, batch 1 left out
+    # batch 2 (one record of each kind) published, batch 1 left out
+    assert (done.batches, done.records) == (1, KINDS)
     mark = read_watermark(stream_dir)
     assert mark is not None and mark.last_seq == 2 and mark.attempts == 0
     assert [(q["first"], q["last"]) for q in mark.quarantined] == [(1, 1)]
@@ -107,9 +108,9 @@ def test_a_big_batch_is_compacted_a_chunk_at_a_time(
 ) -> None:
     monkeypatch.setattr(publish, "CHUNK_ROWS", 1000)
     data = tmp_path / "data"
-    stream_dir = write_stream(data, [records_batch(1, 10_000, n=7 * 900, strings=["k"])])
+    stream_dir = write_stream(data, [records_batch(1, 10_000, n=KINDS * 900, strings=["k"])])
     done = compact_stream(stream_dir, lake_of(data), "c")
-    assert done.records == 7 * 900
+    assert done.records == KINDS * 900
     kernels = list((data / "lake" / "kernels").rglob("*.parquet"))
     (segment,) = kernels
     meta = pq.ParquetFile(segment).metadata
