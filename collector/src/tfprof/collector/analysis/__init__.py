@@ -24,10 +24,13 @@ from tfprof.collector.analysis import (
     streams,
 )
 from tfprof.collector.analysis.filters import Filters, apply_filters
-from tfprof.collector.analysis.notes import notes
+from tfprof.collector.analysis.notes import job_notes, notes
 from tfprof.collector.analysis.records import RecordSet, prepare
 from tfprof.collector.analysis.view_render import ViewReport
 from tfprof.collector.errors import AnalysisError
+from tfprof.collector.read import engine
+from tfprof.collector.read.lake_catalog import Catalog
+from tfprof.collector.read.needs import Need
 
 
 @dataclass(frozen=True)
@@ -45,6 +48,9 @@ class View:
     # Whether the view reads the host side (RecordSet.host, the GPU records' links); a
     # reader of stored jobs leaves it out for the views that do not.
     host: bool = True
+    # The view read through the read engine (``tfprof.collector.read``): what it needs
+    # and how its rows are built. Views without one still read a ``RecordSet``.
+    need: Need[Sequence[Any]] | None = None
 
 
 VIEWS: dict[str, View] = {
@@ -52,21 +58,23 @@ VIEWS: dict[str, View] = {
     for v in (
         View("kernels", "per kernel name: count, total/avg/min/max us, % of GPU busy time",
              kernels.kernel_rows, kernels.KernelRow, kernels.NAME_FIELD, kernels.TIME_FIELD,
-             hidden=("job",), host=False),
+             hidden=("job",), host=False, need=kernels.KernelsNeed()),
         View("kernels-by-job", "the kernels view per (job, kernel name)",
              lambda rs: kernels.kernel_rows(rs, per_job=True), kernels.KernelRow,
-             kernels.NAME_FIELD, kernels.TIME_FIELD, host=False),
+             kernels.NAME_FIELD, kernels.TIME_FIELD, host=False,
+             need=kernels.KernelsNeed(per_job=True)),
         View("streams", "per (job, task, device, stream): busy us and %, kernels, copies, memsets",
              streams.stream_rows, streams.StreamRow, streams.NAME_FIELD, streams.TIME_FIELD,
-             host=False),
+             host=False, need=streams.StreamsNeed()),
         View("gpus", "per physical GPU: busy/idle %, longest idle gaps, each job's share",
-             gpus.gpu_rows, gpus.GpuRow, gpus.NAME_FIELD, gpus.TIME_FIELD, host=False),
+             gpus.gpu_rows, gpus.GpuRow, gpus.NAME_FIELD, gpus.TIME_FIELD, host=False,
+             need=gpus.GpusNeed()),
         View("memcpy", "per copy kind x memory kinds: count, bytes, us, GB/s, % overlapped",
              memcpy.memcpy_rows, memcpy.MemcpyRow, memcpy.NAME_FIELD, memcpy.TIME_FIELD,
-             host=False),
+             host=False, need=memcpy.MemcpyNeed()),
         View("jobs", "per job: processes, GPUs, kernel/copy time, records, dropped",
              job_totals.job_rows, job_totals.JobRow, job_totals.NAME_FIELD,
-             job_totals.TIME_FIELD, host=False),
+             job_totals.TIME_FIELD, host=False, need=job_totals.JobsNeed()),
         View("op", "per op (framework op, NVTX range): count, GPU time, kernels, launch CPU time",
              ops.op_rows, ops.OpRow, ops.NAME_FIELD, ops.TIME_FIELD, notes=ops.op_notes),
         View("scope", "name-scope tree of the ops (split at /): self and total GPU time",
@@ -85,25 +93,51 @@ VIEWS: dict[str, View] = {
 
 
 def view_report(view: str, rs: RecordSet, filters: Filters | None = None) -> ViewReport:
+    spec = _spec(view)
+    lines = notes(rs) + tuple(spec.notes(rs) if spec.notes else ())
+    labels = tuple(j.label for j in rs.jobs)
+    return _report(spec, spec.rows(rs), filters, lines, labels, rs.start_ns, rs.end_ns)
+
+
+def read_view_report(view: str, cat: Catalog, filters: Filters | None = None) -> ViewReport:
+    """The view of the catalog's records, read through the read engine."""
+    spec = _spec(view)
+    if spec.need is None:
+        raise AnalysisError(f"view {view!r} is not read through the read engine yet")
+    read, (rows,) = engine.read(cat, [spec.need])
+    notes = job_notes(read.jobs, read.with_records)
+    labels = tuple(j.label for j in read.jobs)
+    return _report(spec, rows, filters, notes, labels, read.start_ns, read.end_ns)
+
+
+def _spec(view: str) -> View:
     spec = VIEWS.get(view)
     if spec is None:
         raise AnalysisError(f"unknown view {view!r}; views are {', '.join(VIEWS)}")
+    return spec
+
+
+def _report(
+    spec: View,
+    found: Sequence[Any],
+    filters: Filters | None,
+    lines: tuple[str, ...],
+    jobs: tuple[str, ...],
+    start_ns: int,
+    end_ns: int,
+) -> ViewReport:
     rows, fields = apply_filters(
-        spec.rows(rs),
-        spec.row_type,
-        spec.name_field,
-        spec.time_field,
-        filters or Filters(),
+        found, spec.row_type, spec.name_field, spec.time_field, filters or Filters(),
         spec.depth_field,
-    )
+    )  # fmt: skip
     if not (filters and filters.select):
         fields = tuple(f for f in fields if f not in spec.hidden)
     return ViewReport(
-        notes=notes(rs) + tuple(spec.notes(rs) if spec.notes else ()),
-        view=view,
-        jobs=tuple(j.label for j in rs.jobs),
-        start_ns=rs.start_ns,
-        end_ns=rs.end_ns,
+        notes=lines,
+        view=spec.name,
+        jobs=jobs,
+        start_ns=start_ns,
+        end_ns=end_ns,
         fields=fields,
         rows=rows,
     )

@@ -1,15 +1,22 @@
 """The ``gpus`` view: per physical GPU (UUID), busy and idle share of the analysis window,
-its longest idle gaps with when they happened, and which jobs used it and how much."""
+its longest idle gaps with when they happened, and which jobs used it and how much.
+
+``GpusNeed`` reads it through the read engine (two unions in one sweep); ``gpu_rows``
+computes the same over a ``RecordSet`` until that goes."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from tfprof.collector.analysis.intervals import gaps, merge_intervals
 from tfprof.collector.analysis.records import GPU_KINDS, RecordSet, gpu_busy
 from tfprof.collector.analysis.units import pct, us
+from tfprof.collector.read.gpu_sweeps import GpuBusy, JobGpuBusy
+from tfprof.collector.read.needs import Got, Query, Sweep
 
 NAME_FIELD = "uuid"
 TIME_FIELD = "busy_us"
@@ -46,6 +53,55 @@ class GpuRow:
     longest_idle_us: float
     idle_gaps: list[IdleGap] = field(default_factory=list)  # longest first
     jobs: list[JobShare] = field(default_factory=list)  # largest share first
+
+
+@dataclass(frozen=True)
+class GpusNeed:
+    gaps_shown: int = GAPS_SHOWN
+
+    def queries(self) -> Sequence[Query]:
+        return ()
+
+    def sweeps(self) -> Sequence[Sweep[Any]]:
+        return (GpuBusy(top_gaps=self.gaps_shown), JobGpuBusy())
+
+    def build(self, got: Got) -> list[GpuRow]:
+        read = got.read
+        idle = got.swept(GpuBusy(top_gaps=self.gaps_shown))
+        per_job = got.swept(JobGpuBusy())
+        rows = []
+        for g, ref in enumerate(read.gpus):
+            mine = idle.gap_gpu == g
+            shown = [
+                IdleGap(
+                    start_ns=int(s),
+                    offset_s=round((int(s) - read.start_ns) / 1e9, 6),
+                    duration_us=us(length),
+                )
+                for s, length in zip(
+                    idle.gap_start[mine].tolist(), idle.gap_length[mine].tolist(), strict=True
+                )
+            ]
+            busy = int(idle.busy[g])
+            shares = [
+                JobShare(read.jobs[j].label, us(per_job[g, j]), pct(per_job[g, j], busy))
+                for j in np.flatnonzero(per_job[g]).tolist()
+            ]
+            shares.sort(key=lambda s: (-s.busy_us, s.job))
+            rows.append(
+                GpuRow(
+                    uuid=ref.uuid,
+                    name=ref.name,
+                    busy_us=us(busy),
+                    busy_pct=pct(busy, read.window_ns),
+                    idle_pct=pct(read.window_ns - busy, read.window_ns),
+                    longest_idle_us=shown[0].duration_us if shown else 0.0,
+                    idle_gaps=shown,
+                    jobs=shares,
+                )
+            )
+        rows.sort(key=lambda r: (-r.busy_us, r.uuid))
+        return rows
 
 
 def gpu_rows(rs: RecordSet, gaps_shown: int = GAPS_SHOWN) -> list[GpuRow]:

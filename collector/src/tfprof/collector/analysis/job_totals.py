@@ -1,14 +1,21 @@
 """The ``jobs`` view: per job run, its processes and GPUs, GPU time by activity, records
-and what was lost on the way (dropped records)."""
+and what was lost on the way (dropped records).
+
+``JobsNeed`` reads it through the read engine (one SQL GROUP BY); ``job_rows`` computes
+the same over a ``RecordSet`` until that goes."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from tfprof.collector.analysis.records import RecordSet
 from tfprof.collector.analysis.units import us
+from tfprof.collector.read.engine import SPANS
+from tfprof.collector.read.needs import Got, Query, Sweep
 from tfprof.core.records import RecordKind
 
 NAME_FIELD = "job"
@@ -37,6 +44,55 @@ class JobRow:
     cpu_percent_mean: float  # each process's mean CPU %, summed
     rss_max_bytes: int  # each process's peak RSS, summed
     source: str  # the processes' record sources: cupti, none (no GPU tracing), replay:...
+
+
+@dataclass(frozen=True)
+class JobsNeed:
+    def queries(self) -> Sequence[Query]:
+        return (SPANS,)
+
+    def sweeps(self) -> Sequence[Sweep[Any]]:
+        return ()
+
+    def build(self, got: Got) -> list[JobRow]:
+        read = got.read
+        sums: dict[tuple[int, int], tuple[int, int, int]] = {}
+        for j, _, _, k, n, ns, b, _, _ in got.rows(SPANS):
+            n0, ns0, b0 = sums.get((j, k), (0, 0, 0))
+            sums[(j, k)] = (n0 + int(n), ns0 + int(ns), b0 + int(b))
+        gpus: dict[int, set[int]] = {}
+        for job, process, device in read.pairs:
+            gpus.setdefault(job, set()).add(read.gpu_of[(process, device)])
+        rows = []
+        for j, ref in enumerate(read.jobs):
+            count, time, size = (
+                {k: sums.get((j, k), (0, 0, 0))[at] for k in (1, 2, 3, 4)} for at in (0, 1, 2)
+            )
+            rows.append(
+                JobRow(
+                    job=ref.label,
+                    run_id=ref.run_id,
+                    processes=ref.processes,
+                    gpus=len(gpus.get(j, ())),
+                    kernels=count[1],
+                    kernel_us=us(time[1]),
+                    copies=count[2],
+                    copy_us=us(time[2]),
+                    copy_bytes=size[2],
+                    memsets=count[3],
+                    memset_us=us(time[3]),
+                    syncs=count[4],
+                    sync_us=us(time[4]),
+                    records=sum(count.values()),
+                    dropped=ref.dropped,
+                    host_seconds=round((ref.host.end_ns - ref.host.start_ns) / 1e9, 3),
+                    cpu_percent_mean=ref.host.cpu_percent_mean,
+                    rss_max_bytes=ref.host.rss_max_bytes,
+                    source=",".join(ref.sources),
+                )
+            )
+        rows.sort(key=lambda r: (-r.kernel_us, r.job))
+        return rows
 
 
 def job_rows(rs: RecordSet) -> list[JobRow]:

@@ -1,8 +1,16 @@
 """The ``kernels`` view: per kernel name (optionally per job and name), how often it ran,
-for how long, and its share of the GPUs' busy time."""
+for how long, and its share of the GPUs' busy time.
+
+``KernelsNeed`` reads it through the read engine: the per-name figures from one SQL
+GROUP BY (exact integers; the median DuckDB's, the mean of the two middle values), the
+GPUs' busy time from one sweep. ``kernel_rows`` computes the same over a ``RecordSet``
+(the embedded collector's summary, and the tests' oracle) until that goes.
+"""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -10,6 +18,8 @@ import numpy as np
 from tfprof.collector.analysis.intervals import group_keys
 from tfprof.collector.analysis.records import RecordSet, gpu_busy
 from tfprof.collector.analysis.units import pct, us
+from tfprof.collector.read.gpu_sweeps import GpuBusy, GpuIdle
+from tfprof.collector.read.needs import Got, Query, Sweep
 from tfprof.core.records import RecordKind
 
 NAME_FIELD = "name"
@@ -33,6 +43,53 @@ class KernelRow:
     kernel_time_pct: float
     median_us: float  # added after the fields above: CSV columns keep their positions
     stddev_us: float  # sample standard deviation (n - 1), as nsys stats; 0 for one run
+
+
+# Per (job,) name: count, total, min, max, median, sum of squares (for the stddev). A
+# kernel without a name (an empty one, or none in a file that predates names) is one.
+_STATS = """
+SELECT {by}, count(*), sum(d), min(d), max(d), median(d), sum(d::HUGEINT * d)
+FROM (SELECT job, coalesce(name, '') AS name, d FROM {{g}} WHERE kind = 1) GROUP BY {by}"""
+
+
+@dataclass(frozen=True)
+class KernelsNeed:
+    per_job: bool = False
+
+    def queries(self) -> Sequence[Query]:
+        return (Query(_STATS.format(by="job, name" if self.per_job else "name")),)
+
+    def sweeps(self) -> Sequence[Sweep[GpuIdle]]:
+        return (GpuBusy(),)
+
+    def build(self, got: Got) -> list[KernelRow]:
+        stats = got.rows(self.queries()[0])
+        busy = int(got.swept(GpuBusy()).busy.sum())
+        kernel_total = float(sum(int(r[-5]) for r in stats))
+        jobs = got.read.jobs
+        rows = []
+        for r in stats:
+            name, n, total, low, high, median, squares = r[-7:]
+            n, total, squares = int(n), int(total), int(squares)
+            # The sample variance from exact sums: one definition, whatever the order.
+            spread = (n * squares - total * total) / (n * max(n - 1, 1))
+            rows.append(
+                KernelRow(
+                    name=name or UNNAMED,
+                    job=jobs[r[0]].label if self.per_job else "",
+                    count=n,
+                    total_us=us(total),
+                    avg_us=us(total / n),
+                    min_us=us(low),
+                    max_us=us(high),
+                    gpu_busy_pct=pct(total, busy),
+                    kernel_time_pct=pct(total, kernel_total),
+                    median_us=us(median),
+                    stddev_us=us(math.sqrt(spread)),
+                )
+            )
+        rows.sort(key=lambda r: (-r.total_us, r.job, r.name))
+        return rows
 
 
 def kernel_rows(rs: RecordSet, per_job: bool = False) -> list[KernelRow]:

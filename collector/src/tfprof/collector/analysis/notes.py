@@ -6,7 +6,10 @@ and how hard, and the note says why no GPU record is there.
 
 from __future__ import annotations
 
-from tfprof.collector.analysis.records import JobRef, RecordSet
+from collections.abc import Collection, Sequence
+
+from tfprof.collector.analysis.records import RecordSet
+from tfprof.collector.read.refs import JobRef
 
 
 def _reason(job: JobRef) -> str:
@@ -34,14 +37,18 @@ def _damaged(job: JobRef) -> str:
     )
 
 
-def notes(rs: RecordSet) -> tuple[str, ...]:
+def job_notes(jobs: Sequence[JobRef], with_records: Collection[int]) -> tuple[str, ...]:
     """One line per job with no GPU record in the window (why, and what the host did),
     and one per job whose stored data was partly unreadable (what, and how much)."""
-    with_records = set(rs.job.tolist()) if len(rs) else set()
     lines = [
         f"job {job.label}: no GPU activity was recorded: {_reason(job)}; {_host(job)}"
-        for j, job in enumerate(rs.jobs)
+        for j, job in enumerate(jobs)
         if j not in with_records
     ]
-    lines += [_damaged(job) for job in rs.jobs if job.skipped]
+    lines += [_damaged(job) for job in jobs if job.skipped]
     return tuple(lines)
+
+
+def notes(rs: RecordSet) -> tuple[str, ...]:
+    """``job_notes`` of a ``RecordSet``."""
+    return job_notes(rs.jobs, set(rs.job.tolist()) if len(rs) else set())

@@ -33,12 +33,20 @@ from tfprof.collector.analysis.host_records import (
 from tfprof.collector.analysis.intervals import Merged, merge_intervals
 from tfprof.collector.errors import AnalysisError
 from tfprof.collector.jobdata import JobData, StreamData
+from tfprof.collector.read.refs import (
+    GpuRef,
+    JobRef,
+    ProcessRef,
+    SampleStats,
+    host_stats,
+    job_ref,
+    sample_stats,
+)
 from tfprof.collector.timeline.memory_levels import memory_deltas
 from tfprof.collector.timeline.prepare import (
     NameTable,
     PreparedStream,
     TimeWindow,
-    host_samples,
     job_labels,
     prepare_stream,
     rows_of,
@@ -50,47 +58,6 @@ from tfprof.core.tracks import TrackKey
 
 # Kinds that occupy the GPU; SYNC records are host waits and never count as busy.
 GPU_KINDS = (RecordKind.KERNEL, RecordKind.MEMCPY, RecordKind.MEMSET)
-
-
-@dataclass(frozen=True)
-class HostStats:
-    """What a job's host samples (taken by the launcher, GPU or not) say in the window."""
-
-    start_ns: int = 0  # first and last sample; 0 when there is none
-    end_ns: int = 0
-    samples: int = 0
-    cpu_percent_mean: float = 0.0  # each process's mean CPU %, summed over processes
-    rss_max_bytes: int = 0  # each process's peak RSS, summed over processes
-
-
-@dataclass(frozen=True)
-class JobRef:
-    label: str  # the job name, or name.run_id when several runs share a name
-    name: str
-    run_id: str
-    processes: int
-    dropped: int
-    sources: tuple[str, ...] = ()  # the processes' record sources (cupti, none, replay:...)
-    host: HostStats = HostStats()
-    # Unreadable parts of the stored job ("<stream>: <what>") and the records they held
-    # (None: unknown), so every view says what it could not count.
-    skipped: tuple[str, ...] = ()
-    lost_records: int | None = 0
-
-
-@dataclass(frozen=True)
-class ProcessRef:
-    job: int  # index into RecordSet.jobs
-    task: str  # as the timeline labels it
-    host: str
-    pid: int
-
-
-@dataclass(frozen=True)
-class GpuRef:
-    uuid: str
-    name: str
-    memory_bytes: int = 0  # device memory (DeviceMeta), 0 when unknown
 
 
 @dataclass(frozen=True)
@@ -207,11 +174,6 @@ _TAGS = ("kind", "start", "end", "job", "process", "gpu", "name")
 _LINKS = ("api", "op", "latency", "queue")
 
 
-def _lost_records(job: JobData) -> int | None:
-    lost = [s.lost_records for s in job.streams if s.skipped]
-    return None if None in lost or job.skipped else sum(n or 0 for n in lost)
-
-
 def prepare(
     jobs: Sequence[JobData],
     since_ns: int | None = None,
@@ -295,7 +257,7 @@ def _prepare(
             for stream, task in zip(job.streams, task_labels(job), strict=True):
                 processes.append(ProcessRef(j, task, stream.host, stream.pid))
                 by_task.setdefault(task, []).append((stream, task, len(processes) - 1))
-            host_stats: dict[int, _SampleStats | None] = {}
+            samples: dict[int, SampleStats | None] = {}
             for group in by_task.values():
                 lo = table.gpu_rows
                 with _loaded([s for s, _, _ in group], linked):
@@ -305,23 +267,10 @@ def _prepare(
                     ]
                     table.add(prepared, window, j, linked)
                     for s, _, process in group:
-                        host_stats[process] = _sample_stats(s, window)
+                        samples[process] = sample_stats(s, window)
                 del prepared
                 spans.append(ProcessSpan(j, tuple(group), label, lo, table.gpu_rows))
-            job_refs.append(
-                JobRef(
-                    label,
-                    job.name,
-                    job.run_id,
-                    len(job.streams),
-                    job.dropped.total,
-                    tuple(sorted({s.source for s in job.streams if s.source})),
-                    _host_stats([host_stats[p] for p in sorted(host_stats)]),
-                    tuple(job.skipped)
-                    + tuple(f"{s.task}: {w}" for s in job.streams for w in s.skipped),
-                    _lost_records(job),
-                )
-            )
+            job_refs.append(job_ref(job, label, host_stats([samples[p] for p in sorted(samples)])))
     columns = table.columns()
     host_records = HostRecords(**table.host_columns())
     starts, ends = columns["start"], columns["end"]
@@ -374,45 +323,6 @@ def _loaded(streams: Sequence[StreamData], host: bool) -> Iterator[None]:
             if isinstance(stream, Deferred):
                 stack.enter_context(stream.loaded(host, columns))
         yield
-
-
-@dataclass(frozen=True)
-class _SampleStats:
-    """One stream's host samples in the window: first, last, count, mean CPU, peak RSS."""
-
-    first: int
-    last: int
-    count: int
-    cpu: float
-    rss: int
-
-
-def _sample_stats(stream: StreamData, window: TimeWindow) -> _SampleStats | None:
-    samples = host_samples([stream], window)
-    time = samples["time_ns"]
-    if not time.shape[0]:
-        return None
-    return _SampleStats(
-        int(time[0]),
-        int(time[-1]),
-        int(time.shape[0]),
-        float(samples["cpu_percent"].mean()),
-        int(samples["rss_bytes"].max()),
-    )
-
-
-def _host_stats(streams: Sequence[_SampleStats | None]) -> HostStats:
-    """Each process's mean CPU % and peak RSS, summed over the job's processes."""
-    found = [s for s in streams if s is not None]
-    if not found:
-        return HostStats()
-    cpu, rss = 0.0, 0
-    for s in found:  # in stream order, as the sums always ran
-        cpu += s.cpu
-        rss += s.rss
-    first = min(s.first for s in found)
-    last = max(s.last for s in found)
-    return HostStats(first, last, sum(s.count for s in found), round(cpu, 2), rss)
 
 
 def _clip(

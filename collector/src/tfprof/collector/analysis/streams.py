@@ -1,16 +1,24 @@
 """The ``streams`` view: per (job, task, device, stream), how long the stream was busy
-(the union of its records' intervals, so overlapping work counts once) and what ran."""
+(the union of its records' intervals, so overlapping work counts once) and what ran.
+
+``StreamsNeed`` reads it through the read engine (counts from SQL, busy from a sweep);
+``stream_rows`` computes the same over a ``RecordSet`` until that goes."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from tfprof.collector.analysis.intervals import group_keys, merge_intervals
 from tfprof.collector.analysis.records import RecordSet
 from tfprof.collector.analysis.units import pct, us
+from tfprof.collector.read.gpu_sweeps import StreamBusy
+from tfprof.collector.read.needs import Got, Query, Sweep
 from tfprof.core.records import RecordKind
+from tfprof.core.tracks import TrackKey
 
 NAME_FIELD = "track"
 TIME_FIELD = "busy_us"
@@ -32,6 +40,51 @@ class StreamRow:
     memsets: int
     syncs: int
     sync_us: float  # summed duration of host waits on this stream
+
+
+_COUNTS = Query("""
+SELECT process, device, stream, count(*) FILTER (kind = 1), count(*) FILTER (kind = 2),
+       count(*) FILTER (kind = 3), count(*) FILTER (kind = 4),
+       coalesce(sum(d) FILTER (kind = 4), 0)
+FROM {g} GROUP BY ALL""")
+
+
+@dataclass(frozen=True)
+class StreamsNeed:
+    def queries(self) -> Sequence[Query]:
+        return (_COUNTS,)
+
+    def sweeps(self) -> Sequence[Sweep[Any]]:
+        return (StreamBusy(),)
+
+    def build(self, got: Got) -> list[StreamRow]:
+        read = got.read
+        busy = got.swept(StreamBusy())
+        rows = []
+        for process, device, stream, kernels, copies, memsets, syncs, sync_ns in got.rows(_COUNTS):
+            ref = read.processes[process]
+            b = busy.get((process, device, stream), 0)
+            label = read.jobs[ref.job].label
+            rows.append(
+                StreamRow(
+                    track=TrackKey.for_stream(label, ref.task, device, stream).format(),
+                    job=label,
+                    task=ref.task,
+                    pid=ref.pid,
+                    device=device,
+                    gpu_uuid=read.gpus[read.gpu_of[(process, device)]].uuid,
+                    stream=stream,
+                    busy_us=us(b),
+                    busy_pct=pct(b, read.window_ns),
+                    kernels=kernels,
+                    copies=copies,
+                    memsets=memsets,
+                    syncs=syncs,
+                    sync_us=us(int(sync_ns)),
+                )
+            )
+        rows.sort(key=lambda r: (-r.busy_us, r.track))
+        return rows
 
 
 def stream_rows(rs: RecordSet) -> list[StreamRow]:

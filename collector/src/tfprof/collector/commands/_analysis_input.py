@@ -16,8 +16,9 @@ from tfprof.collector.analysis.records import (
     prepare,
     prepare_gpu_first,
 )
-from tfprof.collector.errors import InvalidArgument, NotFound, PathError
+from tfprof.collector.errors import AnalysisError, InvalidArgument, NotFound, PathError
 from tfprof.collector.jobdata import JobData
+from tfprof.collector.read.lake_catalog import Catalog
 from tfprof.collector.timespec import TIME_HELP
 
 
@@ -62,6 +63,23 @@ def load_record_set(
     with progress("loading"):
         jobs, since, until = _jobs(args)
         return prepare(jobs, since, until, host=host, select=select)
+
+
+def load_catalog(args: argparse.Namespace) -> Catalog:
+    """What the read engine reads: the jobs' streams, listed, none of their records."""
+    from tfprof.collector.read.lake_catalog import catalog
+    from tfprof.collector.terminal import progress
+    from tfprof.collector.timeline.prepare import TimeWindow
+
+    with progress("loading"):
+        jobs, since, until = _jobs(args)
+        _check_window(since, until)
+        return catalog(jobs, TimeWindow(since, until))
+
+
+def _check_window(since: int | None, until: int | None) -> None:
+    if since is not None and until is not None and since >= until:
+        raise AnalysisError(f"the window is empty: since {since} >= until {until} (ns)")
 
 
 def load_gpu_first(args: argparse.Namespace) -> GpuFirst:

@@ -6,6 +6,7 @@ import argparse
 
 from tfprof.collector.commands._analysis_input import (
     add_input_arguments,
+    load_catalog,
     load_record_set,
     output,
 )
@@ -92,10 +93,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tfprof.collector.analysis import VIEWS, Filters, view_report
+    from tfprof.collector.analysis import VIEWS, Filters, read_view_report, view_report
     from tfprof.collector.analysis.view_render import reporter
 
-    rs = load_record_set(args, host=VIEWS[args.view].host)
     select = tuple(s.strip() for s in args.select.split(",") if s.strip()) if args.select else None
     filters = Filters(
         min_micros=args.min_micros,
@@ -106,7 +106,10 @@ def run(args: argparse.Namespace) -> int:
         top=args.top,
         max_depth=args.max_depth,
     )
-    report = view_report(args.view, rs, filters)
+    if VIEWS[args.view].need is not None and not args.files:
+        report = read_view_report(args.view, load_catalog(args), filters)
+    else:
+        report = view_report(args.view, load_record_set(args, host=VIEWS[args.view].host), filters)
     with output(args.output) as out:
         reporter(args.format, report).render(out)
     return 0

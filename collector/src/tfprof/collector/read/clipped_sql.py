@@ -1,0 +1,182 @@
+"""The records of a read as DuckDB relations, clipped to the window: ``g`` (kernels,
+copies, memsets, syncs) and ``h`` (API calls, host ranges, memory records); and the
+same unclipped, every record of the run: ``g_all`` and ``h_all``.
+
+Each relation is every row of its tables of the catalog's processes that overlaps the
+window, clipped exactly as the timeline's preparation and the views always clipped:
+durations clamped at zero, starts and ends raised to the window's start, ends cut at
+its end, a zero-length record kept when its instant lies inside, a clipped copy keeping
+the share of its bytes that fits its time (rounded half to even, as ``np.rint``).
+Columns: ``kind`` (``RecordKind``), ``process`` and ``job`` (the catalog's indices),
+``s``, ``e``, ``d`` (clipped start, end, duration, ns) and the record columns of
+``G_COLUMNS`` / ``H_COLUMNS`` (0, or NULL for a string, where a table has none).
+
+Published files on a local disk are read by DuckDB's own Parquet reader (projection
+pushed down, every core); files of a remote lake through pyarrow (its filesystem, no
+DuckDB extension); log-tail rows, already in memory, as registered Arrow tables. The
+SQL is ours, never a user's: the ``sql`` command has its own locked-down connection.
+
+Every figure leaves DuckDB as an exact integer (counts, sums as HUGEINT) or as an
+element of the data (min, max, the two middle values a median averages): callers divide
+and round in Python (``analysis.units``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+
+from tfprof.collector.lake.fs import Lake
+from tfprof.collector.lake.reader import GPU_TABLES, HOST_TABLES
+from tfprof.collector.lake.schema import TABLES
+from tfprof.collector.read.lake_catalog import Catalog, TableRows
+from tfprof.core.records import RecordKind
+
+if TYPE_CHECKING:
+    import duckdb
+
+KIND = {"kernels": 1, "copies": 2, "memsets": 3, "syncs": 4, "api_calls": 5, "markers": 6,
+        "memory": 7}  # fmt: skip
+assert all(int(RecordKind[k]) == v for k, v in (("KERNEL", 1), ("MARKER", 6), ("MEMORY", 7)))
+# Record columns of each relation (as ``tfprof.core.records`` names them); ``name`` and
+# ``domain`` are strings.
+G_COLUMNS = ("device", "context", "stream", "correlation", "external_id", "name", "bytes",
+             "copy_kind", "src_kind", "dst_kind", "sync_type")  # fmt: skip
+H_COLUMNS = ("thread", "correlation", "external_id", "name", "cbid", "return_value",
+             "category", "domain", "device", "stream", "bytes", "memory_op")  # fmt: skip
+_STRINGS = frozenset({"name", "domain"})
+# ``g``/``h``: in the window, clipped; ``g_all``/``h_all``: every record of the run
+# (durations clamped), what whole-run figures (records stored) count.
+RELATIONS = ("g", "h", "g_all", "h_all")
+
+
+def connect(threads: int | None = None) -> duckdb.DuckDBPyConnection:
+    """A connection for the read's own SQL: no extension installed or loaded."""
+    import duckdb  # where used: what reads no SQL (the embedded summary) never loads it
+
+    con = duckdb.connect(
+        config={"autoinstall_known_extensions": False, "autoload_known_extensions": False}
+    )
+    if threads:
+        con.execute(f"SET threads = {int(threads)}")
+    con.execute("SET preserve_insertion_order = false")  # no ORDER BY depends on it
+    return con
+
+
+def lake_column(table: str, column: str) -> str | None:
+    """The lake column of ``table`` holding record column ``column`` (a marker's domain
+    is its ``domain``; an API call's ``category`` its own)."""
+    for c in TABLES[table].columns:
+        if column == "domain":
+            if c.name == "domain":
+                return c.name
+        elif c.record_column == column and c.name != "domain":
+            return c.name
+    return None
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+class Relations:
+    """Registers what a read's SQL scans on ``con`` and writes its relations' text."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, cat: Catalog) -> None:
+        self.con, self.cat = con, cat
+        self._registered = 0
+        self._text: dict[str, str] = {}
+
+    def text(self, name: str) -> str:
+        """SQL text (a subquery) of a relation of ``RELATIONS``."""
+        if name not in self._text:
+            gpu = name.startswith("g")
+            tables, columns = (GPU_TABLES, G_COLUMNS) if gpu else (HOST_TABLES, H_COLUMNS)
+            self._text[name] = self._relation(tables, columns, clip=not name.endswith("_all"))
+        return self._text[name]
+
+    def _register(self, data: pa.Table | object) -> str:
+        self._registered += 1
+        name = f"tfprof_scan_{self._registered}"
+        self.con.register(name, data)
+        return name
+
+    def _scans(self, rows: TableRows, process: int, job: int, columns: Sequence[str]) -> list[str]:
+        """SELECTs of one process's rows of one table, as raw columns of the relation."""
+        cols = []
+        for c in columns:
+            lake = lake_column(rows.table, c)
+            if lake is not None:
+                cols.append(f"{lake} AS {c}")
+            else:
+                cols.append(f"NULL::VARCHAR AS {c}" if c in _STRINGS else f"0 AS {c}")
+        head = (
+            f"SELECT {KIND[rows.table]} AS kind, {process} AS process, {job} AS job, "
+            f"start_ns AS s0, greatest(duration_ns, 0) AS d0, {', '.join(cols)}"
+        )
+        selects = []
+        local = [path for lake, path in rows.files if lake.local]
+        if local:
+            files = ", ".join(_literal(p) for p in local)
+            selects.append(f"{head} FROM read_parquet([{files}], union_by_name = true)")
+        remote = [(lake, path) for lake, path in rows.files if not lake.local]
+        if remote:
+            selects.append(f"{head} FROM {self._remote(rows.table, remote)}")
+        if rows.tails:
+            selects.append(f"{head} FROM {self._register(pa.concat_tables(rows.tails))}")
+        return selects
+
+    def _remote(self, table: str, files: Sequence[tuple[Lake, str]]) -> str:
+        import pyarrow.dataset as ds
+
+        schema = TABLES[table].schema
+        by_lake: dict[int, tuple[Lake, list[str]]] = {}
+        for lake, path in files:
+            by_lake.setdefault(id(lake), (lake, []))[1].append(path)
+        parts = [
+            ds.dataset(paths, schema=schema, format="parquet", filesystem=lake.fs)
+            for lake, paths in by_lake.values()
+        ]
+        return self._register(parts[0] if len(parts) == 1 else ds.dataset(parts))
+
+    def _relation(self, tables: Sequence[str], columns: Sequence[str], clip: bool) -> str:
+        selects = []
+        for p, ref in enumerate(self.cat.processes):
+            for rows in self.cat.tables_of(p, tables):
+                selects += self._scans(rows, p, ref.job, columns)
+        if not selects:
+            empty = ", ".join(
+                f"NULL::VARCHAR AS {c}" if c in _STRINGS else f"0 AS {c}" for c in columns
+            )
+            return (
+                "SELECT 0 AS kind, 0 AS process, 0 AS job, 0 AS s, 0 AS e, 0 AS d, "
+                f"{empty} WHERE false"
+            )
+        raw = " UNION ALL ".join(selects)
+        lo, hi = (self.cat.window.lo, self.cat.window.hi) if clip else (None, None)
+        keep = []
+        if hi is not None:
+            keep.append(f"s0 < {hi}")
+        if lo is not None:
+            keep.append(f"(s0 + d0 > {lo} OR s0 >= {lo})")
+        where = f"WHERE {' AND '.join(keep)}" if keep else ""
+        s = f"greatest(s0, {lo})" if lo is not None else "s0"
+        e = "s0 + d0" if lo is None else f"greatest(s0 + d0, {lo})"
+        e = e if hi is None else f"least({e}, {hi})"
+        rest = [c for c in columns if c != "bytes"]
+        share = "bytes"
+        if "bytes" in columns and (lo is not None or hi is not None):
+            # A copy cut by the window keeps the share of its bytes that fits its time,
+            # bytes x (kept / whole) in that order, as the chunks compute it.
+            share = (
+                f"CASE WHEN kind = 2 AND ({e}) - ({s}) < d0 THEN CAST(round_even("
+                f"bytes::DOUBLE * ((({e}) - ({s}))::DOUBLE / greatest(d0, 1)::DOUBLE), 0) "
+                "AS BIGINT) ELSE bytes END"
+            )
+        extra = ", ".join([*rest, *([f"{share} AS bytes"] if "bytes" in columns else [])])
+        return (
+            f"SELECT kind, process, job, {s} AS s, {e} AS e, ({e}) - ({s}) AS d, {extra} "
+            f"FROM ({raw}) {where}"
+        )

@@ -1,0 +1,291 @@
+"""One read of the lake for any number of needs (views, rules, exports): every query in
+one DuckDB connection, then one time-ordered pass feeding every sweep, then each need's
+``build``.
+
+What the read finds out on the way is ``Read``'s: the window (``--since``/``--until``,
+else the first start and the last end of the GPU records; the host samples' span when
+there are none), which (process, CUDA ordinal) pairs have GPU records in it, and so
+which GPUs are listed and in what order (a job's streams grouped by task, ordinals
+ascending: the timeline's order). Until the GPUs are numbered, a sweep keys GPUs by
+UUID (``Read.gpu_keys``); ``Read.listed_gpu`` maps those keys to the listed GPUs once
+the sweep is over.
+
+Chunks come per *component*: the processes that share a GPU (by UUID, or by host for
+devices without one) are swept together in start order, components one after another,
+so a state keyed by anything inside a component (a GPU, a stream, a process, a job on
+a GPU) sees its rows in time order; memory holds what overlaps in time in one component.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import numpy as np
+
+from tfprof.collector.lake.reader import GPU_TABLES
+from tfprof.collector.read import clipped_sql
+from tfprof.collector.read.lake_catalog import Catalog
+from tfprof.collector.read.needs import Got, Need, Query, Sweep, SweepState
+from tfprof.collector.read.refs import GpuRef, JobRef, ProcessRef
+from tfprof.collector.read.time_chunks import ALWAYS, UNKNOWN, Damage, Run, chunks, plan_runs
+from tfprof.collector.timeline.prepare import NameTable
+
+log = logging.getLogger("tfprof.collector.read")
+T = TypeVar("T")
+GPU_KINDS_ALL = tuple(clipped_sql.KIND[t] for t in GPU_TABLES)
+# Per (job, process, device, kind) of the GPU records in the window: count, time, bytes,
+# first start, last end. The read runs it when no sweep reads every GPU record (the
+# sweep finds the spans on the way otherwise); a need may declare it for its figures.
+SPANS = Query(
+    "SELECT job, process, device, kind, count(*), sum(d), sum(bytes), min(s), max(e) "
+    "FROM {g} GROUP BY ALL"
+)
+
+
+class GpuKeys:
+    """A dense key per GPU UUID for (process, CUDA ordinal) pairs, grown as ordinals a
+    hello never named turn up (``host/gpu:N``)."""
+
+    def __init__(self, cat: Catalog) -> None:
+        self.cat = cat
+        self.uuids: list[str] = []
+        self._index: dict[str, int] = {}
+        self._lut = np.full((len(cat.processes), 1), -1, dtype=np.int64)
+
+    def __call__(self, process: np.ndarray, device: np.ndarray) -> np.ndarray:
+        top = int(device.max()) if device.shape[0] else 0
+        if top >= self._lut.shape[1]:
+            more = np.full((self._lut.shape[0], top + 1 - self._lut.shape[1]), -1, np.int64)
+            self._lut = np.concatenate([self._lut, more], axis=1)
+        keys: np.ndarray = self._lut[process, device]
+        new = keys < 0
+        if new.any():
+            for p, d in set(zip(process[new].tolist(), device[new].tolist(), strict=True)):
+                self._lut[p, d] = self.key(p, d)
+            keys = self._lut[process, device]
+        return keys
+
+    def key(self, process: int, ordinal: int) -> int:
+        uuid = self.cat.streams[process].device_uuid(ordinal)
+        if uuid not in self._index:
+            self._index[uuid] = len(self.uuids)
+            self.uuids.append(uuid)
+        return self._index[uuid]
+
+
+@dataclass
+class Read:
+    """What a read covers and finds: the catalog's jobs and processes, the window, the
+    GPUs listed (``gpus``, numbered once the records are read), the names interned."""
+
+    cat: Catalog
+    start_ns: int = 0  # the window; ``start_ns`` is known before the first chunk
+    end_ns: int = 0
+    names: NameTable = field(default_factory=lambda: NameTable([""]))
+    gpus: list[GpuRef] = field(default_factory=list)
+    gpu_of: dict[tuple[int, int], int] = field(default_factory=dict)  # (process, ordinal)
+    with_records: set[int] = field(default_factory=set)  # jobs with a GPU record
+    pairs: list[tuple[int, int, int]] = field(default_factory=list)  # job, process, device
+    damage: list[Damage] = field(default_factory=list)
+    gpu_keys: GpuKeys = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.gpu_keys = GpuKeys(self.cat)
+
+    @property
+    def jobs(self) -> tuple[JobRef, ...]:
+        return self.cat.jobs
+
+    @property
+    def processes(self) -> tuple[ProcessRef, ...]:
+        return self.cat.processes
+
+    @property
+    def window_ns(self) -> int:
+        return max(0, self.end_ns - self.start_ns)
+
+    def listed_gpu(self) -> np.ndarray:
+        """Per GPU key (``gpu_keys``), the index of its GPU in ``gpus``; -1: not listed
+        (no GPU record in the window)."""
+        index = np.full(max(len(self.gpu_keys.uuids), 1), -1, dtype=np.int64)
+        for (process, ordinal), gpu in self.gpu_of.items():
+            index[self.gpu_keys.key(process, ordinal)] = gpu
+        return index
+
+    def found(self, spans: Iterable[tuple[int, int, int, int, int]]) -> None:
+        """The window's end and the GPUs, from each (job, process, device)'s first start
+        and last end in the window."""
+        by_process: dict[int, list[int]] = {}
+        firsts, lasts = [], []
+        for job, process, device, first, last in spans:
+            by_process.setdefault(process, []).append(device)
+            self.pairs.append((job, process, device))
+            self.with_records.add(job)
+            firsts.append(first)
+            lasts.append(last)
+        index: dict[str, int] = {}
+        for p in self.cat.load_order:  # GPUs numbered in the order the timeline meets them
+            stream = self.cat.streams[p]
+            for device in sorted(by_process.get(p, ())):
+                uuid = stream.device_uuid(device)
+                if uuid not in index:
+                    meta = stream.devices.get(device)
+                    index[uuid] = len(self.gpus)
+                    self.gpus.append(
+                        GpuRef(uuid, meta.name if meta else "", meta.memory_bytes if meta else 0)
+                    )
+                self.gpu_of[(p, device)] = index[uuid]
+        w = self.cat.window
+        if firsts:
+            first, last = min(firsts), max(lasts)
+        else:  # no GPU record: the host samples still span the run
+            sampled = [j.host for j in self.cat.jobs if j.host.samples]
+            first = min((h.start_ns for h in sampled), default=0)
+            last = max((h.end_ns for h in sampled), default=first)
+        self.start_ns = w.lo if w.lo is not None else first
+        self.end_ns = w.hi if w.hi is not None else max(last, self.start_ns)
+
+
+def components(cat: Catalog) -> list[tuple[int, ...]]:
+    """The processes that share a GPU, in load order: by the UUIDs their hellos name,
+    and by host for ordinals without one (``host/gpu:N`` could be any of them)."""
+    parent = list(range(len(cat.processes)))
+
+    def root(p: int) -> int:
+        while parent[p] != p:
+            parent[p] = parent[parent[p]]
+            p = parent[p]
+        return p
+
+    owner: dict[str, int] = {}
+    for p, stream in enumerate(cat.streams):
+        named = [d.uuid for d in stream.devices.values() if d.uuid]
+        keys = named if len(named) == len(stream.devices) and named else [f"host:{stream.host}"]
+        keys += named
+        for key in keys:
+            if key in owner:
+                parent[root(p)] = root(owner[key])
+            else:
+                owner[key] = p
+    groups: dict[int, list[int]] = {}
+    for p in cat.load_order:
+        groups.setdefault(root(p), []).append(p)
+    return [tuple(g) for g in groups.values()]
+
+
+def read(
+    cat: Catalog, needs: Sequence[Need[T]], *, threads: int | None = None
+) -> tuple[Read, list[T]]:
+    """What the read found, and each need's result, from one read of the catalog."""
+    queries = list(dict.fromkeys(q for n in needs for q in n.queries()))
+    sweeps: list[Sweep[Any]] = list(dict.fromkeys(s for n in needs for s in n.sweeps()))
+    state = Read(cat)
+    tables = sorted({t for s in sweeps for t in s.tables})
+    sweeps_gpu = set(GPU_TABLES) <= set(tables)
+    if not sweeps_gpu and SPANS not in queries:
+        queries.append(SPANS)
+    runs = plan_runs(cat, tables, state.damage.append)
+    state.start_ns = _window_start(cat, runs, sweeps_gpu)
+    rows = _run_queries(cat, queries, threads)
+    if not sweeps_gpu:
+        spans: dict[tuple[int, int, int], tuple[int, int]] = {}
+        for j, p, d, _, _, _, _, first, last in rows[SPANS]:
+            f0, l0 = spans.get((j, p, d), (first, last))
+            spans[(j, p, d)] = (min(f0, first), max(l0, last))
+        state.found((j, p, d, f, e) for (j, p, d), (f, e) in spans.items())
+    swept = _sweep(state, runs, sweeps, find_spans=sweeps_gpu) if sweeps else {}
+    for what in state.damage:
+        log.warning("left out %s (%s): %s", what.path, what.table, what.reason)
+    got = Got(state, rows, swept)
+    return state, [n.build(got) for n in needs]
+
+
+def _window_start(cat: Catalog, runs: Sequence[Run], sweeps_gpu: bool) -> int:
+    """The window's start before any record is read: ``--since``, else the least first
+    start of the GPU tables' runs (their footers say it); 0 until found otherwise."""
+    if cat.window.lo is not None:
+        return cat.window.lo
+    firsts = [r.first for r in runs if r.kind in GPU_KINDS_ALL]
+    if sweeps_gpu and firsts and UNKNOWN not in firsts:
+        return min(firsts)
+    return 0
+
+
+def _run_queries(
+    cat: Catalog, queries: Sequence[Query], threads: int | None
+) -> dict[Query, list[tuple[Any, ...]]]:
+    if not queries:
+        return {}
+    con = clipped_sql.connect(threads)
+    try:
+        relations = clipped_sql.Relations(con, cat)
+        out = {}
+        for q in queries:
+            text = q.sql
+            for name in clipped_sql.RELATIONS:
+                if "{" + name + "}" in text:
+                    text = text.replace("{" + name + "}", f"({relations.text(name)})")
+            out[q] = con.sql(text).fetchall()
+        return out
+    finally:
+        con.close()  # DuckDB's memory goes back before the sweep: the peaks never add
+
+
+def _sweep(
+    state: Read, runs: Sequence[Run], sweeps: Sequence[Sweep[Any]], find_spans: bool
+) -> dict[Any, Any]:
+    """Every sweep fed from one pass; with ``find_spans`` (every GPU record is read) the
+    window and the GPUs are found on the way."""
+    live: list[tuple[Sweep[Any], SweepState[Any], np.ndarray | None]] = []
+    tables = {r.rows.table for r in runs} | {t for s in sweeps for t in s.tables}
+    for s in sweeps:
+        kinds = (
+            None
+            if s.tables >= tables
+            else np.array([clipped_sql.KIND[t] for t in s.tables], dtype=np.int8)
+        )
+        live.append((s, s.start(state), kinds))
+    columns = sorted({c for s in sweeps for c in s.columns} - set(ALWAYS) | {"device"})
+    spans: dict[int, list[int]] = {}  # process << 16 | device -> [first, last]
+    job_of = np.array([p.job for p in state.cat.processes], dtype=np.int64)
+    together = any(getattr(s, "whole_read", False) for s in sweeps)
+    for component in [tuple(state.cat.load_order)] if together else components(state.cat):
+        mine = set(component)
+        for chunk in chunks(
+            [r for r in runs if r.process in mine],
+            state.cat.window,
+            columns,
+            state.names,
+            state.damage.append,
+        ):
+            if find_spans:
+                _spans(chunk.columns, spans)
+            for _, s_state, kinds in live:
+                s_state.feed(chunk if kinds is None else chunk.only(kinds.tolist()))
+    if find_spans:
+        state.found(
+            (int(job_of[k >> 16]), k >> 16, k & 0xFFFF, first, last)
+            for k, (first, last) in spans.items()
+        )
+    return {s: s_state.finish() for s, s_state, _ in live}
+
+
+def _spans(c: dict[str, np.ndarray], spans: dict[int, list[int]]) -> None:
+    """Each (process, device)'s first start (chunks in start order: the first seen) and
+    last end, of GPU records only."""
+    gpu = c["kind"] <= GPU_KINDS_ALL[-1]
+    if not gpu.any():
+        return
+    code = (c["process"][gpu].astype(np.int64) << 16) | c["device"][gpu]
+    s, e = c["s"][gpu], c["e"][gpu]
+    keys, at = np.unique(code, return_index=True)
+    for k, a in zip(keys.tolist(), at.tolist(), strict=True):
+        last = int(e[code == k].max()) if keys.shape[0] > 1 else int(e.max())
+        found = spans.get(k)
+        if found is None:
+            spans[k] = [int(s[a]), last]
+        else:
+            found[1] = max(found[1], last)

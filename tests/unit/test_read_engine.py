@@ -1,0 +1,165 @@
+"""The read engine (``tfprof.collector.read``) against the whole-column analyses.
+
+Its carried unions must give what ``analysis.intervals`` gives however the records are
+cut into chunks; its GPU views must give the ``RecordSet`` views' JSON on the shipped
+traces (log tails, compacted segments, both at once, windows that clip at both ends,
+several processes and jobs), with chunks small enough that state is carried often."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import itertools
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.traces import shared_traces
+from tfprof.collector.analysis import Filters, prepare, read_view_report, view_report
+from tfprof.collector.analysis.intervals import covered, gaps, merge_intervals
+from tfprof.collector.analysis.view_render import JsonReporter
+from tfprof.collector.cli import main as collector
+from tfprof.collector.lake.reader import open_jobs
+from tfprof.collector.read import time_chunks
+from tfprof.collector.read.carried_unions import NEVER, Unions
+from tfprof.collector.read.lake_catalog import catalog
+from tfprof.collector.timeline.prepare import TimeWindow
+from tfprof.collector.timespec import parse_time
+
+VIEWS = ("jobs", "kernels", "kernels-by-job", "streams", "gpus", "memcpy")
+
+
+def _cuts(rng: np.random.Generator, n: int) -> list[int]:
+    return sorted({0, n, *rng.integers(0, n, int(rng.integers(0, 15))).tolist()})
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_carried_unions_give_the_whole_column_unions_gaps_and_cover(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    n, keys = int(rng.integers(1, 3000)), int(rng.integers(1, 6))
+    s = np.sort(rng.integers(0, n * int(rng.integers(1, 80)), n))
+    # Zero-length records split gaps; many touch or nest.
+    e = s + np.where(rng.random(n) < 0.05, 0, rng.integers(0, int(rng.integers(1, 500)), n))
+    k = rng.integers(0, keys, n)
+    lo, hi = int(s.min()) - 3, int(e.max()) + 3
+    merged = merge_intervals(k, s, e, keys)
+    idle = gaps(merged, np.full(keys, lo), np.full(keys, hi))
+    ranked = np.lexsort((idle.start, -idle.length, idle.group))
+    q = int(rng.integers(1, 200))
+    qs = np.sort(rng.integers(lo, hi, q))
+    qe = np.minimum(qs + rng.integers(0, 300, q), hi)
+    qk = rng.integers(0, keys, q)
+    unions = Unions(keys, lo, hi, top_gaps=3)
+    unions.answers = np.zeros(q, dtype=np.int64)
+    for a, b in itertools.pairwise(_cuts(rng, n)):
+        bound = int(s[b]) if b < n else NEVER
+        # What starts in this chunk is asked before the chunk is fed.
+        first = np.searchsorted(qs, int(s[a]) if a else np.iinfo(np.int64).min)
+        asked = np.arange(first, np.searchsorted(qs, bound))
+        unions.ask(qk[asked], qe[asked], asked, +1)
+        unions.ask(qk[asked], qs[asked], asked, -1)
+        unions.feed(k[a:b], s[a:b], e[a:b], bound)
+    busy, (gk, gs, gl) = unions.finish()
+    assert busy.tolist() == merged.busy.tolist()
+    for key in range(keys):
+        mine = ranked[idle.group[ranked] == key][:3]
+        assert gs[gk == key].tolist() == idle.start[mine].tolist()
+        assert gl[gk == key].tolist() == idle.length[mine].tolist()
+    assert unions.answers.tolist() == covered(merged, qk, qs, qe).tolist()
+
+
+def test_unions_of_a_span_too_long_to_key_at_once() -> None:
+    """Islands carried from years before the chunk, over many keys: one running
+    maximum per key instead of one keyed maximum (which would overflow int64)."""
+    keys = 40
+    s = np.array([0, 10**17, 2 * 10**17, 3 * 10**17] * keys, dtype=np.int64)
+    k = np.repeat(np.arange(keys), 4)
+    order = np.argsort(s, kind="stable")
+    s, k = s[order], k[order]
+    e = s + 5
+    unions = Unions(keys, 0, int(e.max()))
+    unions.feed(k[: keys * 2], s[: keys * 2], e[: keys * 2], int(s[keys * 2]))
+    unions.feed(k[keys * 2 :], s[keys * 2 :], e[keys * 2 :], NEVER)
+    assert unions.finish()[0].tolist() == [20] * keys
+
+
+def _quiet(argv: list[str]) -> None:
+    with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
+        assert collector(argv) == 0
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The shipped traces imported as jobs (their records in the logs: tails)."""
+    traces = shared_traces()
+    d = tmp_path_factory.mktemp("read") / "data"
+    tf, kineto = traces / "tf-timeline-ikhlestov", traces / "kineto-hta"
+    for job, files, extra in (
+        ("steps", sorted(tf.glob("GPU_timeline_02_step_*.json")), []),
+        ("merged5", [tf / "GPU_timeline_03_merged_5_runs.json"], []),
+        ("sync", [kineto / "event_sync_multi_stream.json.gz"], []),
+        ("add", [kineto / "simple_add.json.gz"], []),
+        (
+            "tasks",
+            [kineto / "simple_add.json.gz", kineto / "event_sync_multi_stream.json.gz"],
+            ["--as", "tasks"],
+        ),
+    ):
+        _quiet(["import", "--data-dir", str(d), "--job", job, *map(str, files), *extra])
+    return d
+
+
+CASES: dict[str, tuple[list[str], str | None, str | None]] = {
+    "steps": (["steps"], None, None),
+    "merged5, a window": (["merged5"], "+5ms", "+120ms"),
+    "sync": (["sync"], None, None),
+    "add, a window": (["add"], "+1s", "+30s"),
+    "two processes": (["tasks"], None, None),
+    "two jobs": (["add", "tasks"], None, None),
+}
+
+
+def _both(data_dirs: list[str], jobs: list[str], since: str | None, until: str | None,
+          view: str) -> tuple[str, str]:  # fmt: skip
+    """(the engine's JSON, the RecordSet's JSON) of one view."""
+    out = []
+    for engine in (True, False):
+        stored = open_jobs(data_dirs, jobs)
+        first = stored.first_event_ns() if (since or until) else None
+        lo = parse_time(since, first, "--since") if since else None
+        hi = parse_time(until, first, "--until") if until else None
+        if engine:
+            report = read_view_report(view, catalog(stored.jobs, TimeWindow(lo, hi)), Filters())
+        else:
+            report = view_report(view, prepare(stored.jobs, lo, hi, host=False), Filters())
+        text = io.StringIO()
+        JsonReporter(report).render(text)
+        out.append(text.getvalue())
+    return out[0], out[1]
+
+
+@pytest.mark.parametrize("view", VIEWS)
+@pytest.mark.parametrize("case", list(CASES))
+def test_views_give_the_record_sets_json(
+    data_dir: Path, monkeypatch: pytest.MonkeyPatch, view: str, case: str
+) -> None:
+    monkeypatch.setattr(time_chunks, "CHUNK_ROWS", 64)  # many chunks: state carried often
+    jobs, since, until = CASES[case]
+    engine, today = _both([str(data_dir)], jobs, since, until, view)
+    # A case without rows would prove little: only the one trace without copies has none.
+    assert '"rows": []' not in today or (case, view) == ("sync", "memcpy")
+    assert engine == today
+
+
+def test_views_read_segments_and_tails_alike(data_dir: Path, tmp_path: Path) -> None:
+    """Compacted into the lake, then one more run in the log: both sources at once."""
+    d = tmp_path / "data"
+    shutil.copytree(data_dir, d)
+    _quiet(["compact", "--data-dir", str(d)])
+    tf = shared_traces() / "tf-timeline-ikhlestov" / "GPU_timeline_01.json"
+    _quiet(["import", "--data-dir", str(d), "--job", "steps", str(tf)])
+    for view in VIEWS:
+        engine, today = _both([str(d)], ["steps"], None, None, view)
+        assert engine == today
