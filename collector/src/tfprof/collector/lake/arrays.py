@@ -1,7 +1,7 @@
-"""Arrow columns of numbers as numpy arrays, without pyarrow's ``to_numpy``: that imports
-pandas wherever pandas is installed (as it is with HTA, and in most ML environments):
-time added to every ``summary``, ``advise`` and ``export`` for nothing a column of
-numbers needs (bench/results/cpu-design-choices.txt, "to_numpy")."""
+"""Arrow columns of numbers as numpy arrays and back, without pyarrow's ``to_numpy`` or
+``pa.array``: both import pandas wherever pandas is installed (as it is with HTA, and in
+most ML environments): time added to every ``summary``, ``advise`` and ``export`` for
+nothing a column of numbers needs (bench/results/cpu-design-choices.txt, "to_numpy")."""
 
 from __future__ import annotations
 
@@ -49,4 +49,22 @@ def _chunk(array: pa.Array, null: float | None) -> np.ndarray:
     return np.where(bits[at : at + n].astype(bool), view, np.array(null, dtype=dtype))
 
 
-__all__ = ["numbers"]
+def arrow_numbers(values: np.ndarray, type_: pa.DataType) -> pa.Array:
+    """``values`` (numbers that fit ``type_``, a fixed-width integer or floating type)
+    as an Arrow array without nulls."""
+    dtype = _DTYPES[type_]
+    data = np.ascontiguousarray(values, dtype=dtype)
+    return pa.Array.from_buffers(type_, data.shape[0], [None, pa.py_buffer(data)])
+
+
+def arrow_strings(values: list[str]) -> pa.Array:
+    """``values`` as an Arrow string array without nulls."""
+    encoded = [v.encode("utf-8", "surrogatepass") for v in values]
+    offsets = np.zeros(len(encoded) + 1, dtype=np.int32)
+    np.cumsum([len(b) for b in encoded], out=offsets[1:])
+    data = b"".join(encoded)
+    buffers = [None, pa.py_buffer(offsets), pa.py_buffer(data)]
+    return pa.Array.from_buffers(pa.string(), len(encoded), buffers)
+
+
+__all__ = ["arrow_numbers", "arrow_strings", "numbers"]

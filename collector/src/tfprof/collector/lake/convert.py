@@ -19,6 +19,7 @@ import pyarrow as pa
 from google.protobuf.message import DecodeError
 
 from tfprof.collector.jobdata import HOST_COLUMNS, RECORD_COLUMNS
+from tfprof.collector.lake.arrays import arrow_numbers, arrow_strings
 from tfprof.collector.lake.collective_columns import expand
 from tfprof.collector.lake.logstate import LogNotes, notes_of
 from tfprof.collector.lake.schema import (
@@ -254,39 +255,8 @@ class StreamCursor:
         return out
 
     def _table(self, table: Table, cols: dict[str, np.ndarray]) -> pa.Table:
-        n = len(next(iter(cols.values())))
-        expanded = [c for c in table.columns if c.expands]
-        fields = expand(cols["collective"], self.strings, expanded) if expanded else {}
-        arrays = [fields[c.name] if c.expands else self._array(c, cols, n) for c in table.columns]
-        return pa.Table.from_arrays(arrays, schema=table.schema)
-
-    def _array(self, column: Column, cols: dict[str, np.ndarray], n: int) -> pa.Array:
         identity = {"stream_id": self.hello.stream_id, "host": self.hello.host, "task": self.task}
-        if column.name in identity:
-            return pa.DictionaryArray.from_arrays(
-                pa.array(np.zeros(n, np.int32)), pa.array([identity[column.name]])
-            )
-        values = cols[column.record_column]
-        if column.name in RESOLVED:
-            return self._names(values)
-        if pa.types.is_floating(column.type):
-            return pa.array(values, column.type)
-        info = np.iinfo(column.type.to_pandas_dtype())
-        if len(values) and (int(values.min()) < info.min or int(values.max()) > info.max):
-            bad = int(values.max()) if int(values.max()) > info.max else int(values.min())
-            raise OutOfRange(
-                f"stream {self.hello.stream_id}: {column.name} {bad} does not fit {column.type}"
-            )
-        return pa.array(values.astype(info.dtype), column.type)
-
-    def _names(self, indices: np.ndarray) -> pa.DictionaryArray:
-        """String-table indices as a dictionary of only the names used."""
-        used, local = np.unique(indices, return_inverse=True)
-        top = int(used.max()) if len(used) else 0
-        while len(self.strings) <= top:
-            self.strings.append(f"<unknown name {len(self.strings)}>")
-        names = [self.strings[i] for i in used.tolist()]
-        return pa.DictionaryArray.from_arrays(pa.array(local.astype(np.int32)), pa.array(names))
+        return lake_table(table, cols, identity, self.strings)
 
     # -- per-stream rows --------------------------------------------------------------
 
@@ -344,3 +314,55 @@ class StreamCursor:
             "dropped_stack_samples": max(bye.dropped_stack_samples, self.stack_rows.dropped),
         }  # fmt: skip
         return pa.Table.from_pylist([row], schema=GOODBYES.schema)
+
+
+def lake_table(
+    table: Table, cols: dict[str, np.ndarray], identity: dict[str, str], strings: list[str]
+) -> pa.Table:
+    """Record (or host-sample) columns of one stream as ``table``'s Arrow table:
+    ``identity`` fills ``stream_id``, ``host`` and ``task``; names resolve through
+    ``strings`` (the stream's string table, placeholders appended for ids past it)."""
+    n = len(next(iter(cols.values())))
+    # The collective columns are spread from one record column (collective_columns.py).
+    expanded = [c for c in table.columns if c.expands]
+    fields = expand(cols["collective"], strings, expanded) if expanded else {}
+    arrays = [
+        fields[c.name] if c.expands else _array(c, cols, n, identity, strings)
+        for c in table.columns
+    ]
+    return pa.Table.from_arrays(arrays, schema=table.schema)
+
+
+def _array(
+    column: Column, cols: dict[str, np.ndarray], n: int, identity: dict[str, str],
+    strings: list[str],
+) -> pa.Array:  # fmt: skip
+    # Built from buffers, not pa.array: that would import pandas (lake/arrays.py).
+    if column.name in identity:
+        return pa.DictionaryArray.from_arrays(
+            arrow_numbers(np.zeros(n, np.int32), pa.int32()), arrow_strings([identity[column.name]])
+        )
+    values = cols[column.record_column]
+    if column.name in RESOLVED:
+        return _names(values, strings)
+    if pa.types.is_floating(column.type):
+        return arrow_numbers(values, column.type)
+    info = np.iinfo(column.type.to_pandas_dtype())
+    if len(values) and (int(values.min()) < info.min or int(values.max()) > info.max):
+        bad = int(values.max()) if int(values.max()) > info.max else int(values.min())
+        raise OutOfRange(
+            f"stream {identity['stream_id']}: {column.name} {bad} does not fit {column.type}"
+        )
+    return arrow_numbers(values, column.type)
+
+
+def _names(indices: np.ndarray, strings: list[str]) -> pa.DictionaryArray:
+    """String-table indices as a dictionary of only the names used."""
+    used, local = np.unique(indices, return_inverse=True)
+    top = int(used.max()) if len(used) else 0
+    while len(strings) <= top:
+        strings.append(f"<unknown name {len(strings)}>")
+    names = [strings[i] for i in used.tolist()]
+    return pa.DictionaryArray.from_arrays(
+        arrow_numbers(local.astype(np.int32).reshape(-1), pa.int32()), arrow_strings(names)
+    )

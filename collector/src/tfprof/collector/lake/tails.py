@@ -17,6 +17,7 @@ from pathlib import Path
 import pyarrow as pa
 from google.protobuf.message import DecodeError
 
+from tfprof.collector.lake.arrays import arrow_strings
 from tfprof.collector.lake.convert import OutOfRange, StreamCursor
 from tfprof.collector.lake.fs import Lake, list_parquet
 from tfprof.collector.lake.publish import published_notes, up_to_date
@@ -56,8 +57,8 @@ class Tails:
 
     def add(self, table: str, job: str, run: str, rows: pa.Table) -> None:
         n = rows.num_rows
-        rows = rows.append_column("job", pa.array([job] * n, pa.string()))
-        rows = rows.append_column("run", pa.array([run] * n, pa.string()))
+        rows = rows.append_column("job", arrow_strings([job] * n))  # no pa.array: pandas
+        rows = rows.append_column("run", arrow_strings([run] * n))
         self.rows.setdefault(table, []).append(rows.select(TABLES[table].full_schema.names))
 
 
