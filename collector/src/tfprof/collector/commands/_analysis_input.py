@@ -93,17 +93,19 @@ def load_gpu_first(args: argparse.Namespace) -> GpuFirst:
 
 def _jobs(args: argparse.Namespace) -> tuple[list[JobData], int | None, int | None]:
     """The jobs to analyse (opened, not read) and the window's bounds."""
-    from tfprof.collector.timespec import first_event_ns, parse_time
+    from tfprof.collector.timespec import parse_time
 
     if args.files and args.data_dir:
         raise InvalidArgument("give trace FILEs or --data-dir, not both")
     if args.files:
         if args.job:
             raise InvalidArgument("--job selects jobs of a --data-dir; a FILE is one job")
-        from tfprof.collector.analysis.tracefile import job_from_trace
+        from tfprof.collector.read.trace_files import read_trace_files
 
-        jobs = [job_from_trace(path) for path in args.files]
-        first = first_event_ns(jobs) if (args.since or args.until) else None
+        # Each file imported into a lake in memory: read as a data dir is.
+        stored = read_trace_files(args.files)
+        jobs = stored.jobs
+        first = stored.first_event_ns() if (args.since or args.until) else None
     elif args.data_dir:
         from tfprof.collector.lake.reader import open_jobs
 

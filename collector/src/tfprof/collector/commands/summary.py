@@ -106,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
         top=args.top,
         max_depth=args.max_depth,
     )
-    if VIEWS[args.view].need is not None and not args.files:
+    if VIEWS[args.view].need is not None:
         report = read_view_report(args.view, load_catalog(args), filters)
     else:
         report = view_report(args.view, load_record_set(args, host=VIEWS[args.view].host), filters)
