@@ -163,3 +163,81 @@ def test_views_read_segments_and_tails_alike(data_dir: Path, tmp_path: Path) -> 
     for view in VIEWS:
         engine, today = _both([str(d)], ["steps"], None, None, view)
         assert engine == today
+
+
+def _gpu_only_data_dir(d: Path, seed: int) -> None:
+    """One process's GPU records in batches, in completion order (as CUPTI delivers
+    them), the first half compacted into the lake, the rest left in the log (a tail)."""
+    from tfprof.collector.lake.location import lake_of
+    from tfprof.collector.lake.publish import compact_data_dir
+    from tfprof.collector.lake.segments import collector_id
+    from tfprof.collector.store import Store
+    from tfprof.proto import collector_pb2 as pb
+
+    rng = np.random.default_rng(seed)
+    n = 6000
+    kind = rng.choice([1, 1, 1, 2, 3, 4], n)
+    start = 10**18 + np.sort(rng.integers(0, 50_000_000, n))
+    duration = np.where(rng.random(n) < 0.02, 0, rng.integers(1, 40_000, n))
+    columns = {
+        "kind": kind,
+        "start_ns": start,
+        "duration_ns": duration,
+        "stream": rng.choice([7, 13, 14], n),
+        "device": rng.integers(0, 2, n),
+        "correlation": np.arange(1, n + 1),
+        "name": np.where(kind == 1, rng.integers(1, 4, n), 0),
+        "bytes": np.where(kind > 1, rng.integers(1, 1 << 20, n), 0),
+        "copy_kind": np.where(kind == 2, rng.choice([1, 2, 8], n), 0),
+        "src_kind": np.where(kind == 2, 2, 0),
+        "dst_kind": np.where(kind == 2, 3, 0),
+        "sync_type": np.where(kind == 4, 3, 0),
+    }
+    done = np.argsort(start + duration, kind="stable")
+    devices = [pb.Device(ordinal=o, uuid=f"GPU-{seed}-{o}", name="test") for o in (0, 1)]
+    hello = pb.Hello(protocol_version=1, job="gpu", run_id="r1", host="h", pid=7, task="0",
+                     stream_id="s0", devices=devices)  # fmt: skip
+    store = Store(d, fsync=False)
+    writer = store.open_stream(hello)
+    for seq, a in enumerate(range(0, n, 1000), start=1):
+        batch = pb.Batch(seq=seq)
+        if seq == 1:
+            batch.string_base = 1
+            batch.strings.extend(["k_a", "k_b", "k_c"])
+        rows = done[a : a + 1000]
+        for c, values in columns.items():
+            getattr(batch.records, c).extend(values[rows].tolist())
+        writer.append(batch)
+        if seq == 3:
+            compact_data_dir(d, lake_of(d), collector_id(d))
+    writer.finish(pb.Goodbye(records_sent=n))
+    writer.close()
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_compaction_writes_sorted_segments_the_read_streams(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int
+) -> None:
+    import pyarrow.parquet as pq
+
+    from tfprof.collector.lake.arrays import numbers
+
+    d = tmp_path / "data"
+    _gpu_only_data_dir(d, seed)
+    files = sorted((d / "lake").glob("kernels/**/*.parquet"))
+    assert files
+    for path in files:
+        meta = pq.ParquetFile(path).metadata
+        at = meta.schema.to_arrow_schema().get_field_index("start_ns")
+        for i in range(meta.num_row_groups):
+            assert [c.column_index for c in meta.row_group(i).sorting_columns] == [at]
+        starts = numbers(pq.read_table(path, columns=["start_ns"]).column(0))
+        assert (np.diff(starts) >= 0).all()
+    # Sorted row groups stream a batch at a time: small batches and chunks carry the
+    # merge's state across many boundaries, beside a tail read whole.
+    monkeypatch.setattr(time_chunks, "BATCH_ROWS", 37)
+    monkeypatch.setattr(time_chunks, "CHUNK_ROWS", 101)
+    for view in VIEWS:
+        for since, until in ((None, None), ("+10ms", "+30ms")):
+            engine, today = _both([str(d)], ["gpu"], since, until, view)
+            assert engine == today, view

@@ -66,17 +66,19 @@ def open_lake(location: str | os.PathLike[str]) -> Lake:
     return Lake(text, filesystem, root)
 
 
-def write_parquet(lake: Lake, relative: str, table: pa.Table) -> int:
+def write_parquet(lake: Lake, relative: str, table: pa.Table, sorted_by: str | None = None) -> int:
     """Publish ``table`` at ``relative`` inside the lake, whole or not at all; returns
     the file's size. An existing file of that name is replaced (a compaction redone after
-    a crash writes the same rows under the same name)."""
+    a crash writes the same rows under the same name). ``sorted_by``: the column the
+    rows are in ascending order of, said in each row group's footer (``sorting_columns``,
+    Parquet's own field: readers stream such row groups a batch at a time)."""
     path = lake.path(relative)
     if not lake.local:
-        return _upload(lake, path, table)
+        return _upload(lake, path, table, sorted_by)
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".{target.name}.tmp")
-    _write(table, str(tmp))
+    _write(table, str(tmp), sorted_by)
     with open(tmp, "rb") as f:
         os.fsync(f.fileno())
     os.replace(tmp, target)
@@ -109,10 +111,10 @@ def publish_file(lake: Lake, relative: str, written: Path) -> int:
 _FLAT = frozenset({"s3", "gcs"})
 
 
-def _upload(lake: Lake, path: str, table: pa.Table) -> int:
+def _upload(lake: Lake, path: str, table: pa.Table, sorted_by: str | None) -> int:
     """Publish on a filesystem without rename (see the module docstring)."""
     encoded = pa.BufferOutputStream()
-    _write(table, encoded)
+    _write(table, encoded, sorted_by)
     data = encoded.getvalue()
     if lake.fs.type_name not in _FLAT:
         lake.fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
@@ -121,7 +123,10 @@ def _upload(lake: Lake, path: str, table: pa.Table) -> int:
     return int(data.size)
 
 
-def _write(table: pa.Table, where: str | pa.NativeFile) -> None:
+def _write(table: pa.Table, where: str | pa.NativeFile, sorted_by: str | None = None) -> None:
+    order = None
+    if sorted_by is not None:
+        order = [pq.SortingColumn(table.schema.get_field_index(sorted_by))]
     pq.write_table(
         table,
         where,
@@ -129,6 +134,7 @@ def _write(table: pa.Table, where: str | pa.NativeFile) -> None:
         row_group_size=ROW_GROUP_ROWS,
         # Dictionary pages for every column: names, ids and small enums shrink most.
         use_dictionary=True,
+        sorting_columns=order,
     )
 
 

@@ -2,7 +2,8 @@
 
 The durable log stays exactly as ingest writes it; compaction only reads it. For one
 stream it publishes the batches after the watermark as one segment per table (only the
-tables they have rows for), then the per-stream rows that changed, then moves the
+tables they have rows for; record tables' row groups sorted by start, as their footers
+say), then the per-stream rows that changed, then moves the
 watermark (see segments.py for why a crash in between duplicates nothing).
 
 Memory is bounded by ``CHUNK_ROWS``, not by the range or by any one batch: the range is
@@ -153,9 +154,11 @@ def _compact(
                     cursors.pop(stream_dir, None)
                 return done
             for table, rows in tables.items():
-                files.add(table, rows)
-                if table in RECORD_TABLE_NAMES:  # not host samples, not Python stacks
-                    done.records += rows.num_rows
+                if table not in RECORD_TABLE_NAMES:  # host samples, Python stacks
+                    files.add(table, rows)
+                    continue
+                files.add(table, rows, sorted_by="start_ns")
+                done.records += rows.num_rows
         if taken.batches and mark.pending is None:
             mark.pending = taken.last_seq
             write_watermark(stream_dir, mark)
