@@ -234,6 +234,7 @@ class Hello(_message.Message):
     STREAM_SECRET_FIELD_NUMBER: _builtins.int
     UID_FIELD_NUMBER: _builtins.int
     USER_FIELD_NUMBER: _builtins.int
+    CAPTURE_MODE_FIELD_NUMBER: _builtins.int
     protocol_version: _builtins.int
     """PROTOCOL_VERSION below"""
     job: _builtins.str
@@ -263,6 +264,10 @@ class Hello(_message.Message):
     user name where the relay could look it up: who the run belongs to on that host.
     """
     user: _builtins.str
+    capture_mode: _builtins.str
+    """The hook's capture mode: "always", "on-demand" or "periodic:ON/EVERY"; empty from
+    agents that predate it (they capture always, or say nothing of their windows).
+    """
     @_builtins.property
     def argv(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     @_builtins.property
@@ -290,10 +295,11 @@ class Hello(_message.Message):
         stream_secret: _builtins.bytes = ...,
         uid: _builtins.int | None = ...,
         user: _builtins.str = ...,
+        capture_mode: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_uid", b"_uid", "clock", b"clock", "uid", b"uid"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_uid", b"_uid", "agent_version", b"agent_version", "argv", b"argv", "clock", b"clock", "clock_offset_ns", b"clock_offset_ns", "clock_rtt_ns", b"clock_rtt_ns", "devices", b"devices", "host", b"host", "job", b"job", "pid", b"pid", "ppid", b"ppid", "protocol_version", b"protocol_version", "run_id", b"run_id", "source", b"source", "stream_id", b"stream_id", "stream_secret", b"stream_secret", "task", b"task", "uid", b"uid", "user", b"user"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_uid", b"_uid", "agent_version", b"agent_version", "argv", b"argv", "capture_mode", b"capture_mode", "clock", b"clock", "clock_offset_ns", b"clock_offset_ns", "clock_rtt_ns", b"clock_rtt_ns", "devices", b"devices", "host", b"host", "job", b"job", "pid", b"pid", "ppid", b"ppid", "protocol_version", b"protocol_version", "run_id", b"run_id", "source", b"source", "stream_id", b"stream_id", "stream_secret", b"stream_secret", "task", b"task", "uid", b"uid", "user", b"user"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__uid: _TypeAlias = _typing.Literal["uid"]  # noqa: Y015
     _WhichOneofArgType__uid: _TypeAlias = _typing.Literal["_uid", b"_uid"]  # noqa: Y015
@@ -630,6 +636,7 @@ class Batch(_message.Message):
     CLOCK_OFFSET_NS_FIELD_NUMBER: _builtins.int
     CLOCK_RTT_NS_FIELD_NUMBER: _builtins.int
     STACKS_FIELD_NUMBER: _builtins.int
+    CAPTURE_EDGES_FIELD_NUMBER: _builtins.int
     seq: _builtins.int
     """1, 2, 3 ... per stream"""
     string_base: _builtins.int
@@ -656,6 +663,13 @@ class Batch(_message.Message):
     def stacks(self) -> Global___Stacks:
         """Python stacks (--code), in batches of their own"""
 
+    @_builtins.property
+    def capture_edges(self) -> _containers.RepeatedCompositeFieldContainer[Global___CaptureEdge]:
+        """The hook turned capturing on or off (windows as it opened them, in order), host
+        realtime clock like host samples: what was traced, for analyses that count only
+        captured time.
+        """
+
     def __init__(
         self,
         *,
@@ -670,14 +684,37 @@ class Batch(_message.Message):
         clock_offset_ns: _builtins.int = ...,
         clock_rtt_ns: _builtins.int = ...,
         stacks: Global___Stacks | None = ...,
+        capture_edges: _abc.Iterable[Global___CaptureEdge] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["host", b"host", "records", b"records", "stacks", b"stacks"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["clock_offset_ns", b"clock_offset_ns", "clock_rtt_ns", b"clock_rtt_ns", "clock_updated", b"clock_updated", "devices", b"devices", "dropped", b"dropped", "host", b"host", "records", b"records", "seq", b"seq", "stacks", b"stacks", "string_base", b"string_base", "strings", b"strings"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["capture_edges", b"capture_edges", "clock_offset_ns", b"clock_offset_ns", "clock_rtt_ns", b"clock_rtt_ns", "clock_updated", b"clock_updated", "devices", b"devices", "dropped", b"dropped", "host", b"host", "records", b"records", "seq", b"seq", "stacks", b"stacks", "string_base", b"string_base", "strings", b"strings"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Batch: _TypeAlias = Batch  # noqa: Y015
+
+@_typing.final
+class CaptureEdge(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ON_FIELD_NUMBER: _builtins.int
+    AT_NS_FIELD_NUMBER: _builtins.int
+    on: _builtins.bool
+    at_ns: _builtins.int
+    def __init__(
+        self,
+        *,
+        on: _builtins.bool = ...,
+        at_ns: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["at_ns", b"at_ns", "on", b"on"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CaptureEdge: _TypeAlias = CaptureEdge  # noqa: Y015
 
 @_typing.final
 class Goodbye(_message.Message):

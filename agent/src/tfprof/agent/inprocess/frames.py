@@ -32,6 +32,9 @@ class FrameType(IntEnum):
     # and for a capture by steps steps, skip_steps}.
     CAPTURE = 5
     STACKS = 6  # binary: new strings, frames and stack nodes, stack samples (code_stacks)
+    # Hook -> launcher: capturing turned on or off, JSON {on, at_ns (realtime clock)}:
+    # the windows as the hook opened them, so analyses count only captured time.
+    WINDOW = 7
 
 
 HEADER = struct.Struct("<BI")

@@ -458,6 +458,9 @@ class Hook:
             self._capture.start(sock)
 
     def _set_capturing(self, on: bool, at_ns: int) -> None:
+        """Switch the source (and the stack sampler) at a window's edge, and tell the
+        collector (a WINDOW frame, in order with the records): what was traced is then
+        known, not guessed."""
         # Stacks inside the source's window: CUPTI attaches first and detaches last.
         assert self.source is not None
         if on:
@@ -466,6 +469,8 @@ class Hook:
             self.code.set_capturing(on)
         if not on:
             self.source.set_capturing(on, at_ns)
+        edge = frames.encode_json_frame(FrameType.WINDOW, {"on": on, "at_ns": at_ns})
+        self.queue.put(edge, force=True)
 
     def _stop_capture(self) -> None:
         with self._capture_lock:

@@ -159,6 +159,7 @@ class RelayHub:
             # Only this relay (and its spool) knows it: a reconnect proves the stream
             # is ours; nobody who learns the stream id can speak for it.
             stream_secret=os.urandom(STREAM_SECRET_BYTES),
+            capture_mode=str(info.get("capture", "")),
         )
         uid = int(info.get("peer_uid", -1))
         if uid >= 0:

@@ -206,6 +206,14 @@ class ProcessLink:
         self._attach_clock(batch)
         self.sender.send(message, 0, samples=len(decoded.batch))
 
+    def on_window(self, edge: dict[str, Any]) -> None:
+        """The hook turned capturing on or off: the edge travels at once, in its own
+        batch, in order with the records before and after it."""
+        message = pb.AgentMessage()
+        message.batch.capture_edges.add(on=bool(edge.get("on")), at_ns=int(edge.get("at_ns", 0)))
+        self._attach_clock(message.batch)
+        self.sender.send(message, 0)
+
     def on_devices(self, devices: list[dict[str, Any]]) -> None:
         message = pb.AgentMessage()
         message.batch.devices.extend(device_proto(d) for d in devices)

@@ -265,6 +265,8 @@ class RelayServer:
                     link.on_stacks(frames.decode_stacks(memoryview(payload)))
                 elif kind == FrameType.DEVICES:
                     link.on_devices(json.loads(payload))
+                elif kind == FrameType.WINDOW:
+                    link.on_window(json.loads(payload))
                 elif kind == FrameType.GOODBYE:
                     link.goodbye = json.loads(payload)
         except Refused as exc:
