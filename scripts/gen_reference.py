@@ -114,12 +114,13 @@ def view_columns() -> dict[str, list[str]]:
     import duckdb
 
     from tfprof.collector.lake.schema import TABLES
-    from tfprof.collector.lake.views import VIEWS
+    from tfprof.collector.lake.views import LIVE_STREAMS, VIEWS
 
     con = duckdb.connect()
     try:
         for table in TABLES.values():
             con.register(table.name, table.full_schema.empty_table())
+        con.register("live_streams", LIVE_STREAMS.empty_table())
         columns = {}
         for name, sql in VIEWS.items():
             con.execute(f"CREATE VIEW {name} AS {sql}")

@@ -1,7 +1,7 @@
 """``top --once --format json`` against a real collector fed by real agent streams: its
 totals equal what the store holds, computed here independently from the stored records
-(kernel count, copies, and busy seconds as the union of kernel intervals per CUDA stream
-of each process)."""
+(kernel count, copies, and busy seconds as GPU busy time everywhere: the union of each
+process's kernel, copy and memset intervals on the GPU)."""
 
 from __future__ import annotations
 
@@ -46,19 +46,20 @@ def stored_figures(data_dir: Path, job: str) -> dict[str, dict[str, float]]:
     (run,) = Store(data_dir).load_jobs([job])
     for stream in run.streams:
         r = stream.records
-        intervals: dict[tuple[int, int], list[tuple[int, int]]] = defaultdict(list)
-        for kind, start, dur, device, cuda_stream, nbytes in zip(
+        intervals: dict[int, list[tuple[int, int]]] = defaultdict(list)
+        for kind, start, dur, device, nbytes in zip(
             r["kind"].tolist(), r["start_ns"].tolist(), r["duration_ns"].tolist(),
-            r["device"].tolist(), r["stream"].tolist(), r["bytes"].tolist(), strict=True,
+            r["device"].tolist(), r["bytes"].tolist(), strict=True,
         ):  # fmt: skip
             gpu = out[stream.device_uuid(device)]
             if kind == pb.KERNEL:
                 gpu["kernels"] += 1
-                intervals[(device, cuda_stream)].append((start, start + dur))
             elif kind == pb.MEMCPY:
                 gpu["copies"] += 1
                 gpu["copy_bytes"] += nbytes
-        for (device, _), spans in intervals.items():
+            if kind in (pb.KERNEL, pb.MEMCPY, pb.MEMSET):
+                intervals[device].append((start, start + dur))
+        for device, spans in intervals.items():
             out[stream.device_uuid(device)]["busy_seconds"] += brute_force_union(spans) / 1e9
     return out
 

@@ -311,8 +311,8 @@ def test_compact_command_reports_and_refuses_a_served_data_dir(
 def test_views_gpu_busy_and_copy_summary(tmp_path: Path) -> None:
     b = pb.Batch(seq=1, string_base=1, strings=["k"])
     r = b.records
-    # Kernels on device 0: [0,10) and [5,20) overlap, [30,40) apart: 30 ns busy of 40.
-    # Two copies HtoD of 100 bytes in 10 ns each, one DtoH.
+    # Kernels on device 0: [0,10) and [5,20) overlap, [30,40) apart; two copies HtoD of
+    # 100 bytes in 10 ns each, one DtoH: busy (kernels, copies, memsets) 70 ns of 110.
     rows = [(1, 0, 10, 0, 0), (1, 5, 15, 0, 0), (1, 30, 10, 0, 0),
             (2, 50, 10, 100, 1), (2, 70, 10, 100, 1), (2, 90, 20, 50, 2)]  # fmt: skip
     for kind, start, duration, nbytes, copy_kind in rows:
@@ -326,7 +326,7 @@ def test_views_gpu_busy_and_copy_summary(tmp_path: Path) -> None:
     engine = Engine([str(tmp_path)])
     busy = run_query(engine, "SELECT gpu, busy_periods, busy_ns, busy_fraction FROM gpu_busy")
     assert busy.to_pylist() == [
-        {"gpu": "GPU-0", "busy_periods": 2, "busy_ns": 30, "busy_fraction": 0.75}
+        {"gpu": "GPU-0", "busy_periods": 5, "busy_ns": 70, "busy_fraction": 70 / 110}
     ]
     copies = run_query(engine, "SELECT direction, count, total_bytes, gb_per_s FROM "
                        "copy_summary ORDER BY direction").to_pylist()  # fmt: skip

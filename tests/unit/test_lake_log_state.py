@@ -125,7 +125,7 @@ def test_a_running_streams_queue_drops_survive_compaction(
     assert sql(lake, "SELECT dropped FROM runs") == [{"dropped": 20}]
     assert main(["jobs", "--data-dir", str(lake)]) == 0
     (row,) = [line.split() for line in capsys.readouterr().out.splitlines() if "run1" in line]
-    assert row[:7] == ["train", "run1", "incomplete", "1", "0", "12", "20"]
+    assert row[:8] == ["train", "run1", "incomplete", "1", "0", "12", "12", "20"]
     # Its goodbye's count then wins (the larger), with the tracer's drops beside it.
     store = Store(tmp_path, fsync=False)
     w = store.open_stream(hello())

@@ -248,3 +248,45 @@ def test_past_the_gpu_bound_gpus_go_under_other() -> None:
     gpus = live.snapshot()["j"].gpus
     assert len(gpus) == 3
     assert gpus[("node-a", OTHER)].kernels == 3
+
+
+def test_busy_is_the_gpu_union_of_kernels_copies_memsets_across_batches() -> None:
+    """What summary and advise call GPU busy time, from batches in completion order:
+    streams overlap each other (counted once), a copy on its own stream counts, a later
+    batch holds records that started before earlier batches' ended."""
+    import numpy as np
+
+    from tfprof.collector.analysis.intervals import merge_intervals
+    from tfprof.collector.service.live_figures import GpuUnion
+
+    rng = np.random.default_rng(7)
+    rows = []
+    for stream in (7, 13, 14):  # each stream runs its work in order
+        t = 0
+        for _ in range(400):
+            t += int(rng.integers(0, 50))
+            d = int(rng.integers(1, 200))
+            kind = pb.MEMCPY if stream == 14 else pb.KERNEL
+            rows.append({"kind": kind, "start_ns": T0 + t, "duration_ns": d, "device": 0,
+                         "stream": stream, "copy_kind": 1 if kind == pb.MEMCPY else 0})  # fmt: skip
+            t += d
+    rows.sort(key=lambda r: r["start_ns"] + r["duration_ns"])  # completion order
+    covered: dict[tuple[int, int], int] = {}
+    unions: dict[int, GpuUnion] = {}
+    busy = stream_busy = 0
+    for a in range(0, len(rows), 97):
+        figures = batch_figures(records(*rows[a : a + 97]), covered, unions)
+        busy += figures[0].busy_ns
+        stream_busy += figures[0].stream_busy_ns
+    start = np.array([r["start_ns"] for r in rows])
+    end = start + np.array([r["duration_ns"] for r in rows])
+    whole = merge_intervals(np.zeros(len(rows), np.int64), start, end, 1).busy
+    assert busy == int(whole[0])
+    kernels = [r for r in rows if r["kind"] == pb.KERNEL]
+    per_stream = 0
+    for s in (7, 13):
+        mine = [r for r in kernels if r["stream"] == s]
+        ks = np.array([r["start_ns"] for r in mine])
+        ke = ks + np.array([r["duration_ns"] for r in mine])
+        per_stream += int(merge_intervals(np.zeros(len(mine), np.int64), ks, ke, 1).busy[0])
+    assert stream_busy == per_stream  # the per-stream figure, kept as stream_busy

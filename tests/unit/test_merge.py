@@ -332,7 +332,7 @@ def test_metadata() -> None:
     assert train["finished"] is False  # b has not said goodbye
     assert ev["finished"] is True
     assert train["records"] == {"kernel": 3, "memcpy": 1, "memset": 1, "api": 0, "marker": 0,
-                                "memory": 0, "other": 0, "total": 5}  # fmt: skip
+                                "memory": 0, "other": 0, "total": 5, "gpu": 5}  # fmt: skip
     assert train["time_range_ns"] == [900, 1308]
     assert train["dropped"] == {"queue": 1, "tracer": 2, "relay": 7, "total": 10}
     t0 = train["tasks"][0]

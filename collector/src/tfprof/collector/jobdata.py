@@ -85,6 +85,10 @@ class StreamData:
     # and the records that held (None: unknown).
     skipped: list[str] = field(default_factory=list)
     lost_records: int | None = 0
+    # The windows of time it was traced in (the lake's capture_windows rows): mode,
+    # capture ids, start, end on the collector clock. None of them, or an ``always``
+    # one: traced throughout.
+    capture_windows: list[tuple[str, str, int, int]] = field(default_factory=list)
 
     @property
     def num_records(self) -> int:

@@ -20,6 +20,7 @@ from tfprof.collector.advice.step_syncs import StepSyncs, step_syncs_of
 from tfprof.collector.analysis.intervals import Gaps, Merged, merge_intervals
 from tfprof.collector.analysis.records import GPU_KINDS, RecordSet, gpu_busy
 from tfprof.collector.analysis.units import us
+from tfprof.collector.read.captured_time import Captured
 from tfprof.core.records import RecordKind
 from tfprof.core.tracks import TrackKey
 
@@ -102,7 +103,8 @@ class Context:
         streamed host side has them from the GPU table, found before its first host row."""
         if self._host is not None:
             return self._host.long_gaps()
-        return long_gaps(self.job_gpu_merged(), *self.job_gpu_span)
+        captured = [j.captured for j in self.rs.jobs]
+        return long_gaps(self.job_gpu_merged(), *self.job_gpu_span, captured)
 
     @cached_property
     def on_gpu(self) -> np.ndarray:
@@ -191,6 +193,19 @@ class Context:
             self.track(k >> 40, (k >> 32) & 0xFF, k & 0xFFFFFFFF).format()
             for k in keys[order].tolist()
         )
+
+
+def span_ns(captured: Captured | None, lo: int, hi: int, busy: Merged, group: int) -> int:
+    """The time of ``[lo, hi)`` a job was traced in: all of it, or its part inside its
+    capture windows (``captured``) plus what its busy intervals (``busy``'s ``group``)
+    ran past their edges (a record captured in a window counts whole)."""
+    if captured is None:
+        return hi - lo
+    mine = busy.group == group
+    s = np.clip(busy.start[mine], lo, hi)
+    e = np.clip(busy.end[mine], lo, hi)
+    ran_past = int((e - s).sum() - captured.measure(s, e).sum())
+    return captured.total(lo, hi) + ran_past
 
 
 def share(part: float, whole: float) -> float:

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from tfprof.collector.advice.base import Context, Finding, share, us
+from tfprof.collector.advice.base import Context, Finding, share, span_ns, us
 from tfprof.collector.analysis.intervals import Merged, covered
+from tfprof.collector.read.captured_time import Captured
 
 NAME = "gpu-idle"
 MIN_IDLE_SHARE = 0.20  # of the job's span on the GPU
@@ -19,13 +20,25 @@ def _in_span(merged: Merged, gpu: int, lo: int, hi: int) -> int:
     return int(covered(merged, one, np.array([lo]), np.array([hi]))[0])
 
 
-def _longest_gap(merged: Merged, gpu: int, lo: int, hi: int) -> tuple[int, int]:
+def _inside(merged: Merged, gpu: int, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
     mine = merged.group == gpu
     s, e = merged.start[mine], merged.end[mine]
     inside = (e > lo) & (s < hi)
-    s, e = np.clip(s[inside], lo, hi), np.clip(e[inside], lo, hi)
+    return np.clip(s[inside], lo, hi), np.clip(e[inside], lo, hi)
+
+
+def _longest_gap(
+    merged: Merged, gpu: int, lo: int, hi: int, captured: Captured | None
+) -> tuple[int, int]:
+    """The longest idle gap of ``gpu`` in ``[lo, hi)``: (start, length); a gap never
+    spans untraced time (outside the captured windows, when given)."""
+    s, e = _inside(merged, gpu, lo, hi)
     starts = np.concatenate(([lo], e))
     ends = np.concatenate((s, [hi]))
+    if captured is not None:
+        _, starts, ends = captured.cut(np.zeros(starts.shape[0], np.int64), starts, ends)
+        if not starts.shape[0]:
+            return lo, 0
     length = ends - starts
     i = int(np.argmax(length))
     return int(starts[i]), max(0, int(length[i]))
@@ -37,7 +50,9 @@ def check(ctx: Context) -> list[Finding]:
     findings = []
     for j, g in zip(*np.nonzero(hi > lo), strict=True):
         a, b = int(lo[j, g]), int(hi[j, g])
-        span = b - a
+        # Only time the job was traced in counts: idle time never spans untraced time.
+        captured = rs.jobs[int(j)].captured
+        span = span_ns(captured, a, b, ctx.gpu_busy, int(g))
         if span < MIN_SPAN_NS:
             continue
         busy = _in_span(ctx.gpu_busy, int(g), a, b)
@@ -47,7 +62,7 @@ def check(ctx: Context) -> list[Finding]:
         with_kernels = _in_span(ctx.kernels_by_gpu, int(g), a, b)
         no_kernels = span - with_kernels
         copies_only = busy - with_kernels  # copies/memsets while no kernel ran
-        gap_at, gap = _longest_gap(ctx.gpu_busy, int(g), a, b)
+        gap_at, gap = _longest_gap(ctx.gpu_busy, int(g), a, b, captured)
         copy_bound = copies_only >= idle
         job = rs.jobs[int(j)].label
         if copy_bound:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tfprof.collector.advice.base import Context, Finding, share, us
+from tfprof.collector.advice.base import Context, Finding, share, span_ns, us
 
 NAME = "host-stalls"
 MIN_SHARE = 0.10  # adding up to 10% of the job's span on the GPU
@@ -31,7 +31,7 @@ def check(ctx: Context) -> list[Finding]:
         mine = g_key == k
         s, e = g_start[mine], g_end[mine]
         total = int((e - s).sum())
-        span = int(hi[j, g] - lo[j, g])
+        span = span_ns(rs.jobs[j].captured, int(lo[j, g]), int(hi[j, g]), ctx.gpu_busy, g)
         if total < MIN_TOTAL_NS or total < MIN_SHARE * span:
             continue
         sync = int(cover.sync[mine].sum())

@@ -8,6 +8,7 @@ at a time (``CallParts``), until the job's processes are all read (``covers_by_p
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -15,17 +16,37 @@ import numpy as np
 from tfprof.collector.advice.host_calls import api_calls, calls_by_job
 from tfprof.collector.analysis.intervals import Gaps, Merged, covered, gaps, merged_parts
 from tfprof.collector.analysis.records import RecordSet
+from tfprof.collector.read.captured_time import Captured
 
 MIN_GAP_NS = 100_000  # gaps of 100 us or more: between steps, not between kernels
 # Intervals a job's parts may hold before they are merged (64 MiB of them).
 MERGE_ROWS = 1 << 22
 
 
-def long_gaps(busy: Merged, lo: np.ndarray, hi: np.ndarray) -> Gaps:
+def long_gaps(
+    busy: Merged, lo: np.ndarray, hi: np.ndarray, captured: Sequence[Captured | None] = ()
+) -> Gaps:
     """Gaps of MIN_GAP_NS or more in each job's work on each GPU: ``busy`` grouped by
-    job * GPUs + GPU, ``lo`` and ``hi`` its first start and last end per group. The
+    job * GPUs + GPU, ``lo`` and ``hi`` its first start and last end per group, cut at
+    the edges of each job's ``captured`` windows (never spanning untraced time). The
     only time host-stalls asks the host about."""
-    return gaps(busy, lo.reshape(-1), hi.reshape(-1), MIN_GAP_NS)
+    found = gaps(busy, lo.reshape(-1), hi.reshape(-1), MIN_GAP_NS)
+    if not any(c is not None for c in captured):
+        return found
+    n_gpus = max(lo.shape[1], 1) if lo.ndim == 2 else 1
+    job = found.group // n_gpus
+    parts = [(found.group[job >= len(captured)], found.start[job >= len(captured)],
+              found.end[job >= len(captured)])]  # fmt: skip
+    for j, windows in enumerate(captured):
+        mine = job == j
+        if windows is None:
+            parts.append((found.group[mine], found.start[mine], found.end[mine]))
+        else:
+            parts.append(windows.cut(found.group[mine], found.start[mine], found.end[mine]))
+    g, s, e = (np.concatenate(p) for p in zip(*parts, strict=True))
+    order = np.lexsort((s, g))
+    keep = order[(e - s)[order] >= MIN_GAP_NS]
+    return Gaps(g[keep], s[keep], e[keep])
 
 
 class CallParts:

@@ -48,7 +48,9 @@ class GpuRow:
     uuid: str
     name: str
     busy_us: float
-    busy_pct: float  # of the analysis window
+    # Of the analysis window's captured time: all of it unless the processes on the GPU
+    # were traced in windows (on-demand, periodic); gaps never span untraced time.
+    busy_pct: float
     idle_pct: float
     longest_idle_us: float
     idle_gaps: list[IdleGap] = field(default_factory=list)  # longest first
@@ -88,13 +90,14 @@ class GpusNeed:
                 for j in np.flatnonzero(per_job[g]).tolist()
             ]
             shares.sort(key=lambda s: (-s.busy_us, s.job))
+            captured = int(idle.captured_ns[g])  # busy and idle count only traced time
             rows.append(
                 GpuRow(
                     uuid=ref.uuid,
                     name=ref.name,
                     busy_us=us(busy),
-                    busy_pct=pct(busy, read.window_ns),
-                    idle_pct=pct(read.window_ns - busy, read.window_ns),
+                    busy_pct=pct(busy, captured),
+                    idle_pct=pct(captured - busy, captured),
                     longest_idle_us=shown[0].duration_us if shown else 0.0,
                     idle_gaps=shown,
                     jobs=shares,

@@ -14,7 +14,8 @@ import numpy as np
 
 from tfprof.collector.analysis.records import RecordSet
 from tfprof.collector.analysis.units import us
-from tfprof.collector.read.engine import SPANS
+from tfprof.collector.lake.captured import union_ns
+from tfprof.collector.read.engine import SPANS, Read
 from tfprof.collector.read.needs import Got, Query, Sweep
 from tfprof.core.records import RecordKind
 
@@ -37,19 +38,33 @@ class JobRow:
     memset_us: float
     syncs: int
     sync_us: float
-    records: int  # in the window
+    # Every record of the run (GPU activity and the host side, whole run), as ``jobs`` and
+    # the ``runs`` SQL view count them; ``gpu_records`` are those of the window's kernels,
+    # copies, memsets and syncs.
+    records: int
     dropped: int  # lost before the collector, over the whole run
     # From the host samples (taken with or without a GPU), in the window:
     host_seconds: float  # first to last sample
     cpu_percent_mean: float  # each process's mean CPU %, summed
     rss_max_bytes: int  # each process's peak RSS, summed
     source: str  # the processes' record sources: cupti, none (no GPU tracing), replay:...
+    gpu_records: int = 0  # added after the fields above: CSV columns keep their positions
+    # The time its processes were traced in, whole run: the union of their capture windows
+    # (a process traced throughout: its first record to its last), as ``jobs`` says it.
+    captured_us: float = 0.0
+
+
+# Every record of each job run, whole run (whatever the window), as ``jobs`` counts them.
+_RUN_RECORDS = Query(
+    "SELECT job, count(*) FROM (SELECT job FROM {g_all} UNION ALL SELECT job FROM {h_all}) "
+    "GROUP BY job"
+)
 
 
 @dataclass(frozen=True)
 class JobsNeed:
     def queries(self) -> Sequence[Query]:
-        return (SPANS,)
+        return (SPANS, _RUN_RECORDS)
 
     def sweeps(self) -> Sequence[Sweep[Any]]:
         return ()
@@ -60,6 +75,7 @@ class JobsNeed:
         for j, _, _, k, n, ns, b, _, _ in got.rows(SPANS):
             n0, ns0, b0 = sums.get((j, k), (0, 0, 0))
             sums[(j, k)] = (n0 + int(n), ns0 + int(ns), b0 + int(b))
+        stored = {int(j): int(n) for j, n in got.rows(_RUN_RECORDS)}
         gpus: dict[int, set[int]] = {}
         for job, process, device in read.pairs:
             gpus.setdefault(job, set()).add(read.gpu_of[(process, device)])
@@ -83,16 +99,23 @@ class JobsNeed:
                     memset_us=us(time[3]),
                     syncs=count[4],
                     sync_us=us(time[4]),
-                    records=sum(count.values()),
+                    records=stored.get(j, 0),
                     dropped=ref.dropped,
                     host_seconds=round((ref.host.end_ns - ref.host.start_ns) / 1e9, 3),
                     cpu_percent_mean=ref.host.cpu_percent_mean,
                     rss_max_bytes=ref.host.rss_max_bytes,
                     source=",".join(ref.sources),
+                    gpu_records=sum(count.values()),
+                    captured_us=us(union_ns(_windows(read, j))),
                 )
             )
         rows.sort(key=lambda r: (-r.kernel_us, r.job))
         return rows
+
+
+def _windows(read: Read, job: int) -> list[tuple[int, int]]:
+    groups = [g for p, g in zip(read.processes, read.cat.groups, strict=True) if p.job == job]
+    return [(a, b) for group in groups for s in group for _, _, a, b in s.capture_windows]
 
 
 def job_rows(rs: RecordSet) -> list[JobRow]:
@@ -130,7 +153,8 @@ def job_rows(rs: RecordSet) -> list[JobRow]:
                 memset_us=us(time[RecordKind.MEMSET][j]),
                 syncs=int(count[RecordKind.SYNC][j]),
                 sync_us=us(time[RecordKind.SYNC][j]),
-                records=int(records[j]),
+                records=int(records[j]),  # GPU records in the window: the old definition
+                gpu_records=int(records[j]),
                 dropped=ref.dropped,
                 host_seconds=round((ref.host.end_ns - ref.host.start_ns) / 1e9, 3),
                 cpu_percent_mean=ref.host.cpu_percent_mean,

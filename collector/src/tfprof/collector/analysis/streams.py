@@ -34,7 +34,9 @@ class StreamRow:
     gpu_uuid: str
     stream: int  # 4294967295 (SYNC_NO_STREAM): context-wide synchronisations
     busy_us: float  # union of kernel, copy and memset intervals
-    busy_pct: float  # of the analysis window
+    # Of the analysis window's captured time: all of it unless the process was traced in
+    # windows (on-demand, periodic).
+    busy_pct: float
     kernels: int
     copies: int
     memsets: int
@@ -63,7 +65,7 @@ class StreamsNeed:
         rows = []
         for process, device, stream, kernels, copies, memsets, syncs, sync_ns in got.rows(_COUNTS):
             ref = read.processes[process]
-            b = busy.get((process, device, stream), 0)
+            b, captured = busy.get((process, device, stream), (0, read.window_ns))
             label = read.jobs[ref.job].label
             rows.append(
                 StreamRow(
@@ -75,7 +77,7 @@ class StreamsNeed:
                     gpu_uuid=read.gpus[read.gpu_of[(process, device)]].uuid,
                     stream=stream,
                     busy_us=us(b),
-                    busy_pct=pct(b, read.window_ns),
+                    busy_pct=pct(b, captured),
                     kernels=kernels,
                     copies=copies,
                     memsets=memsets,

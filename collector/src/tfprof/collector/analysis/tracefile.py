@@ -125,6 +125,7 @@ def _job_from_export(
         stream.dropped = DropCounts(*(_int(drops.get(k)) for k in ("queue", "tracer", "relay")))
         devices = ((other.get("devices") or {}).get(label) or {}).get(stream.task) or {}
         stream.devices = _devices(devices, stream.devices)
+        stream.capture_windows = _windows(task.get("capture_windows"))
     else:  # several processes in one stream: GPUs named after the file, as for others
         stream.host = job_name(where)
     stream.host_samples = _host_samples(events, origin_ns(meta))
@@ -148,6 +149,16 @@ def _devices(meta: dict[str, Any], read: dict[int, DeviceMeta]) -> dict[int, Dev
             memory_bytes=_int(d.get("memory_bytes")),
         )
     return devices
+
+
+def _windows(rows: Any) -> list[tuple[str, str, int, int]]:
+    """The capture windows our export says the task was traced in (mode, capture ids,
+    start, end); none (traced throughout) when it says nothing readable."""
+    found = []
+    for row in rows if isinstance(rows, list) else ():
+        if isinstance(row, list) and len(row) == 4:
+            found.append((str(row[0]), str(row[1]), _int(row[2]), _int(row[3])))
+    return found
 
 
 def _host_events(events: list[Event]) -> list[Event]:

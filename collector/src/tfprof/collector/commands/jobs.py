@@ -3,10 +3,14 @@
 STATE is ``streaming`` while a live collector holds one of the run's streams open (an
 flock it keeps on the stream's log, released by the kernel if the collector dies),
 ``finished`` once every stream said goodbye, else ``incomplete`` (an agent died, or is
-reconnecting / will replay its spool). Counts come from per-stream summaries, so listing
-does not parse every batch. Under the table, each incomplete run says why, and each run
-with unreadable parts (damaged log entries, torn files) says what was skipped, where, and
-how many records that cost.
+reconnecting / will replay its spool): ``store.catalog.run_state``, as the ``runs`` SQL
+view says it. RECORDS counts every record of the run, GPU RECORDS its kernels, copies,
+memsets and syncs (as ``summary --view jobs`` names them). CAPTURED is the time its
+streams were traced in: the union of their capture windows (a stream traced throughout
+spans its first record to its last). Counts come from per-stream
+summaries, so listing does not parse every batch. Under the table, each incomplete run
+says why, and each run with unreadable parts (damaged log entries, torn files) says what
+was skipped, where, and how many records that cost.
 
 Several ``--data-dir`` (data dirs, lake directories, lake URLs) are listed as one
 through the SQL engine (the ``runs`` view): a run that several collectors stored shows
@@ -18,6 +22,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -30,6 +35,11 @@ def _ts(ns: int | None) -> str:
         return "-"
     ms = ns % 10**9 // 10**6
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ns / 1e9)) + f".{ms:03d}"
+
+
+def _seconds(ns: int | Decimal) -> str:
+    """Captured time: the union of the run's capture windows."""
+    return f"{int(ns) / 1e9:,.3f} s"
 
 
 def _tasks(tasks: list[str]) -> str:
@@ -74,8 +84,8 @@ def run(args: argparse.Namespace) -> int:
     if not infos:
         print(f"no jobs in {single}")
         return 0
-    header = ("JOB", "RUN", "STATE", "STREAMS", "TASKS", "RECORDS", "DROPPED", "FIRST", "LAST",
-              "HOSTS")  # fmt: skip
+    header = ("JOB", "RUN", "STATE", "STREAMS", "TASKS", "RECORDS", "GPU RECORDS", "DROPPED",
+              "FIRST", "LAST", "CAPTURED", "HOSTS")  # fmt: skip
     rows = [
         (
             i.name,
@@ -84,9 +94,11 @@ def run(args: argparse.Namespace) -> int:
             str(i.streams),
             _tasks(i.tasks),
             f"{i.records:,}",
+            f"{i.gpu_records:,}",
             f"{i.dropped:,}",
             _ts(i.first_ns),
             _ts(i.last_ns),
+            _seconds(i.captured_ns),
             ",".join(i.hosts),
         )
         for i in infos
@@ -114,8 +126,8 @@ def _run_on_lakes(sources: list[str]) -> int:
     if not runs:
         print(f"no jobs in {', '.join(sources)}")
         return 0
-    header = ("JOB", "RUN", "STATE", "STREAMS", "TASKS", "RECORDS", "DROPPED", "FIRST", "LAST",
-              "HOSTS", "COLLECTORS")  # fmt: skip
+    header = ("JOB", "RUN", "STATE", "STREAMS", "TASKS", "RECORDS", "GPU RECORDS", "DROPPED",
+              "FIRST", "LAST", "CAPTURED", "HOSTS", "COLLECTORS")  # fmt: skip
     rows = [
         (
             r["job"],
@@ -124,9 +136,11 @@ def _run_on_lakes(sources: list[str]) -> int:
             str(r["streams"]),
             _tasks(r["tasks"].split(",")),
             f"{r['records']:,}",
+            f"{r['gpu_records']:,}",
             f"{r['dropped']:,}",
             _ts(r["first_ns"]),
             _ts(r["last_ns"]),
+            _seconds(r["captured_ns"]),
             r["hosts"],
             r["collectors"],
         )

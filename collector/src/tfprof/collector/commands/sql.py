@@ -28,9 +28,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="run SQL (DuckDB) over stored records: kernels, copies, jobs, kernel_summary...",
         description="Run one SQL query (DuckDB's dialect) over the lake's tables (kernels, "
         "copies, memsets, syncs, api_calls, markers, memory, host_samples, stacks, "
-        "stack_samples, streams, goodbyes, devices) and views (kernel_summary, copy_summary, "
-        "gpu_busy, jobs, runs, tasks) of every --data-dir given. Times are ns on the "
-        "collector clock.",
+        "stack_samples, streams, goodbyes, devices, log_state, capture_windows) and views "
+        "(kernel_summary, copy_summary, gpu_busy, jobs, runs, tasks) of every --data-dir "
+        "given. Times are ns on the collector clock.",
     )
     p.add_argument("query", metavar="SQL", help='the query, e.g. "SELECT * FROM kernel_summary"')
     p.add_argument(

@@ -39,8 +39,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             "--collector is the collector's gRPC address, as for every other command (top\n"
             "asks it for its live figures); --metrics-url reads the same figures from its\n"
             "Prometheus endpoint (`serve --metrics-listen`) instead. Rates come from two\n"
-            "reads --interval apart; busy % counts each CUDA stream's kernel time, so it may\n"
-            "pass 100.\n\n"
+            "reads --interval apart; busy % is GPU busy time as summary and advise count it\n"
+            "(the union of kernels, copies and memsets on the GPU), summed over the jobs\n"
+            "sharing a GPU.\n\n"
             f"Note: {NOTE}."
         ),
     )

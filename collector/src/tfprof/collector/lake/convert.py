@@ -20,6 +20,7 @@ from google.protobuf.message import DecodeError
 
 from tfprof.collector.jobdata import HOST_COLUMNS, RECORD_COLUMNS
 from tfprof.collector.lake.arrays import arrow_numbers, arrow_strings
+from tfprof.collector.lake.captured import Row, edge_of, stream_windows, window_table
 from tfprof.collector.lake.collective_columns import expand
 from tfprof.collector.lake.logstate import LogNotes, notes_of
 from tfprof.collector.lake.schema import (
@@ -73,6 +74,7 @@ class StreamCursor:
         self.last_seq = 0
         self.dropped = 0  # the latest cumulative ``Batch.dropped``
         self.stack_rows = StackRows()  # frames and stack depths defined so far
+        self.edges: list[tuple[bool, int]] = []  # capture edges, collector clock
         self.offset = 0  # where the next unread entry starts
         # Damaged ranges skipped before ``offset`` (each followed by a good entry), and
         # the unreadable bytes after the last good entry at the end of the latest read
@@ -204,6 +206,8 @@ class StreamCursor:
         for d in batch.devices:
             self.devices[d.ordinal] = d
         self.dropped = max(self.dropped, batch.dropped)
+        shift = self.hello.clock_offset_ns + self.clock_delta  # as host samples shift
+        self.edges += [edge_of(e, shift) for e in batch.capture_edges]
 
     def _collect(self, batch: pb.Batch, taken: Range, lo: int = 0, hi: int | None = None) -> None:
         """Rows ``lo:hi`` of the batch's records (all by default); its host samples go
@@ -284,6 +288,15 @@ class StreamCursor:
             "compute_capability_minor": d.compute_capability_minor,
             "sm_count": d.sm_count, "memory_bytes": d.memory_bytes,
         }  # fmt: skip
+
+    def window_rows(self) -> list[Row]:
+        """The stream's ``capture_windows`` rows as of what the cursor has read."""
+        return stream_windows(
+            self.directory, self.hello.capture_mode, self.edges, self.record_shift
+        )
+
+    def windows_table(self, rows: list[Row]) -> pa.Table:
+        return window_table(self.hello.stream_id, rows)
 
     def goodbye_unreadable(self) -> bool:
         try:

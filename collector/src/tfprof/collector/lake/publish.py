@@ -27,7 +27,14 @@ from google.protobuf.message import DecodeError
 from tfprof.collector.lake.convert import OutOfRange, Range, StreamCursor
 from tfprof.collector.lake.fs import Lake, write_parquet
 from tfprof.collector.lake.logstate import LogNotes
-from tfprof.collector.lake.schema import DEVICES, GOODBYES, LOG_STATE, RECORD_TABLES, STREAMS
+from tfprof.collector.lake.schema import (
+    CAPTURE_WINDOWS,
+    DEVICES,
+    GOODBYES,
+    LOG_STATE,
+    RECORD_TABLES,
+    STREAMS,
+)
 from tfprof.collector.lake.segment_files import SegmentFiles
 from tfprof.collector.lake.segments import (
     SegmentName,
@@ -76,6 +83,7 @@ def up_to_date(stream_dir: Path, mark: Watermark) -> bool:
         mark.pending is None
         and mark.streams
         and mark.log_state is not None
+        and mark.capture_windows is not None
         and size == mark.log_offset
         and (mark.goodbye or not said_goodbye)
     )
@@ -181,6 +189,10 @@ def _compact(
     notes = cursor.notes(published)
     if notes != (published or LogNotes()):
         publish(LOG_STATE.name, per_stream, notes.table(stream_id))
+    rows = cursor.window_rows()
+    windows = [list(r) for r in rows]  # as the watermark keeps them (JSON)
+    if windows != mark.capture_windows:
+        publish(CAPTURE_WINDOWS.name, per_stream, cursor.windows_table(rows))
     changed = (
         taken.batches
         or not mark.streams
@@ -189,12 +201,14 @@ def _compact(
         or cursor.offset != mark.log_offset
         or mark.log_state is None
         or notes != published
+        or windows != mark.capture_windows
     )
     if not changed:
         if mark.attempts:
             mark.attempt_after, mark.attempts = -1, 0
             write_watermark(stream_dir, mark, durable=False)
         return done
+    mark.capture_windows = windows
     mark.log_state = notes.to_json()
     mark.streams, mark.devices = True, devices
     mark.goodbye = mark.goodbye or goodbye is not None

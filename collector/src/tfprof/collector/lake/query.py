@@ -14,11 +14,15 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 
 from tfprof.collector.errors import InvalidArgument
+from tfprof.collector.lake.arrays import arrow_strings
 from tfprof.collector.lake.fs import Lake
 from tfprof.collector.lake.location import Source, distinct_lakes, resolve
 from tfprof.collector.lake.schema import PARTITION, TABLES, Table
 from tfprof.collector.lake.tails import Tails, published, read_tails
-from tfprof.collector.lake.views import VIEWS
+from tfprof.collector.lake.views import LIVE_STREAMS, VIEWS
+from tfprof.collector.store.catalog import runs
+from tfprof.collector.store.files import is_streaming
+from tfprof.collector.store.loader import stream_dirs
 
 
 class Engine:
@@ -38,9 +42,22 @@ class Engine:
         con = duckdb.connect()
         for table in TABLES.values():
             con.register(table.name, self.dataset(table, lakes, tails))
+        con.register("live_streams", self.live_streams())
         for name, sql in VIEWS.items():
             con.execute(f"CREATE VIEW {name} AS {sql}")
         return con
+
+    def live_streams(self) -> pa.Table:
+        """(job, run, stream_id) of every stream a live collector holds open in the data
+        dirs named (its flock on the stream's log): what makes a run ``streaming``."""
+        rows: list[tuple[str, str, str]] = []
+        for source in self.sources:
+            if source.data_dir is None:
+                continue
+            for job, run, run_dir in runs(source.data_dir / "jobs"):
+                rows += [(job, run, d.name) for d in stream_dirs(run_dir) if is_streaming(d)]
+        columns = [arrow_strings([r[i] for r in rows]) for i in range(3)]
+        return pa.Table.from_arrays(columns, schema=LIVE_STREAMS)
 
     def dataset(self, table: Table, lakes: list[Lake], tails: Tails) -> ds.Dataset:
         schema = table.full_schema

@@ -41,6 +41,7 @@ from tfprof.collector.lake.fs import Lake, is_url, parquet_batches, read_parquet
 from tfprof.collector.lake.location import distinct_lakes, resolve
 from tfprof.collector.lake.logstate import LogNotes
 from tfprof.collector.lake.schema import (
+    CAPTURE_WINDOWS,
     DEVICES,
     GOODBYES,
     HOST_SAMPLES,
@@ -327,6 +328,7 @@ class _Found:
         self.parts: dict[StreamKey, StreamParts] = {}
         self.order: list[tuple[str, str]] = []  # runs in data-dir order
         self.notes: dict[StreamKey, list[LogNotes]] = {}  # log_state rows
+        self.windows: dict[StreamKey, list[tuple[str, str, int, int]]] = {}
 
     def stream(self, key: StreamKey) -> StreamParts:
         found = self.parts.get(key)
@@ -375,7 +377,9 @@ def open_jobs(arguments: Sequence[str], names: Sequence[str] | None = None) -> L
     return LakeJobs(jobs, skipped)
 
 
-PER_STREAM_TABLES = frozenset({STREAMS.name, DEVICES.name, GOODBYES.name, LOG_STATE.name})
+PER_STREAM_TABLES = frozenset(
+    {STREAMS.name, DEVICES.name, GOODBYES.name, LOG_STATE.name, CAPTURE_WINDOWS.name}
+)
 
 
 def _split_by_stream(rows: pa.Table) -> Iterator[tuple[StreamKey, pa.Table]]:
@@ -429,6 +433,11 @@ def _jobs(
     for row in meta[LOG_STATE.name]:
         key = (str(row["job"]), str(row["run"]), str(row["stream_id"]))
         found.notes.setdefault(key, []).append(LogNotes.from_row(row))
+    for row in meta[CAPTURE_WINDOWS.name]:
+        key = (str(row["job"]), str(row["run"]), str(row["stream_id"]))
+        window = (str(row["mode"] or ""), str(row["capture_id"] or ""))
+        span = (_int(row, "start_ns"), _int(row, "end_ns"))
+        found.windows.setdefault(key, []).append((*window, *span))
     order = list(found.order)
     order += sorted({(j, r) for j, r, _ in hellos} - set(order))
     jobs: list[JobData] = []
@@ -497,6 +506,7 @@ def _stream(
     stream.dropped.relay = _int(goodbye, "dropped_relay")
     for notes in found.notes.get(key, ()):  # what its log says beyond its records
         notes.apply(stream)
+    stream.capture_windows = sorted(found.windows.get(key, ()), key=lambda w: w[2])
     return stream
 
 

@@ -262,6 +262,19 @@ LOG_STATE = Table("log_state", "one row per stream whose log says more than its 
        "counts as unfinished"),
 ))  # fmt: skip
 
+CAPTURE_WINDOWS = Table("capture_windows", "one row per window of time a stream was traced "
+                        "in (analyses count only captured time)", (
+    _c("stream_id", pa.string(), "", "stream id"),
+    _c("mode", pa.string(), "", "always (the stream's span: traced throughout), on-demand "
+       "or periodic:ON/EVERY (windows as the hook opened and closed them; on-demand from "
+       "the collector's captures for agents that do not report them)"),
+    _c("capture_id", pa.string(), "", "the capture that asked for it (on-demand windows "
+       "the collector recorded); empty otherwise"),
+    _c("start_ns", pa.int64(), "ns since 1970, collector clock", "start"),
+    _c("end_ns", pa.int64(), "ns since 1970, collector clock",
+       "end (a window still open: the stream's last record end so far)"),
+))  # fmt: skip
+
 TABLES: dict[str, Table] = {
     t.name: t
     for t in (
@@ -273,8 +286,11 @@ TABLES: dict[str, Table] = {
         GOODBYES,
         DEVICES,
         LOG_STATE,
+        CAPTURE_WINDOWS,
     )
 }
 # Tables with one file per stream, replaced whole when it changes (a device discovered
 # late): the rest get one file per compacted range of batches.
-PER_STREAM = frozenset({STREAMS.name, GOODBYES.name, DEVICES.name, LOG_STATE.name})
+PER_STREAM = frozenset(
+    {STREAMS.name, GOODBYES.name, DEVICES.name, LOG_STATE.name, CAPTURE_WINDOWS.name}
+)

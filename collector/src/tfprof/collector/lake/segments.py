@@ -99,6 +99,9 @@ class Watermark:
     # Batches left out of the lake for good ({first, last, batches, reason}); they stay
     # in batches.log.
     quarantined: list[dict[str, Any]] = field(default_factory=list)
+    # The capture_windows rows published ([mode, capture ids, start, end] each); None: not
+    # worked out yet (a stream compacted by an older release).
+    capture_windows: list[list[Any]] | None = None
 
 
 def read_watermark(stream_dir: Path) -> Watermark | None:

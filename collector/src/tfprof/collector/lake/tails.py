@@ -21,7 +21,15 @@ from tfprof.collector.lake.arrays import arrow_strings
 from tfprof.collector.lake.convert import OutOfRange, StreamCursor
 from tfprof.collector.lake.fs import Lake, list_parquet
 from tfprof.collector.lake.publish import published_notes, up_to_date
-from tfprof.collector.lake.schema import DEVICES, GOODBYES, LOG_STATE, STREAMS, TABLES, Table
+from tfprof.collector.lake.schema import (
+    CAPTURE_WINDOWS,
+    DEVICES,
+    GOODBYES,
+    LOG_STATE,
+    STREAMS,
+    TABLES,
+    Table,
+)
 from tfprof.collector.lake.segments import (
     SegmentName,
     Watermark,
@@ -45,6 +53,7 @@ class LocalStream:
     mark: Watermark
     lake_devices: bool = True  # the lake's devices file is current (else from the log)
     lake_log_state: bool = True  # the same for the log_state file
+    lake_windows: bool = True  # the same for the capture_windows file
 
 
 @dataclass
@@ -102,6 +111,10 @@ def _read_tail(stream_dir: Path, job: str, run: str, collector: str, tails: Tail
         local.lake_log_state = False
         if not notes.empty:
             tails.add(LOG_STATE.name, job, run, notes.table(cursor.hello.stream_id))
+    windows = cursor.window_rows()
+    if [list(r) for r in windows] != mark.capture_windows:
+        local.lake_windows = False
+        tails.add(CAPTURE_WINDOWS.name, job, run, cursor.windows_table(windows))
 
 
 def published(lake: Lake, table: Table, local: dict[StreamKey, LocalStream]) -> list[str]:
@@ -128,4 +141,6 @@ def _covered(table: str, name: SegmentName, stream: LocalStream) -> bool:
         return stream.mark.goodbye
     if table == LOG_STATE.name:
         return stream.lake_log_state
+    if table == CAPTURE_WINDOWS.name:
+        return stream.lake_windows
     return stream.lake_devices

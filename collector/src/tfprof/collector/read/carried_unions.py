@@ -9,12 +9,19 @@ zero-length record opens an island of its own, splitting a gap); busy is the isl
 summed length; gaps lie between consecutive islands, before the first (from the
 window's start) and after the last (to its end), a key without any island is one gap,
 only gaps of at least 1 ns count, and the longest are ranked by length, then start.
-What is carried between chunks is O(keys + gaps kept + instants not yet answerable).
+With captured time (keys traced only in windows), gaps are cut at the windows' edges,
+and what a record captured in a window ran past its edge is told apart (``outside``):
+captured time is the windows plus that. What is carried between chunks is O(keys + gaps kept
++ instants not yet answerable).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
+
+from tfprof.collector.read.captured_time import Captured
 
 NONE = int(np.iinfo(np.int64).min)
 NEVER = int(np.iinfo(np.int64).max)
@@ -71,12 +78,26 @@ class Unions:
     only). Keys are dense ints below ``n`` (``grow`` makes room for more).
     """
 
-    def __init__(self, n_keys: int = 0, lo: int = 0, hi: int = 0, top_gaps: int = 0) -> None:
+    def __init__(
+        self,
+        n_keys: int = 0,
+        lo: int = 0,
+        hi: int = 0,
+        top_gaps: int = 0,
+        captured: Callable[[int], Captured | None] | None = None,
+    ) -> None:
         self.n = 0
         self.lo, self.hi, self.top = lo, hi, top_gaps
+        # Per key, the windows it was traced in (None: throughout): a gap never spans time
+        # outside them; busy time is the records' whole (``outside``: what ran past them).
+        self._captured = captured
+        self._sets: list[Captured] = []
+        self._set_of = np.zeros(0, dtype=np.int64)  # per key: index into _sets, -1 none
         self.open_start = _EMPTY.copy()  # per key: NONE, no island yet
         self.reach = _EMPTY.copy()
         self.closed = _EMPTY.copy()  # busy ns of the islands closed so far
+        self.inside = _EMPTY.copy()  # of it, inside the key's windows (keys with windows)
+        self.outside = _EMPTY.copy()  # after ``finish``: busy ns outside the windows
         self.grow(n_keys)
         self._gaps = (_EMPTY, _EMPTY, _EMPTY)  # key, start, length: the longest so far
         self._asked: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
@@ -89,7 +110,47 @@ class Unions:
             self.open_start = np.append(self.open_start, np.full(more, NONE, np.int64))
             self.reach = np.append(self.reach, np.full(more, NONE, np.int64))
             self.closed = np.append(self.closed, np.zeros(more, np.int64))
+            self.inside = np.append(self.inside, np.zeros(more, np.int64))
+            sets = [self._set(k) for k in range(self.n, n_keys)]
+            self._set_of = np.append(self._set_of, np.array(sets, dtype=np.int64))
             self.n = n_keys
+
+    def _set(self, key: int) -> int:
+        found = self._captured(key) if self._captured is not None else None
+        if found is None:
+            return -1
+        for i, known in enumerate(self._sets):
+            if known is found:
+                return i
+        self._sets.append(found)
+        return len(self._sets) - 1
+
+    def _measure(self, key: np.ndarray, s: np.ndarray, e: np.ndarray) -> np.ndarray:
+        """Each interval's length inside its key's windows."""
+        length: np.ndarray = e - s
+        if not self._sets:
+            return length
+        which = self._set_of[key]
+        for i, captured in enumerate(self._sets):
+            mine = which == i
+            if mine.any():
+                length[mine] = captured.measure(s[mine], e[mine])
+        return length
+
+    def _cut(
+        self, key: np.ndarray, s: np.ndarray, e: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Each interval's pieces inside its key's windows (gaps between them)."""
+        if not self._sets:
+            return key, s, e
+        which = self._set_of[key]
+        parts = [(key[which < 0], s[which < 0], e[which < 0])]
+        for i, captured in enumerate(self._sets):
+            mine = which == i
+            if mine.any():
+                parts.append(captured.cut(key[mine], s[mine], e[mine]))
+        k, a, b = (np.concatenate(c) for c in zip(*parts, strict=True))
+        return k, a, b
 
     def feed(self, key: np.ndarray, s: np.ndarray, e: np.ndarray, bound: int) -> None:
         """One chunk's rows (``s`` ascending); every later row starts at ``bound`` or later."""
@@ -108,7 +169,10 @@ class Unions:
             del order
             ik, ist, ien = islands(k, s, e)
             last = np.append(ik[1:] != ik[:-1], True)
-            np.add.at(self.closed, ik[~last], (ien - ist)[~last])
+            done = ~last
+            np.add.at(self.closed, ik[done], (ien - ist)[done])
+            if self._sets:
+                np.add.at(self.inside, ik[done], self._measure(ik[done], ist[done], ien[done]))
             if self.top:
                 inner = np.flatnonzero(~last)  # a gap after each island but a key's last
                 fresh = firsts(ik) & (self.open_start[ik] == NONE)  # a key's first ever
@@ -122,6 +186,7 @@ class Unions:
         self._answer(bound, ik, ist, ien, closed_before)
 
     def _keep_gaps(self, key: np.ndarray, start: np.ndarray, end: np.ndarray) -> None:
+        key, start, end = self._cut(key, start, end)
         length = end - start
         ok = length >= 1
         gk, gs, gl = (
@@ -189,9 +254,14 @@ class Unions:
         """Busy ns per key, and each key's longest gaps (key, start, length), ranked."""
         self.feed(_EMPTY, _EMPTY, _EMPTY, NEVER)
         has = self.open_start != NONE
+        keys = np.arange(self.n)
         busy = self.closed + np.where(has, self.reach - self.open_start, 0)
+        inside = self.inside.copy()
+        inside[has] += self._measure(keys[has], self.open_start[has], self.reach[has])
+        # A record captured in a window may run past its edge: busy counts it whole, and
+        # so does the captured time the busy share is of (windows plus what ran past).
+        self.outside = np.where(self._set_of >= 0, busy - inside, 0) if self._sets else busy * 0
         if self.top:
-            keys = np.arange(self.n)
             self._keep_gaps(
                 keys, np.where(has, self.reach, self.lo), np.full(self.n, self.hi, dtype=np.int64)
             )

@@ -27,6 +27,7 @@ import numpy as np
 
 from tfprof.collector.lake.reader import GPU_TABLES
 from tfprof.collector.read import clipped_sql
+from tfprof.collector.read.captured_time import Captured, captured_of
 from tfprof.collector.read.lake_catalog import Catalog
 from tfprof.collector.read.needs import Got, Need, Query, Sweep, SweepState
 from tfprof.collector.read.refs import GpuRef, JobRef, ProcessRef
@@ -52,6 +53,7 @@ class GpuKeys:
     def __init__(self, cat: Catalog) -> None:
         self.cat = cat
         self.uuids: list[str] = []
+        self.process_of: list[int] = []  # per key: the first process seen on it
         self._index: dict[str, int] = {}
         self._lut = np.full((len(cat.processes), 1), -1, dtype=np.int64)
 
@@ -73,6 +75,7 @@ class GpuKeys:
         if uuid not in self._index:
             self._index[uuid] = len(self.uuids)
             self.uuids.append(uuid)
+            self.process_of.append(process)
         return self._index[uuid]
 
 
@@ -94,6 +97,29 @@ class Read:
 
     def __post_init__(self) -> None:
         self.gpu_keys = GpuKeys(self.cat)
+        self.components = components(self.cat)
+        self._component_of = {p: c for c, ps in enumerate(self.components) for p in ps}
+        self._captured: dict[frozenset[int], Captured | None] = {}
+
+    def captured(self, processes: Iterable[int]) -> Captured | None:
+        """The windows the processes were traced in (None: one was traced throughout):
+        the same object for the same processes, so sweeps can group keys by it."""
+        key = frozenset(processes)
+        if key not in self._captured:
+            streams = [s for p in sorted(key) for s in self.cat.groups[p]]
+            self._captured[key] = captured_of(streams)
+        return self._captured[key]
+
+    def gpu_captured(self, key: int) -> Captured | None:
+        """The windows of the processes sharing the GPU of ``gpu_keys`` key ``key``."""
+        process = self.gpu_keys.process_of[key]
+        return self.captured(self.components[self._component_of[process]])
+
+    def captured_ns(self, captured: Captured | None) -> int:
+        """The window's captured time: all of it, or its part inside ``captured``."""
+        if captured is None:
+            return self.window_ns
+        return captured.total(self.start_ns, self.end_ns)
 
     @property
     def jobs(self) -> tuple[JobRef, ...]:
@@ -252,7 +278,7 @@ def _sweep(
     spans: dict[int, list[int]] = {}  # process << 16 | device -> [first, last]
     job_of = np.array([p.job for p in state.cat.processes], dtype=np.int64)
     together = any(getattr(s, "whole_read", False) for s in sweeps)
-    for component in [tuple(state.cat.load_order)] if together else components(state.cat):
+    for component in [tuple(state.cat.load_order)] if together else state.components:
         mine = set(component)
         for chunk in chunks(
             [r for r in runs if r.process in mine],

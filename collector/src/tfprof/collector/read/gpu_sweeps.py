@@ -3,7 +3,10 @@ time of each GPU (with its longest idle gaps), of each job on each GPU, of each 
 stream, and the copy time a kernel on the same GPU covered.
 
 Busy is the union of kernels, copies and memsets (never syncs: those are host waits);
-results index the GPUs the read lists (``Read.gpus``).
+percentages are of captured time (``Read.captured``: the windows the processes were
+traced in, plus what a record captured in one ran past its edge; all of the window for
+processes traced throughout), and gaps never span untraced time; results index the GPUs
+the read lists (``Read.gpus``).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from tfprof.collector.read.captured_time import Captured
 from tfprof.collector.read.carried_unions import Unions
 from tfprof.collector.read.engine import Read
 from tfprof.collector.read.time_chunks import Chunk
@@ -23,12 +27,15 @@ KERNEL, COPY, SYNC = 1, 2, 4
 
 @dataclass(frozen=True)
 class GpuIdle:
-    """Per listed GPU: busy ns, and its ``top_gaps`` longest idle gaps in the window."""
+    """Per listed GPU: busy ns, and its ``top_gaps`` longest idle gaps in the window; of
+    captured time only (``captured_ns``: the window's, or its part the processes sharing
+    the GPU were traced in)."""
 
     busy: np.ndarray  # per GPU
     gap_gpu: np.ndarray  # per gap kept: its GPU, start, length (ranked per GPU)
     gap_start: np.ndarray
     gap_length: np.ndarray
+    captured_ns: np.ndarray  # per GPU
 
 
 @dataclass(frozen=True)
@@ -47,7 +54,7 @@ class GpuBusy:
 class _GpuBusyState:
     def __init__(self, read: Read, top: int) -> None:
         self.read = read
-        self.unions = Unions(0, read.start_ns, 0, top_gaps=top)
+        self.unions = Unions(0, read.start_ns, 0, top_gaps=top, captured=read.gpu_captured)
 
     def feed(self, chunk: Chunk) -> None:
         on = chunk["kind"] != SYNC
@@ -62,9 +69,14 @@ class _GpuBusyState:
         listed = self.read.listed_gpu()
         shown = listed[gk] >= 0 if gk.shape[0] else np.zeros(0, dtype=bool)
         out = np.zeros(len(self.read.gpus), dtype=np.int64)
+        captured = np.full(len(self.read.gpus), self.read.window_ns, dtype=np.int64)
         known = listed[: busy.shape[0]] >= 0
         out[listed[: busy.shape[0]][known]] = busy[known]
-        return GpuIdle(out, listed[gk[shown]], gs[shown], gl[shown])
+        for key in np.flatnonzero(known).tolist():
+            windows = self.read.gpu_captured(key)
+            ran_past = int(self.unions.outside[key])
+            captured[listed[key]] = self.read.captured_ns(windows) + ran_past
+        return GpuIdle(out, listed[gk[shown]], gs[shown], gl[shown], captured)
 
 
 @dataclass(frozen=True)
@@ -84,7 +96,14 @@ class _JobGpuBusyState:
         self.read = read
         self.n_jobs = max(len(read.jobs), 1)
         self.job_of = np.array([p.job for p in read.processes], dtype=np.int64)
-        self.unions = Unions(0, read.start_ns, 0)
+        self.unions = Unions(0, read.start_ns, 0, captured=self._captured)
+
+    def _captured(self, key: int) -> Captured | None:
+        """The job's processes among those sharing the GPU: their windows."""
+        gpu, job = divmod(key, self.n_jobs)
+        process = self.read.gpu_keys.process_of[gpu]
+        component = next(c for c in self.read.components if process in c)
+        return self.read.captured([p for p in component if self.job_of[p] == job])
 
     def feed(self, chunk: Chunk) -> None:
         on = chunk["kind"] != SYNC
@@ -106,7 +125,8 @@ class _JobGpuBusyState:
 @dataclass(frozen=True)
 class StreamBusy:
     """Per (process, CUDA ordinal, CUDA stream) with a record: the union of its kernels,
-    copies and memsets ({(process, device, stream): ns})."""
+    copies and memsets, and the window's captured time it is a share of
+    ({(process, device, stream): (busy ns, captured ns)})."""
 
     tables: frozenset[str] = GPU_TABLES
     columns: frozenset[str] = frozenset({"device", "stream"})
@@ -148,8 +168,12 @@ def stream_code(process: Any, device: Any, stream: Any) -> Any:
 
 class _StreamBusyState:
     def __init__(self, read: Read) -> None:
-        self.unions = Unions(0, read.start_ns, 0)
+        self.read = read
+        self.unions = Unions(0, read.start_ns, 0, captured=self._captured)
         self.ids = DenseIds()
+
+    def _captured(self, key: int) -> Captured | None:
+        return self.read.captured([self.ids.order[key] >> 48])
 
     def feed(self, chunk: Chunk) -> None:
         on = chunk["kind"] != SYNC
@@ -160,12 +184,16 @@ class _StreamBusyState:
         self.unions.grow(len(self.ids))
         self.unions.feed(key, chunk["s"][on], chunk["e"][on], chunk.bound)
 
-    def finish(self) -> dict[tuple[int, int, int], int]:
+    def finish(self) -> dict[tuple[int, int, int], tuple[int, int]]:
+        """{(process, device, stream): (busy ns, captured ns of the window)}."""
         busy = self.unions.finish()[0]
-        return {
-            (code >> 48, (code >> 32) & 0xFFFF, code & 0xFFFFFFFF): int(busy[i])
-            for i, code in enumerate(self.ids.order)
-        }
+        out = {}
+        for i, code in enumerate(self.ids.order):
+            process = code >> 48
+            captured = self.read.captured_ns(self.read.captured([process]))
+            captured += int(self.unions.outside[i])
+            out[(process, (code >> 32) & 0xFFFF, code & 0xFFFFFFFF)] = (int(busy[i]), captured)
+        return out
 
 
 @dataclass(frozen=True)

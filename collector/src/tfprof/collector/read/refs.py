@@ -10,9 +10,10 @@ index them.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from tfprof.collector.jobdata import JobData, StreamData
+from tfprof.collector.read.captured_time import Captured, captured_of
 from tfprof.collector.timeline.prepare import TimeWindow, host_samples
 
 
@@ -40,6 +41,9 @@ class JobRef:
     # (None: unknown), so every view says what it could not count.
     skipped: tuple[str, ...] = ()
     lost_records: int | None = 0
+    # The windows its processes were traced in (None: traced throughout): idle time,
+    # gaps and time at stake count only inside them.
+    captured: Captured | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -63,17 +67,19 @@ def lost_records(job: JobData) -> int | None:
     return None if None in lost or job.skipped else sum(n or 0 for n in lost)
 
 
-def job_ref(job: JobData, label: str, host: HostStats) -> JobRef:
+def job_ref(job: JobData, label: str, host: HostStats, processes: int | None = None) -> JobRef:
+    """The job's ref; ``processes``: its processes (task labels), else its streams."""
     return JobRef(
         label,
         job.name,
         job.run_id,
-        len(job.streams),
+        len(job.streams) if processes is None else processes,
         job.dropped.total,
         tuple(sorted({s.source for s in job.streams if s.source})),
         host,
         tuple(job.skipped) + tuple(f"{s.task}: {w}" for s in job.streams for w in s.skipped),
         lost_records(job),
+        captured_of(job.streams),
     )
 
 

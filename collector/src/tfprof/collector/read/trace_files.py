@@ -19,6 +19,7 @@ import numpy as np
 
 from tfprof.collector.errors import InvalidArgument
 from tfprof.collector.jobdata import JobData, StreamData
+from tfprof.collector.lake.captured import ALWAYS
 from tfprof.collector.lake.convert import OutOfRange, lake_table
 from tfprof.collector.lake.reader import LakeJobs, LakeStream, StreamParts
 from tfprof.collector.lake.schema import HOST_SAMPLES, RECORD_TABLES
@@ -56,6 +57,15 @@ def _lake_stream(stream: StreamData, stream_id: str) -> LakeStream:
         cols = {c: v[rows] for c, v in records.items()}
         cols["start_ns"] = cols["start_ns"] + np.int64(stream.record_shift_ns)
         parts.tails[table.name] = [lake_table(table, cols, identity, strings)]
+    if stream.capture_windows:  # the file says when it was traced (our own export)
+        capture_windows = list(stream.capture_windows)
+    elif kinds.shape[0]:  # traced throughout: one window, its span
+        start = records["start_ns"] + np.int64(stream.record_shift_ns)
+        end = start + np.maximum(records["duration_ns"], 0)
+        span = (int(start.min()), int(end.max()))
+        capture_windows = [(ALWAYS, "", *span)]
+    else:
+        capture_windows = []
     samples = dict(stream.host_samples)
     if samples["time_ns"].shape[0]:
         samples["time_ns"] = samples["time_ns"] + np.int64(stream.host_shift_ns)
@@ -75,6 +85,7 @@ def _lake_stream(stream: StreamData, stream_id: str) -> LakeStream:
         exit_code=stream.exit_code,
         skipped=list(stream.skipped),
         lost_records=stream.lost_records,
+        capture_windows=capture_windows,
         parts=parts,
     )
     return lake

@@ -5,13 +5,12 @@ copied bytes per direction; every stream adds its drops per job and counts as on
 process while open. A GPU is its device UUID from the stream's hello and batches, else
 ``host/gpu:N`` (as ``StreamData.device_uuid`` names it).
 
-Busy time is the union of kernel intervals per CUDA stream: overlapping kernels of one
-stream count once, kernels of different streams each count (so a job's busy seconds per
-second may pass 1 when its streams run kernels at the same time). The union is exact
-within a batch; across batches each CUDA stream keeps the end of what it counted, and a
-later record that starts before that end counts only beyond it (records of a stream
-arrive in time order, so this loses nothing in practice). Record times are durations on
-one host's clock, so no clock mapping is needed.
+Busy time is GPU busy time as every analysis defines it: the union of the kernels',
+copies' and memsets' intervals on the GPU (``GpuUnion``: exact across batches while
+each CUDA stream runs its work in order, as CUDA streams do). ``stream_busy`` is the
+earlier figure, the union of kernel intervals per CUDA stream summed over streams (it
+may pass 1 per second when streams run kernels at the same time). Record times are
+durations on one host's clock, so no clock mapping is needed.
 
 Cost per batch is a few numpy passes over its columns, every CUDA stream at once
 (bench/live_metrics.py, bench/results/cpu-live-metrics.txt); Python loops run per stream
@@ -34,6 +33,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from tfprof.collector.read.carried_unions import islands
 from tfprof.core.cupti_labels import COPY_KINDS
 from tfprof.proto import collector_pb2 as pb
 
@@ -51,13 +51,15 @@ StreamKey = tuple[int, int]  # (device ordinal, CUDA stream) inside one process
 class GpuFigures:
     """What one job did on one GPU, since the collector started (or the job came back)."""
 
-    busy_ns: int = 0
+    busy_ns: int = 0  # union of kernels, copies, memsets on the GPU
     kernels: int = 0
     copies: dict[str, int] = field(default_factory=dict)  # direction -> count
     copy_bytes: dict[str, int] = field(default_factory=dict)
+    stream_busy_ns: int = 0  # union of kernels per CUDA stream, summed
 
     def add(self, other: GpuFigures) -> None:
         self.busy_ns += other.busy_ns
+        self.stream_busy_ns += other.stream_busy_ns
         self.kernels += other.kernels
         for direction, n in other.copies.items():
             self.copies[direction] = self.copies.get(direction, 0) + n
@@ -75,7 +77,9 @@ class JobFigures:
     def copy(self) -> JobFigures:
         gpus = {}
         for key, g in self.gpus.items():
-            gpus[key] = GpuFigures(g.busy_ns, g.kernels, dict(g.copies), dict(g.copy_bytes))
+            gpus[key] = GpuFigures(
+                g.busy_ns, g.kernels, dict(g.copies), dict(g.copy_bytes), g.stream_busy_ns
+            )
         return JobFigures(self.processes, dict(self.dropped), gpus, self.finished_at)
 
 
@@ -171,14 +175,69 @@ def _column(records: pb.Records, name: str, n: int) -> np.ndarray:
     return np.array(values, dtype=np.int64) if len(values) else np.zeros(n, np.int64)
 
 
-def batch_figures(records: pb.Records, covered: dict[StreamKey, int]) -> dict[int, GpuFigures]:
-    """Kernel and copy figures of one batch's records per device ordinal."""
+class GpuUnion:
+    """The union of one GPU's kernel, copy and memset intervals, fed a batch at a time
+    in completion order; what each batch adds to it.
+
+    A CUDA stream runs its work in order, so no later record of a stream starts before
+    what that stream has ended: islands that end before every active stream's end are
+    settled and dropped (counted already). Streams silent for ``HORIZON_NS`` past the
+    latest end do not hold islands back."""
+
+    HORIZON_NS = 10 * 10**9
+
+    def __init__(self) -> None:
+        self.start = np.zeros(0, dtype=np.int64)  # unsettled islands, sorted
+        self.end = np.zeros(0, dtype=np.int64)
+        self.stream_end: dict[int, int] = {}
+
+    def add(self, stream: np.ndarray, start: np.ndarray, end: np.ndarray) -> int:
+        """Busy ns the batch's intervals add to the union."""
+        before = int((self.end - self.start).sum())
+        s = np.concatenate([self.start, start])
+        e = np.concatenate([self.end, np.maximum(end, start)])
+        order = np.argsort(s, kind="stable")
+        _, self.start, self.end = islands(np.zeros(s.shape[0], np.int64), s[order], e[order])
+        added = int((self.end - self.start).sum()) - before
+        for k, last in zip(*_stream_ends(stream, end), strict=True):
+            self.stream_end[k] = max(self.stream_end.get(k, last), last)
+        latest = max(self.stream_end.values())
+        active = [t for t in self.stream_end.values() if t >= latest - self.HORIZON_NS]
+        settled = self.end <= min(active)
+        self.start, self.end = self.start[~settled], self.end[~settled]
+        return added
+
+
+def _stream_ends(stream: np.ndarray, end: np.ndarray) -> tuple[list[int], list[int]]:
+    keys, inverse = np.unique(stream, return_inverse=True)
+    last = np.full(keys.shape[0], np.iinfo(np.int64).min, dtype=np.int64)
+    np.maximum.at(last, inverse.reshape(-1), end)
+    return keys.tolist(), last.tolist()
+
+
+def batch_figures(
+    records: pb.Records, covered: dict[StreamKey, int], unions: dict[int, GpuUnion] | None = None
+) -> dict[int, GpuFigures]:
+    """Kernel and copy figures of one batch's records per device ordinal; ``unions``:
+    each device's GPU union so far (busy time), ``covered``: each CUDA stream's kernel
+    union's end so far (stream busy time)."""
     n = len(records.kind)
     out: dict[int, GpuFigures] = {}
     if not n:
         return out
     kind = np.array(records.kind, dtype=np.int64)
     device = _column(records, "device", n)
+    unions = {} if unions is None else unions
+    busy = np.flatnonzero((kind == pb.KERNEL) | (kind == pb.MEMCPY) | (kind == pb.MEMSET))
+    if len(busy):
+        start = _column(records, "start_ns", n)[busy]
+        end = start + _column(records, "duration_ns", n)[busy]
+        b_device, b_stream = device[busy], _column(records, "stream", n)[busy]
+        for ordinal in np.unique(b_device).tolist():
+            mine = b_device == ordinal
+            union = unions.setdefault(ordinal, GpuUnion())
+            added = union.add(b_stream[mine], start[mine], end[mine])
+            out.setdefault(ordinal, GpuFigures()).busy_ns += added
     kernels = np.flatnonzero(kind == pb.KERNEL)
     if len(kernels):
         start = _column(records, "start_ns", n)[kernels]
@@ -186,7 +245,7 @@ def batch_figures(records: pb.Records, covered: dict[StreamKey, int]) -> dict[in
         k_device = device[kernels]
         k_stream = _column(records, "stream", n)[kernels]
         for ordinal, ns in union_busy_ns(k_device, k_stream, start, end, covered).items():
-            out.setdefault(ordinal, GpuFigures()).busy_ns += ns
+            out.setdefault(ordinal, GpuFigures()).stream_busy_ns += ns
         ordinals, counts = np.unique(k_device, return_counts=True)
         for ordinal, count in zip(ordinals.tolist(), counts.tolist(), strict=True):
             out.setdefault(ordinal, GpuFigures()).kernels += count
@@ -217,6 +276,7 @@ class StreamAccount:
         self._uuids: dict[int, str] = {}
         self._learn(hello.devices)
         self._covered: dict[StreamKey, int] = {}
+        self._unions: dict[int, GpuUnion] = {}
         self._open = True
 
     def _learn(self, devices: Iterable[pb.Device]) -> None:
@@ -229,7 +289,7 @@ class StreamAccount:
 
     def batch_stored(self, batch: pb.Batch) -> None:
         self._learn(batch.devices)
-        figures = batch_figures(batch.records, self._covered)
+        figures = batch_figures(batch.records, self._covered, self._unions)
         if figures:
             self._owner.add(self.job, {self.gpu(o): f for o, f in figures.items()})
 
@@ -334,7 +394,8 @@ def live_reply(snapshot: dict[str, JobFigures]) -> pb.LiveFiguresReply:
         for reason, n in sorted(figures.dropped.items()):
             out.dropped.add(reason=reason, records=n)
         for (host, uuid), gpu in sorted(figures.gpus.items()):
-            g = out.gpus.add(host=host, gpu_uuid=uuid, busy_ns=gpu.busy_ns, kernels=gpu.kernels)
+            g = out.gpus.add(host=host, gpu_uuid=uuid, busy_ns=gpu.busy_ns, kernels=gpu.kernels,
+                             stream_busy_ns=gpu.stream_busy_ns)  # fmt: skip
             for direction, n in sorted(gpu.copies.items()):
                 g.copies.add(direction=direction, copies=n, bytes=gpu.copy_bytes.get(direction, 0))
     return reply

@@ -32,9 +32,15 @@ GPU_LABELS = ["job", "host", "gpu_uuid"]
 LIVE_FAMILIES: dict[str, tuple[str, str, list[str]]] = {
     "tfprof_gpu_busy_seconds": (
         "counter",
-        "kernel time on that GPU from that job's records: the union of kernel intervals "
-        "per CUDA stream (overlapping kernels of one stream counted once, kernels of "
-        "different streams each counted, so the rate may pass 1)",
+        "GPU busy time from that job's records: the union of its kernels', copies' and "
+        "memsets' intervals on that GPU (as summary and advise count it; at most 1 per "
+        "second)",
+        GPU_LABELS,
+    ),
+    "tfprof_stream_busy_seconds": (
+        "counter",
+        "kernel time on that GPU from that job's records, per CUDA stream: the union of "
+        "kernel intervals per stream summed over streams (the rate may pass 1)",
         GPU_LABELS,
     ),
     "tfprof_kernels": ("counter", "kernel records of that job on that GPU", GPU_LABELS),
@@ -163,6 +169,7 @@ class _LiveFamilies(Collector):
             for (host, uuid), gpu in sorted(figures.gpus.items()):
                 labels = [job, host, uuid]
                 busy.add_metric(labels, gpu.busy_ns / 1e9)
+                families["tfprof_stream_busy_seconds"].add_metric(labels, gpu.stream_busy_ns / 1e9)
                 kernels.add_metric(labels, gpu.kernels)
                 for direction, n in sorted(gpu.copies.items()):
                     copies.add_metric([*labels, direction], n)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from google.protobuf.message import DecodeError
 
+from tfprof.collector.lake.captured import stream_windows, union_ns
 from tfprof.collector.store.files import is_streaming, size_and_mtime
 from tfprof.collector.store.loader import UnreadableStream, check_int64, record_shift, stream_dirs
 from tfprof.collector.store.stream_counts import StreamSummary, read_log_state
@@ -20,8 +21,27 @@ from tfprof.proto import collector_pb2 as pb
 
 log = logging.getLogger("tfprof.collector.store")
 
-# Job run states shown by ``jobs`` (see ``JobInfo.state``).
+# Job run states, one definition for ``jobs``, the ``runs`` SQL view and the summaries:
+# ``streaming`` while a live collector holds one of the run's streams open (the flock
+# it keeps on the stream's log), else ``finished`` once every stream said goodbye,
+# else ``incomplete``.
 STREAMING, FINISHED, INCOMPLETE = "streaming", "finished", "incomplete"
+
+
+def run_state(streams: int, finished: int, live: int) -> str:
+    """The state of a run of ``streams`` streams, ``finished`` of which said goodbye
+    and ``live`` of which a collector holds open."""
+    if live:
+        return STREAMING
+    return FINISHED if finished >= streams else INCOMPLETE
+
+
+def run_state_sql(streams: str, finished: str, live: str) -> str:
+    """``run_state`` as a SQL expression over three integer columns."""
+    return (
+        f"CASE WHEN {live} > 0 THEN '{STREAMING}' WHEN {finished} >= {streams} "
+        f"THEN '{FINISHED}' ELSE '{INCOMPLETE}' END"
+    )
 
 
 @dataclass
@@ -32,7 +52,7 @@ class JobInfo:
     run_id: str
     streams: int
     hosts: list[str]
-    records: int
+    records: int  # every record of the run (GPU activity and the host side)
     first_ns: int | None  # collector clock (the streams' clock shifts applied)
     last_ns: int | None
     finished: bool  # every stream said goodbye
@@ -40,6 +60,7 @@ class JobInfo:
     state: str = INCOMPLETE  # STREAMING, FINISHED or INCOMPLETE
     tasks: list[str] = field(default_factory=list)
     bytes: int = 0
+    gpu_records: int = 0  # kernels, copies, memsets, syncs
     last_write: float = 0.0  # newest mtime in the run, seconds since 1970
     path: Path | None = None
     # What could not be read: "<stream>: <what> (<records> records lost)".
@@ -49,6 +70,10 @@ class JobInfo:
     # Streams whose process ended without its goodbye, as their relay saw it: "ended by
     # signal 15" and the like, with how many.
     ended: dict[str, int] = field(default_factory=dict)
+    # The windows its streams were traced in, collector clock (lake/captured.py), and
+    # their union's length: what analyses count as captured time.
+    windows: list[tuple[int, int]] = field(default_factory=list)
+    captured_ns: int = 0
 
 
 def runs(jobs_dir: Path) -> Iterator[tuple[str, str, Path]]:
@@ -82,7 +107,7 @@ def run_info(name: str, run_id: str, run_dir: Path) -> JobInfo | None:
     info = JobInfo(name=name, run_id=run_id, streams=0, hosts=[], records=0, first_ns=None,
                    last_ns=None, finished=True, dropped=0, path=run_dir)  # fmt: skip
     hosts, tasks = set(), set()
-    streaming = False
+    live = 0
     span = StreamSummary()
     no_goodbye = 0
     for stream_dir in stream_dirs(run_dir):
@@ -109,6 +134,10 @@ def run_info(name: str, run_id: str, run_dir: Path) -> JobInfo | None:
             info.finished = False
             continue
         info.records += summary.records
+        info.gpu_records += summary.gpu_records
+        edges = summary.collector_edges(hello.clock_offset_ns)
+        rows = stream_windows(stream_dir, hello.capture_mode, edges, shift, summary)
+        info.windows += [(a, b) for _, _, a, b in rows]
         if summary.first_start_ns is not None and summary.last_end_ns is not None:
             span.widen(summary.first_start_ns + shift, summary.last_end_ns + shift)
         dropped_queue = summary.dropped_queue
@@ -126,12 +155,13 @@ def run_info(name: str, run_id: str, run_dir: Path) -> JobInfo | None:
             info.finished = False
             _skip(info, f"{stream_dir.name}: goodbye.pb unreadable", 0)
         info.dropped += dropped_queue
-        streaming = streaming or is_streaming(stream_dir)
+        live += is_streaming(stream_dir)
     if info.streams == 0 and not info.skipped:
         return None
     info.hosts, info.tasks = sorted(hosts), sorted(tasks)
+    info.captured_ns = union_ns(info.windows)
     info.first_ns, info.last_ns = span.first_start_ns, span.last_end_ns
-    info.state = STREAMING if streaming else FINISHED if info.finished else INCOMPLETE
+    info.state = run_state(1, int(info.finished), live)
     if info.state == INCOMPLETE:
         reasons = [f"agent lost: no goodbye from {no_goodbye} stream(s)"] if no_goodbye else []
         info.reason = "; ".join(reasons + (["unreadable files"] if info.skipped else []))

@@ -14,8 +14,9 @@ placed in time by a ``--shift``:
 
 ``import_files`` writes each file as one stream of a job run through the store's
 ``StreamWriter``, behind a synthetic ``Hello`` (host ``imported``, source
-``import:<file>``, the file's devices), so summaries, advice and exports see a job like
-any live one and merge it with live jobs. ``jobs_from_files`` builds such streams in
+``import:<file>``, the file's devices, each GPU named ``import:<job>/<run>/gpu:N``
+unless the file names it), so summaries, advice and exports see a job like any live one
+and merge it with live jobs. ``jobs_from_files`` builds such streams in
 memory for ``tfprof-collector merge``.
 
 A file that says whose records it holds (tfprof's own exports: ``RecordedTrace.tasks``)
@@ -380,10 +381,16 @@ def _write_stream(
         clock_offset_ns=stream.record_shift_ns,
         stream_id=stream_id,
     )
-    for meta in stream.devices.values():
+    devices = dict(stream.devices)
+    gpu = np.isin(stream.records["kind"], _DEVICE_KINDS)
+    for ordinal in np.unique(stream.records["device"][gpu]).tolist():
+        devices.setdefault(int(ordinal), DeviceMeta(ordinal=int(ordinal), uuid=""))
+    for meta in sorted(devices.values(), key=lambda d: d.ordinal):
         hello.devices.add(
             ordinal=meta.ordinal,
-            uuid=meta.uuid,
+            # A file names no GPU: name it after the import (job and run), so GPU 0 of
+            # two imports is never taken for one physical GPU.
+            uuid=meta.uuid or f"import:{stream.job}/{stream.run_id}/gpu:{meta.ordinal}",
             name=meta.name,
             compute_capability_major=meta.compute_capability[0],
             compute_capability_minor=meta.compute_capability[1],

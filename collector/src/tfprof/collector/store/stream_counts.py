@@ -10,12 +10,16 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from tfprof.collector.store.files import is_streaming
 from tfprof.core import batchlog
 from tfprof.proto import collector_pb2 as pb
+
+# GPU records: kernels (1), copies, memsets, syncs (4) (``RecordKind``).
+GPU_KIND_MIN, GPU_KIND_MAX = pb.KERNEL, pb.SYNC
 
 
 @dataclass
@@ -25,21 +29,39 @@ class StreamSummary:
     log_bytes: int = 0
     last_seq: int = 0
     batches: int = 0
-    records: int = 0
+    records: int = 0  # every record (GPU activity and the host side)
+    gpu_records: int = 0  # kernels, copies, memsets, syncs
     first_start_ns: int | None = None  # raw record times, before the clock shift
     last_end_ns: int | None = None
     dropped_queue: int = 0
     lost_records: int = 0  # in entries found damaged since (not in ``records``)
+    # Capture edges the hook reported: [on, at_ns (host clock), the clock offset that
+    # batch carried (None: the hello's)], so listing knows the windows (lake/captured.py).
+    edges: list[list[Any]] = field(default_factory=list)
+    clock_offset_ns: int | None = None  # the latest Batch.clock_offset_ns
 
-    def add(self, batch: pb.Batch, entry_bytes: int) -> None:
+    def add(
+        self, batch: pb.Batch, entry_bytes: int, span: tuple[int | None, int | None] | None = None
+    ) -> None:
+        """Count one stored batch; ``span``: its raw (first start, last end) when the
+        caller computed it already."""
         self.log_bytes += entry_bytes
         self.last_seq = max(self.last_seq, batch.seq)
         self.batches += 1
         self.dropped_queue = max(self.dropped_queue, batch.dropped)
+        if batch.clock_updated:
+            self.clock_offset_ns = batch.clock_offset_ns
+        for edge in batch.capture_edges:
+            self.edges.append([bool(edge.on), int(edge.at_ns), self.clock_offset_ns])
         n = len(batch.records.kind)
         if not n:
             return
         self.records += n
+        kind = np.array(batch.records.kind, np.int64)
+        self.gpu_records += int(np.count_nonzero((kind >= GPU_KIND_MIN) & (kind <= GPU_KIND_MAX)))
+        if span is not None:
+            self.widen(*span)
+            return
         starts = batch.records.start_ns
         first = min(starts) if len(starts) else 0
         dur = batch.records.duration_ns
@@ -48,6 +70,10 @@ class StreamSummary:
         else:
             last = max(starts) if len(starts) else (max(dur) if len(dur) else 0)
         self.widen(first, last)
+
+    def collector_edges(self, hello_offset_ns: int) -> list[tuple[bool, int]]:
+        """The capture edges on the collector clock (as compaction shifts them)."""
+        return [(on, at + (hello_offset_ns if off is None else off)) for on, at, off in self.edges]
 
     def widen(self, first: int | None, last: int | None) -> None:
         if first is not None:
@@ -75,7 +101,10 @@ def read_summary(directory: Path) -> StreamSummary:
 
 def _cached(directory: Path, log_size: int) -> StreamSummary | None:
     try:
-        candidate = StreamSummary(**json.loads((directory / "summary.json").read_text()))
+        fields = json.loads((directory / "summary.json").read_text())
+        if "gpu_records" not in fields or "edges" not in fields:
+            return None  # written before GPU records and capture edges were kept
+        candidate = StreamSummary(**fields)
     except (OSError, ValueError, TypeError):
         return None  # missing, torn or stale: rescan the whole log
     return candidate if 0 <= candidate.log_bytes <= log_size else None

@@ -138,15 +138,7 @@ class StreamWriter:
             self._log.flush()
             if self.fsync:
                 os.fdatasync(self._log.fileno())
-            if span is None:
-                self.summary.add(batch, written)
-            else:
-                self.summary.log_bytes += written
-                self.summary.last_seq = batch.seq
-                self.summary.batches += 1
-                self.summary.records += len(batch.records.kind)
-                self.summary.dropped_queue = max(self.summary.dropped_queue, batch.dropped)
-                self.summary.widen(*span)
+            self.summary.add(batch, written, span)
             if time.monotonic() - self._summary_written > SUMMARY_EVERY_S:
                 self._write_summary()
         return written

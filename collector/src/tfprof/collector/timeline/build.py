@@ -61,6 +61,7 @@ from tfprof.collector.timeline.prepare import (
 )
 from tfprof.collector.timeline.slice_names import slice_name_ids
 from tfprof.collector.timeline.time_origin import StoredStream, origin_ns
+from tfprof.collector.timeline.untraced_spans import untraced_track
 from tfprof.core.counters import memory_counter
 from tfprof.core.records import RecordKind
 from tfprof.core.tracks import TrackKey, TrackKind
@@ -268,6 +269,13 @@ class _Merger:
             counters.append(CounterTrack(pid, tid, name, rel, used.allocated))
         add_slices(_task_tracks(task, host_side=True))
         flows = self._link(task, slices) if linkable else self._unlinked(task, slices)
+        streams = [stream for _, stream in task.streams]
+        host, job, label = task.cpu.format(), task.job_label, task.label
+        untraced = untraced_track(
+            streams, host, job, label, self.window, layout, self.names, origin
+        )
+        if untraced is not None:
+            slices.append(untraced)
         part = TimelinePart(
             names=self.names.names,
             processes=tuple(layout.processes()[known:]),

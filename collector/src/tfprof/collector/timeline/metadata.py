@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from tfprof.collector.jobdata import DropCounts, JobData, StreamData
+from tfprof.collector.lake.captured import ALWAYS, union_ns
 from tfprof.collector.timeline.model import GroupBy
 from tfprof.collector.timeline.prepare import PreparedStream, TimeWindow
 from tfprof.core.records import RecordKind
@@ -19,8 +20,11 @@ from tfprof.core.version import __version__
 from tfprof.readers.tfprof_chrome import TOOL_NAME
 
 # "other": everything but kernels, copies and memsets (syncs and the host side), as
-# before there was a host side; "api", "marker", "memory" count the host side alone.
-_KIND_COUNTS = ("kernel", "memcpy", "memset", "api", "marker", "memory", "other", "total")
+# before there was a host side; "api", "marker", "memory" count the host side alone;
+# "gpu": the GPU records (kernels, copies, memsets, syncs), as ``jobs`` counts them.
+_KIND_COUNTS = (
+    "kernel", "memcpy", "memset", "api", "marker", "memory", "other", "total", "gpu",
+)  # fmt: skip
 
 
 def tool_tag() -> dict[str, str]:
@@ -48,6 +52,7 @@ def _count_kinds(kind: np.ndarray) -> dict[str, int]:
         "memory": int(counts[RecordKind.MEMORY]),
         "other": total - kernel - memcpy - memset,
         "total": total,
+        "gpu": kernel + memcpy + memset + int(counts[RecordKind.SYNC]),
     }
 
 
@@ -76,7 +81,19 @@ def _task_meta(prep: PreparedStream) -> dict[str, Any]:
         # Stored parts that could not be read, and the records they held (None: unknown).
         "skipped": list(stream.skipped),
         "records_lost": stream.lost_records,
+        # The windows it was traced in (mode, capture ids, start, end; collector clock).
+        "capture_windows": [list(w) for w in _windows(stream)],
     }
+
+
+def _windows(stream: StreamData) -> list[tuple[str, str, int, int]]:
+    """The stream's capture windows; one made of a stream that says none (merged trace
+    files, jobs built in memory): traced throughout, its records' span."""
+    if stream.capture_windows or not stream.num_records:
+        return list(stream.capture_windows)
+    start = stream.records["start_ns"] + np.int64(stream.record_shift_ns)
+    end = start + np.maximum(stream.records["duration_ns"], 0)
+    return [(ALWAYS, "", int(start.min()), int(end.max()))]
 
 
 def _devices(stream: StreamData) -> dict[str, dict[str, Any]]:
@@ -171,6 +188,10 @@ class MetadataBuilder:
                         [min(r[0] for r in ranges), max(r[1] for r in ranges)] if ranges else None
                     ),
                     "dropped": _drop_dict(dropped),
+                    # Captured time, whole run: the union of its capture windows.
+                    "captured_ns": union_ns(
+                        [(w[2], w[3]) for t in task_meta for w in t["capture_windows"]]
+                    ),
                     "skipped": list(job.skipped)
                     + [f"{t['task']}: {what}" for t in task_meta for what in t["skipped"]],
                 }

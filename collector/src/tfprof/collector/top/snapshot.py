@@ -40,7 +40,7 @@ class JobShare:
 class GpuRow:
     host: str
     gpu_uuid: str
-    busy_percent: float  # sum of its jobs' (may pass 100: concurrent streams count each)
+    busy_percent: float  # sum of its jobs' (each its GPU union: passes 100 only when jobs share it)
     kernels_per_s: float
     busy_seconds_total: float
     kernels_total: float
