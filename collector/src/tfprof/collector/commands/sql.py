@@ -51,6 +51,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "-o", "--output", metavar="FILE", help="write the result here (default: standard output)"
     )
+    p.add_argument(
+        "--allow-external",
+        action="store_true",
+        help="let the query read and write files (read_csv, COPY ... TO, ATTACH), load "
+        "extensions and change settings: off by default, the query reads the lake only "
+        "(DuckDB's enable_external_access=false, lock_configuration=true)",
+    )
     p.set_defaults(func=run)
 
 
@@ -59,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.format == "parquet" and not args.output:
         raise InvalidArgument("--format parquet needs -o FILE")
-    engine = Engine(args.data_dirs)
+    engine = Engine(args.data_dirs, allow_external=args.allow_external)
     result = run_query(engine, args.query)
     if args.format == "parquet":
         import pyarrow.parquet as pq

@@ -9,6 +9,8 @@ never overlap).
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import duckdb
 import pyarrow as pa
 import pyarrow.dataset as ds
@@ -24,13 +26,24 @@ from tfprof.collector.store.catalog import runs
 from tfprof.collector.store.files import is_streaming
 from tfprof.collector.store.loader import stream_dirs
 
+# What a query may not do unless ``--allow-external`` is given: read or write files
+# (read_csv, COPY, ATTACH, EXPORT), install or load extensions, or change settings. The
+# lake stays readable: its tables are registered Arrow datasets (pyarrow reads the
+# files), which need no external access.
+READ_ONLY = {
+    "autoinstall_known_extensions": False,
+    "autoload_known_extensions": False,
+}
+
 
 class Engine:
-    """DuckDB over the sources named (data dirs, lake dirs, lake URLs)."""
+    """DuckDB over the sources named (data dirs, lake dirs, lake URLs); read-only unless
+    ``allow_external``."""
 
-    def __init__(self, arguments: list[str]) -> None:
+    def __init__(self, arguments: list[str], allow_external: bool = False) -> None:
         self.sources: list[Source] = [resolve(a) for a in arguments]
         self.skipped: list[str] = []
+        self.allow_external = allow_external
 
     def connect(self) -> duckdb.DuckDBPyConnection:
         tails = Tails()
@@ -39,12 +52,17 @@ class Engine:
                 read_tails(source.data_dir, tails)
         self.skipped = tails.skipped
         lakes = distinct_lakes(self.sources)
-        con = duckdb.connect()
+        con = duckdb.connect(config={} if self.allow_external else dict(READ_ONLY))
         for table in TABLES.values():
             con.register(table.name, self.dataset(table, lakes, tails))
         con.register("live_streams", self.live_streams())
         for name, sql in VIEWS.items():
             con.execute(f"CREATE VIEW {name} AS {sql}")
+        if not self.allow_external:
+            # Spilling stays possible: its folder is set before access is turned off.
+            con.execute(f"SET temp_directory = '{_temp_directory()}'")
+            con.execute("SET enable_external_access = false")
+            con.execute("SET lock_configuration = true")
         return con
 
     def live_streams(self) -> pa.Table:
@@ -82,16 +100,34 @@ class Engine:
         return ds.dataset(children) if len(children) > 1 else children[0]
 
 
+def _temp_directory() -> str:
+    import tempfile
+
+    return str(Path(tempfile.gettempdir()) / "tfprof-duckdb").replace("'", "''")
+
+
 def run_query(engine: Engine, sql: str) -> pa.Table:
-    """The query's result; bad SQL is one ``InvalidArgument`` line with DuckDB's reason."""
+    """The query's result; bad SQL is one ``InvalidArgument`` line with DuckDB's reason,
+    and what read-only refuses one line naming the setting (exit status 2)."""
     con = engine.connect()
     try:
         result = con.sql(sql)
         if result is None:
             return pa.table({})
         return result.to_arrow_table()
+    except duckdb.PermissionException as exc:
+        raise InvalidArgument(
+            f"SQL refused: {_one_line(str(exc))}: the query needs DuckDB's external access, "
+            "which is off (enable_external_access=false); --allow-external opts in"
+        ) from None
     except duckdb.Error as exc:
-        raise InvalidArgument(f"SQL: {_one_line(str(exc))}") from None
+        message = _one_line(str(exc))
+        if "configuration has been locked" in message:
+            raise InvalidArgument(
+                f"SQL refused: {message}: settings are locked (lock_configuration=true); "
+                "--allow-external opts in"
+            ) from None
+        raise InvalidArgument(f"SQL: {message}") from None
     finally:
         con.close()
 
