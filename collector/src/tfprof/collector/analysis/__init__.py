@@ -106,6 +106,8 @@ def read_view_report(view: str, cat: Catalog, filters: Filters | None = None) ->
         raise AnalysisError(f"view {view!r} is not read through the read engine yet")
     read, (rows,) = engine.read(cat, [spec.need])
     notes = job_notes(read.jobs, read.with_records)
+    # Files left out: what the view does not count, and why.
+    notes += tuple(f"job {d.job}: {d.line()}" for d in read.damage)
     labels = tuple(j.label for j in read.jobs)
     return _report(spec, rows, filters, notes, labels, read.start_ns, read.end_ns)
 

@@ -27,6 +27,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from tfprof.collector.lake.damaged import DamagedFile
     from tfprof.collector.store.catalog import JobInfo
 
 
@@ -67,6 +70,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import logging
+
+    # Each damaged file is said under the table (a note of its run), not twice.
+    logging.getLogger("tfprof.collector.lake.damaged").setLevel(logging.ERROR)
     from tfprof.collector.lake.fs import is_url
     from tfprof.collector.lake.location import is_data_dir
     from tfprof.collector.store import Store
@@ -81,6 +88,7 @@ def run(args: argparse.Namespace) -> int:
     ):
         return _run_on_lakes(args.data_dirs)
     infos = Store(single, create=False).list_jobs()
+    _check_lake(Path(single), infos)
     if not infos:
         print(f"no jobs in {single}")
         return 0
@@ -113,16 +121,17 @@ def run(args: argparse.Namespace) -> int:
 
 def _run_on_lakes(sources: list[str]) -> int:
     from tfprof.collector.lake.logstate import run_notes
-    from tfprof.collector.lake.query import Engine
+    from tfprof.collector.lake.query import Engine, run_query
     from tfprof.collector.terminal import TextWriter
 
     engine = Engine(sources)
-    con = engine.connect()
-    try:
-        runs = con.sql("SELECT * FROM runs").to_arrow_table().to_pylist()
-        notes = run_notes(con.sql("SELECT * FROM log_state").to_arrow_table().to_pylist())
-    finally:
-        con.close()
+    runs = run_query(engine, "SELECT * FROM runs").to_pylist()
+    notes = run_notes(run_query(engine, "SELECT * FROM log_state").to_pylist())
+    damaged = _damaged(engine.damaged)
+    for r in runs:  # a run with files no reader can read says so in its state
+        if (r["job"], r["run"]) in damaged:
+            r["state"] = f"{r['state']}, damaged"
+            notes.setdefault((r["job"], r["run"]), []).extend(damaged[(r["job"], r["run"])])
     if not runs:
         print(f"no jobs in {', '.join(sources)}")
         return 0
@@ -156,6 +165,42 @@ def _run_on_lakes(sources: list[str]) -> int:
     for what in engine.skipped:
         print(f"tfprof-collector: warning: left out {what}", file=sys.stderr)
     return 0
+
+
+def _damaged(found: Sequence[DamagedFile]) -> dict[tuple[str, str], list[str]]:
+    """Per run (job, run), a note per file of its that cannot be read."""
+    out: dict[tuple[str, str], list[str]] = {}
+    for d in found:
+        out.setdefault((d.job, d.run), []).append(d.line())
+    return out
+
+
+def _check_lake(data_dir: Path, infos: Sequence[JobInfo]) -> None:
+    """Each run whose files in the data dir's lake cannot be read (their size against
+    the lake's bookkeeping, their footer: what is cheap to see) says so: its state gets
+    ``damaged``, and a note names each file."""
+    from tfprof.collector.lake.damaged import bookkeeping, damaged_file, footer_check
+    from tfprof.collector.lake.fs import list_parquet
+    from tfprof.collector.lake.location import lake_of
+    from tfprof.collector.lake.schema import TABLES
+
+    lake = lake_of(data_dir)
+    found = []
+    for table in TABLES:
+        files = [i.path for i in list_parquet(lake, table)]
+        held = bookkeeping(lake, files)
+        for path in files:
+            reason = footer_check(lake, path, held.get(path, (0, None))[1])
+            if reason is not None:
+                found.append(damaged_file(lake, path, reason))
+    for info in infos:
+        mine = [d for d in found if (d.job, d.run) == (info.name, info.run_id)]
+        if mine:
+            info.state = f"{info.state}, damaged"
+            info.skipped += [d.line().removeprefix("skipped ") for d in mine]
+            for d in mine:
+                unknown = d.rows is None or info.lost_records is None
+                info.lost_records = None if unknown else (info.lost_records or 0) + (d.rows or 0)
 
 
 def _notes(info: JobInfo) -> list[str]:

@@ -135,6 +135,8 @@ def _write(table: pa.Table, where: str | pa.NativeFile, sorted_by: str | None = 
         # Dictionary pages for every column: names, ids and small enums shrink most.
         use_dictionary=True,
         sorting_columns=order,
+        # Readers verify them: a flipped byte in a page is caught, not read as a number.
+        write_page_checksum=True,
     )
 
 
@@ -160,7 +162,7 @@ def read_parquet(lake: Lake, path: str, schema: pa.Schema, columns: Sequence[str
     0 if it holds integers (what the record stream says of a field never set), else as
     null."""
     with lake.fs.open_input_file(path) as f:
-        parquet = pq.ParquetFile(f)
+        parquet = pq.ParquetFile(f, page_checksum_verification=True)
         stored = [c for c in columns if c in parquet.schema_arrow.names]
         return _conform(parquet.read(columns=stored, use_threads=True), schema, columns)
 
@@ -170,7 +172,7 @@ def parquet_batches(
 ) -> Iterator[pa.Table]:
     """``read_parquet``'s rows, ``batch_rows`` at most at a time."""
     with lake.fs.open_input_file(path) as f:
-        parquet = pq.ParquetFile(f)
+        parquet = pq.ParquetFile(f, page_checksum_verification=True)
         stored = [c for c in columns if c in parquet.schema_arrow.names]
         for batch in parquet.iter_batches(batch_size=batch_rows, columns=stored,
                                           use_threads=True):  # fmt: skip

@@ -25,6 +25,7 @@ import pyarrow as pa
 from google.protobuf.message import DecodeError
 
 from tfprof.collector.lake.convert import OutOfRange, Range, StreamCursor
+from tfprof.collector.lake.damaged import segments_table
 from tfprof.collector.lake.fs import Lake, write_parquet
 from tfprof.collector.lake.logstate import LogNotes
 from tfprof.collector.lake.schema import (
@@ -33,6 +34,7 @@ from tfprof.collector.lake.schema import (
     GOODBYES,
     LOG_STATE,
     RECORD_TABLES,
+    SEGMENTS,
     STREAMS,
 )
 from tfprof.collector.lake.segment_files import SegmentFiles
@@ -172,8 +174,13 @@ def _compact(
             write_watermark(stream_dir, mark)
         if taken.batches:
             name = SegmentName(mark.collector, stream_id, taken.first_seq, taken.last_seq)
-            n, size = files.publish(name)
-            done.files, done.bytes = done.files + n, done.bytes + size
+            written = files.publish(name)
+            done.files += len(written)
+            done.bytes += sum(w[3] for w in written)
+            # The range's bookkeeping, after its files: what a reader that cannot read
+            # one says it held.
+            book = segments_table(stream_id, taken.first_seq, taken.last_seq, written)
+            publish(SEGMENTS.name, name, book)
     finally:
         files.abort()
     per_stream = SegmentName(mark.collector, stream_id)

@@ -17,6 +17,7 @@ import pyarrow.dataset as ds
 
 from tfprof.collector.errors import InvalidArgument
 from tfprof.collector.lake.arrays import arrow_strings
+from tfprof.collector.lake.damaged import DamagedFile, damaged_file, probe, report
 from tfprof.collector.lake.fs import Lake
 from tfprof.collector.lake.location import Source, distinct_lakes, resolve
 from tfprof.collector.lake.schema import PARTITION, TABLES, Table
@@ -36,6 +37,13 @@ READ_ONLY = {
 }
 
 
+# Parquet read with every page's checksum verified: a flipped byte is an error, not a
+# wrong number (lake/damaged.py).
+VERIFIED = ds.ParquetFileFormat(
+    default_fragment_scan_options=ds.ParquetFragmentScanOptions(page_checksum_verification=True)
+)
+
+
 class Engine:
     """DuckDB over the sources named (data dirs, lake dirs, lake URLs); read-only unless
     ``allow_external``."""
@@ -44,6 +52,8 @@ class Engine:
         self.sources: list[Source] = [resolve(a) for a in arguments]
         self.skipped: list[str] = []
         self.allow_external = allow_external
+        # Files found unreadable: left out of every table from then on (lake/damaged.py).
+        self.damaged: list[DamagedFile] = []
 
     def connect(self) -> duckdb.DuckDBPyConnection:
         tails = Tails()
@@ -81,15 +91,16 @@ class Engine:
         schema = table.full_schema
         partitioning = ds.partitioning(PARTITION, flavor="hive")
         children = []
+        left_out = {d.path for d in self.damaged}
         for lake in lakes:
-            files = published(lake, table, tails.streams)
+            files = [f for f in published(lake, table, tails.streams) if f not in left_out]
             if files:
                 base = lake.path(table.name)
                 children.append(
                     ds.dataset(
                         files,
                         schema=schema,
-                        format="parquet",
+                        format=VERIFIED,
                         filesystem=lake.fs,
                         partitioning=partitioning,
                         partition_base_dir=base,
@@ -99,6 +110,25 @@ class Engine:
         children.append(ds.dataset(pa.concat_tables(tail), schema=schema))
         return ds.dataset(children) if len(children) > 1 else children[0]
 
+    def probe(self) -> list[DamagedFile]:
+        """Every file of every table read whole (checksums verified): the unreadable ones,
+        said once and left out from now on. What a query that failed reading runs."""
+        tails = Tails()
+        for source in self.sources:
+            if source.data_dir is not None:
+                read_tails(source.data_dir, tails)
+        known = {d.path for d in self.damaged}
+        found = []
+        for lake in distinct_lakes(self.sources):
+            for table in TABLES.values():
+                for path in published(lake, table, tails.streams):
+                    reason = None if path in known else probe(lake, path)
+                    if reason is not None:
+                        found.append(damaged_file(lake, path, reason))
+                        report(found[-1])
+        self.damaged += found
+        return found
+
 
 def _temp_directory() -> str:
     import tempfile
@@ -106,9 +136,23 @@ def _temp_directory() -> str:
     return str(Path(tempfile.gettempdir()) / "tfprof-duckdb").replace("'", "''")
 
 
+class _ReadFailed(Exception):
+    """DuckDB could not read one of the lake's files."""
+
+
 def run_query(engine: Engine, sql: str) -> pa.Table:
     """The query's result; bad SQL is one ``InvalidArgument`` line with DuckDB's reason,
-    and what read-only refuses one line naming the setting (exit status 2)."""
+    and what read-only refuses one line naming the setting (exit status 2). When a file
+    cannot be read, every file is probed, the unreadable ones are said and left out, and
+    the query runs again without them."""
+    try:
+        return _run(engine, sql, first=True)
+    except _ReadFailed:
+        engine.probe()
+        return _run(engine, sql, first=False)
+
+
+def _run(engine: Engine, sql: str, first: bool) -> pa.Table:
     con = engine.connect()
     try:
         result = con.sql(sql)
@@ -127,9 +171,22 @@ def run_query(engine: Engine, sql: str) -> pa.Table:
                 f"SQL refused: {message}: settings are locked (lock_configuration=true); "
                 "--allow-external opts in"
             ) from None
+        if first and _reading(exc):
+            raise _ReadFailed from exc
         raise InvalidArgument(f"SQL: {message}") from None
     finally:
         con.close()
+
+
+def _reading(exc: Exception) -> bool:
+    """Whether DuckDB failed reading a registered Arrow dataset (a file of the lake)."""
+    import duckdb
+
+    text = str(exc)
+    return isinstance(exc, duckdb.IOException) or (
+        isinstance(exc, duckdb.InvalidInputException)
+        and any(w in text for w in ("IOError", "Parquet", "checksum", "arrow_scan"))
+    )
 
 
 def _one_line(message: str) -> str:

@@ -37,6 +37,7 @@ from tfprof.collector.jobdata import (
     empty_records,
 )
 from tfprof.collector.lake.arrays import numbers
+from tfprof.collector.lake.damaged import READ_ERRORS, DamagedFile, damaged_file, report
 from tfprof.collector.lake.fs import Lake, is_url, parquet_batches, read_parquet
 from tfprof.collector.lake.location import distinct_lakes, resolve
 from tfprof.collector.lake.logstate import LogNotes
@@ -98,6 +99,24 @@ class StreamParts:
 
     files: dict[str, list[tuple[Lake, str]]] = field(default_factory=dict)
     tails: dict[str, list[pa.Table]] = field(default_factory=dict)
+    # Files found unreadable (left out, said once): by path.
+    damaged: dict[str, DamagedFile] = field(default_factory=dict)
+
+    def read_file(
+        self, lake: Lake, path: str, table: str, columns: Sequence[str]
+    ) -> pa.Table | None:
+        """One file's rows, or None (reported, remembered) when it cannot be read."""
+        if path in self.damaged:
+            return None
+        try:
+            return read_parquet(lake, path, TABLES[table].schema, columns)
+        except READ_ERRORS as exc:
+            self.note_damage(lake, path, exc)
+            return None
+
+    def note_damage(self, lake: Lake, path: str, exc: BaseException) -> None:
+        found = self.damaged[path] = damaged_file(lake, path, exc)
+        report(found)
 
     def tables(self) -> set[str]:
         return set(self.files) | set(self.tails)
@@ -117,6 +136,7 @@ class LakeStream(StreamData):
         tables = GPU_TABLES + (HOST_TABLES if host else ())
         self.records, self.strings = read_records(self.parts, tables, columns)
         self.host_samples = read_host_samples(self.parts)
+        self.note_damage()
         pa.default_memory_pool().release_unused()  # the Arrow buffers are numpy's now
         try:
             yield
@@ -124,6 +144,18 @@ class LakeStream(StreamData):
             self.records, self.strings = empty_records(), [""]
             self.host_samples = empty_host()
             return_freed_memory()
+
+    def note_damage(self) -> None:
+        """The files found unreadable so far, in what the stream says it skipped."""
+        for path, found in self.parts.damaged.items():
+            line = f"{path}: {found.reason}"
+            if line not in self.skipped:
+                self.skipped.append(line)
+                held = found.rows
+                self.lost_records = (
+                    None if held is None or self.lost_records is None
+                    else self.lost_records + held
+                )  # fmt: skip
 
     def host_batches(
         self, columns: Sequence[str], batch_rows: int
@@ -158,14 +190,17 @@ class LakeStream(StreamData):
 
 
 def _read(parts: StreamParts, table: str, columns: Sequence[str]) -> pa.Table | None:
-    """The stream's rows of ``table`` (segments in batch order, then the log tail)."""
-    schema = TABLES[table].schema
+    """The stream's rows of ``table`` (segments in batch order, then the log tail); a
+    file that cannot be read is left out (``StreamParts.damaged``)."""
     pieces = []
     by_lake: dict[int, tuple[Lake, list[str]]] = {}
     for lake, path in parts.files.get(table, ()):
         by_lake.setdefault(id(lake), (lake, []))[1].append(path)
     for lake, paths in by_lake.values():
-        pieces += [read_parquet(lake, path, schema, columns) for path in sorted(paths)]
+        for path in sorted(paths):
+            rows = parts.read_file(lake, path, table, columns)
+            if rows is not None:
+                pieces.append(rows)
     pieces += [t.select(list(columns)) for t in parts.tails.get(table, ())]
     if not pieces:
         return None
@@ -183,7 +218,12 @@ def _batches(
         by_lake.setdefault(id(lake), (lake, []))[1].append(path)
     for lake, paths in by_lake.values():
         for path in sorted(paths):
-            yield from parquet_batches(lake, path, schema, columns, batch_rows)
+            if path in parts.damaged:
+                continue
+            try:
+                yield from parquet_batches(lake, path, schema, columns, batch_rows)
+            except READ_ERRORS as exc:  # what it yielded before stays: said, and left
+                parts.note_damage(lake, path, exc)
     for tail in parts.tails.get(table, ()):
         for lo in range(0, tail.num_rows, batch_rows):
             yield tail.select(list(columns)).slice(lo, batch_rows)
@@ -370,8 +410,14 @@ def open_jobs(arguments: Sequence[str], names: Sequence[str] | None = None) -> L
         for rows in pieces:
             for key, part in _split_by_stream(rows):
                 found.stream(key).tails.setdefault(table, []).append(part)
-    meta = {t: _metadata(lakes, tails, t) for t in PER_STREAM_TABLES}
+    damaged: list[DamagedFile] = []
+    meta = {t: _metadata(lakes, tails, t, damaged) for t in sorted(PER_STREAM_TABLES)}
     jobs = _jobs(found, meta, names)
+    by_run = {(j.name, j.run_id): j for j in jobs}
+    for what in damaged:  # a stream's small table: what it says of the stream is lost
+        owner = by_run.get((what.job, what.run))
+        if owner is not None:
+            owner.skipped.append(f"{what.path}: {what.reason}")
     skipped = list(tails.skipped)
     _note_left_out(jobs, skipped)
     return LakeJobs(jobs, skipped)
@@ -398,9 +444,12 @@ def _split_by_stream(rows: pa.Table) -> Iterator[tuple[StreamKey, pa.Table]]:
         yield (key["job"], key["run"], key["stream_id"]), rows.filter(mask)
 
 
-def _metadata(lakes: list[Lake], tails: Tails, table: str) -> list[dict[str, object]]:
+def _metadata(
+    lakes: list[Lake], tails: Tails, table: str, damaged: list[DamagedFile]
+) -> list[dict[str, object]]:
     """Every row of a small per-stream table: the lakes' files (job and run from their
-    partition path), then the log tails'."""
+    partition path), then the log tails'. A file that cannot be read is left out and
+    said (``damaged``): only that stream's row is lost."""
     schema = TABLES[table].schema
     rows: list[dict[str, object]] = []
     for lake in lakes:
@@ -408,7 +457,12 @@ def _metadata(lakes: list[Lake], tails: Tails, table: str) -> list[dict[str, obj
             where = parse_partition(path)
             if where is None:
                 continue
-            part = read_parquet(lake, path, schema, schema.names).to_pylist()
+            try:
+                part = read_parquet(lake, path, schema, schema.names).to_pylist()
+            except READ_ERRORS as exc:
+                damaged.append(damaged_file(lake, path, exc))
+                report(damaged[-1])
+                continue
             rows += [{"job": where[0], "run": where[1], **row} for row in part]
     for part in tails.rows.get(table, ()):
         rows += part.to_pylist()
@@ -421,6 +475,10 @@ def _jobs(
     hellos: dict[StreamKey, dict[str, object]] = {}
     for row in meta[STREAMS.name]:
         hellos.setdefault((str(row["job"]), str(row["run"]), str(row["stream_id"])), row)
+    for key, parts in found.parts.items():
+        if key not in hellos and parts.tables():
+            # Its streams row could not be read: its records still can, under its id.
+            hellos[key] = {"host": "", "task": key[2], "pid": 0, "source": "", "argv": []}
     if names:
         missing = set(names) - {job for job, _, _ in hellos}
         if missing:

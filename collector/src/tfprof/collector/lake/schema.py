@@ -275,6 +275,18 @@ CAPTURE_WINDOWS = Table("capture_windows", "one row per window of time a stream 
        "end (a window still open: the stream's last record end so far)"),
 ))  # fmt: skip
 
+SEGMENTS = Table("segments", "the lake's own bookkeeping: one row per file a compaction "
+                 "published, written after them (readers that cannot read a file say the "
+                 "rows it held from here)", (
+    _c("stream_id", pa.string(), "", "stream id"),
+    _c("data_table", pa.string(), "", "the table the file belongs to"),
+    _c("file", pa.string(), "", "the file's name in its partition directory"),
+    _c("first_seq", pa.int64(), "", "first batch it holds"),
+    _c("last_seq", pa.int64(), "", "last batch it holds"),
+    _c("rows", pa.int64(), "rows", "rows it holds"),
+    _c("bytes", pa.int64(), "bytes", "its size"),
+))  # fmt: skip
+
 TABLES: dict[str, Table] = {
     t.name: t
     for t in (
@@ -287,6 +299,7 @@ TABLES: dict[str, Table] = {
         DEVICES,
         LOG_STATE,
         CAPTURE_WINDOWS,
+        SEGMENTS,
     )
 }
 # Tables with one file per stream, replaced whole when it changes (a device discovered

@@ -68,24 +68,27 @@ class SegmentFiles:
             writer = pq.ParquetWriter(
                 str(path), rows.schema, compression=COMPRESSION, use_dictionary=True,
                 sorting_columns=by,
+                # Readers verify them: a flipped byte in a page is caught (damaged.py).
+                write_page_checksum=True,
             )  # fmt: skip
             entry = self._writers[table] = (writer, path)
         entry[0].write_table(rows)  # one row group per chunk
         self.rows[table] = self.rows.get(table, 0) + rows.num_rows
 
-    def publish(self, name: SegmentName) -> tuple[int, int]:
-        """Close every file and put it in place under ``name``; (files, bytes)."""
-        files = size = 0
+    def publish(self, name: SegmentName) -> list[tuple[str, str, int, int]]:
+        """Close every file and put it in place under ``name``; (table, file name, rows,
+        bytes) per file published."""
+        written = []
         try:
             for table, (writer, path) in list(self._writers.items()):
                 writer.close()
                 relative = f"{partition(table, self.job, self.run)}/{name.file_name}"
-                size += publish_file(self.lake, relative, path)
-                files += 1
+                size = publish_file(self.lake, relative, path)
+                written.append((table, name.file_name, self.rows[table], size))
                 del self._writers[table]
         finally:
             self.abort()
-        return files, size
+        return written
 
     def abort(self) -> None:
         """Remove what was written and not published."""

@@ -134,16 +134,24 @@ WITH s AS (
     GROUP BY ALL)
   GROUP BY job, run
 )
-SELECT s.job, s.run, s.streams, coalesce(g.finished_streams, 0) AS finished_streams,
-       {run_state_sql("s.streams", "coalesce(g.finished_streams, 0)", "coalesce(l.live, 0)")}
-         AS state,
-       s.tasks, coalesce(r.records, 0) AS records,
+SELECT k.job, k.run, coalesce(s.streams, 0) AS streams,
+       coalesce(g.finished_streams, 0) AS finished_streams,
+       {
+    run_state_sql(
+        "coalesce(s.streams, 0)", "coalesce(g.finished_streams, 0)", "coalesce(l.live, 0)"
+    )
+} AS state,
+       coalesce(s.tasks, '') AS tasks, coalesce(r.records, 0) AS records,
        coalesce(g.dropped, 0) + coalesce(q.dropped, 0) AS dropped,
-       r.first_ns, r.last_ns, s.hosts, s.collectors,
+       r.first_ns, r.last_ns, coalesce(s.hosts, '') AS hosts,
+       coalesce(s.collectors, '') AS collectors,
        coalesce(r.gpu_records, 0) AS gpu_records, coalesce(w.captured_ns, 0) AS captured_ns
-FROM s LEFT JOIN g USING (job, run) LEFT JOIN q USING (job, run) LEFT JOIN r USING (job, run)
-     LEFT JOIN l USING (job, run) LEFT JOIN w USING (job, run)
-ORDER BY s.job, r.first_ns
+-- Every run with a hello or a record: one whose streams file cannot be read is still
+-- listed (incomplete, no stream known).
+FROM (SELECT job, run FROM s UNION SELECT job, run FROM r) AS k
+     LEFT JOIN s USING (job, run) LEFT JOIN g USING (job, run) LEFT JOIN q USING (job, run)
+     LEFT JOIN r USING (job, run) LEFT JOIN l USING (job, run) LEFT JOIN w USING (job, run)
+ORDER BY k.job, r.first_ns
 """
 JOBS = """
 SELECT job, count(*) AS runs, sum(streams) AS streams, sum(records) AS records,

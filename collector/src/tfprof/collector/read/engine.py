@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 import numpy as np
 
+from tfprof.collector.lake.damaged import DamagedFile, damaged_file, probe, report
 from tfprof.collector.lake.reader import GPU_TABLES
 from tfprof.collector.read import clipped_sql
 from tfprof.collector.read.captured_time import Captured, captured_of
@@ -92,8 +93,16 @@ class Read:
     gpu_of: dict[tuple[int, int], int] = field(default_factory=dict)  # (process, ordinal)
     with_records: set[int] = field(default_factory=set)  # jobs with a GPU record
     pairs: list[tuple[int, int, int]] = field(default_factory=list)  # job, process, device
-    damage: list[Damage] = field(default_factory=list)
+    damage: list[DamagedFile] = field(default_factory=list)  # files left out
     gpu_keys: GpuKeys = field(init=False)
+
+    def found_damage(self, found: Damage) -> None:
+        """A file the sweep could not read: said once, left out."""
+        lake = next(lake for lake, p in found.rows.files if p == found.path)
+        what = damaged_file(lake, found.path, found.reason)
+        report(what)
+        if all(d.path != what.path for d in self.damage):
+            self.damage.append(what)
 
     def __post_init__(self) -> None:
         self.gpu_keys = GpuKeys(self.cat)
@@ -205,17 +214,21 @@ def components(cat: Catalog) -> list[tuple[int, ...]]:
 def read(
     cat: Catalog, needs: Sequence[Need[T]], *, threads: int | None = None
 ) -> tuple[Read, list[T]]:
-    """What the read found, and each need's result, from one read of the catalog."""
+    """What the read found, and each need's result, from one read of the catalog. A
+    file that cannot be read is said once and left out (``Read.damage``); the rest of
+    the read goes on."""
     queries = list(dict.fromkeys(q for n in needs for q in n.queries()))
     sweeps: list[Sweep[Any]] = list(dict.fromkeys(s for n in needs for s in n.sweeps()))
-    state = Read(cat)
     tables = sorted({t for s in sweeps for t in s.tables})
     sweeps_gpu = set(GPU_TABLES) <= set(tables)
     if not sweeps_gpu and SPANS not in queries:
         queries.append(SPANS)
-    runs = plan_runs(cat, tables, state.damage.append)
+    damage: list[DamagedFile] = []
+    rows, cat = _run_queries(cat, queries, threads, damage)
+    state = Read(cat)
+    state.damage += damage
+    runs = plan_runs(cat, tables, state.found_damage)
     state.start_ns = _window_start(cat, runs, sweeps_gpu)
-    rows = _run_queries(cat, queries, threads)
     if not sweeps_gpu:
         spans: dict[tuple[int, int, int], tuple[int, int]] = {}
         for j, p, d, _, _, _, _, first, last in rows[SPANS]:
@@ -223,8 +236,6 @@ def read(
             spans[(j, p, d)] = (min(f0, first), max(l0, last))
         state.found((j, p, d, f, e) for (j, p, d), (f, e) in spans.items())
     swept = _sweep(state, runs, sweeps, find_spans=sweeps_gpu) if sweeps else {}
-    for what in state.damage:
-        log.warning("left out %s (%s): %s", what.path, what.table, what.reason)
     got = Got(state, rows, swept)
     return state, [n.build(got) for n in needs]
 
@@ -241,6 +252,46 @@ def _window_start(cat: Catalog, runs: Sequence[Run], sweeps_gpu: bool) -> int:
 
 
 def _run_queries(
+    cat: Catalog, queries: Sequence[Query], threads: int | None, damage: list[DamagedFile]
+) -> tuple[dict[Query, list[tuple[Any, ...]]], Catalog]:
+    """Each query's rows, and the catalog they were read from: when DuckDB cannot read
+    a file, every file is probed, the unreadable ones are said and left out, and the
+    queries run again without them."""
+    import duckdb
+
+    try:
+        return _queries(cat, queries, threads), cat
+    except duckdb.Error:
+        found = _probe(cat)
+        if not found:
+            raise
+    for what in found:
+        report(what)
+    damage += found
+    bad = {d.path for d in found}
+    cat = replace(
+        cat,
+        rows=tuple(
+            {t: replace(r, files=tuple(f for f in r.files if f[1] not in bad))
+             for t, r in process.items()}
+            for process in cat.rows
+        ),
+    )  # fmt: skip
+    return _queries(cat, queries, threads), cat
+
+
+def _probe(cat: Catalog) -> list[DamagedFile]:
+    found = []
+    for process in cat.rows:
+        for rows in process.values():
+            for lake, path in rows.files:
+                reason = probe(lake, path)
+                if reason is not None:
+                    found.append(damaged_file(lake, path, reason))
+    return found
+
+
+def _queries(
     cat: Catalog, queries: Sequence[Query], threads: int | None
 ) -> dict[Query, list[tuple[Any, ...]]]:
     if not queries:
@@ -285,7 +336,7 @@ def _sweep(
             state.cat.window,
             columns,
             state.names,
-            state.damage.append,
+            state.found_damage,
         ):
             if find_spans:
                 _spans(chunk.columns, spans)

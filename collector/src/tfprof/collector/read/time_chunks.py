@@ -29,6 +29,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tfprof.collector.lake.arrays import numbers
+from tfprof.collector.lake.damaged import READ_ERRORS, open_verified, reason_of
 from tfprof.collector.read.clipped_sql import KIND, lake_column
 from tfprof.collector.read.lake_catalog import Catalog, TableRows
 from tfprof.collector.timeline.prepare import NameTable, TimeWindow
@@ -89,17 +90,13 @@ class Damage:
     """A file the read could not use, and why (the engine reports it once)."""
 
     path: str
-    process: int
-    table: str
+    rows: TableRows  # the process's rows of the table the file is of
     reason: str
-    rows: int | None = None  # what its footer says it held, when it could be read
 
 
 def open_parquet(rows: TableRows, path: str) -> pq.ParquetFile:
-    lake = next(lake for lake, p in rows.files if p == path)
-    if lake.local:
-        return pq.ParquetFile(path)
-    return pq.ParquetFile(lake.fs.open_input_file(path))
+    """One of ``rows``' files, its pages' checksums verified as they are read."""
+    return open_verified(next(lake for lake, p in rows.files if p == path), path)
 
 
 def plan_runs(cat: Catalog, tables: Sequence[str], damaged: Callable[[Damage], None]) -> list[Run]:
@@ -112,8 +109,8 @@ def plan_runs(cat: Catalog, tables: Sequence[str], damaged: Callable[[Damage], N
             for _, path in rows.files:
                 try:
                     meta = open_parquet(rows, path).metadata
-                except (OSError, pa.ArrowException) as exc:
-                    damaged(Damage(path, p, rows.table, str(exc) or type(exc).__name__))
+                except READ_ERRORS as exc:
+                    damaged(Damage(path, rows, reason_of(exc)))
                     continue
                 at = meta.schema.to_arrow_schema().get_field_index("start_ns")
                 for i in range(meta.num_row_groups):
@@ -256,8 +253,8 @@ class _Open:
     def read(self) -> None:
         try:
             table = next(self._batches, None)
-        except (OSError, pa.ArrowException) as exc:
-            self.damaged(Damage(self.run.path, self.run.process, self.run.rows.table, str(exc)))
+        except READ_ERRORS as exc:
+            self.damaged(Damage(self.run.path, self.run.rows, reason_of(exc)))
             table = None
         if table is None:
             self.low = NEVER

@@ -33,14 +33,14 @@ def run_state(streams: int, finished: int, live: int) -> str:
     and ``live`` of which a collector holds open."""
     if live:
         return STREAMING
-    return FINISHED if finished >= streams else INCOMPLETE
+    return FINISHED if finished >= streams > 0 else INCOMPLETE
 
 
 def run_state_sql(streams: str, finished: str, live: str) -> str:
     """``run_state`` as a SQL expression over three integer columns."""
     return (
-        f"CASE WHEN {live} > 0 THEN '{STREAMING}' WHEN {finished} >= {streams} "
-        f"THEN '{FINISHED}' ELSE '{INCOMPLETE}' END"
+        f"CASE WHEN {live} > 0 THEN '{STREAMING}' WHEN {finished} >= {streams} AND "
+        f"{streams} > 0 THEN '{FINISHED}' ELSE '{INCOMPLETE}' END"
     )
 
 
