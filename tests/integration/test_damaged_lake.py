@@ -47,7 +47,7 @@ def _stream(store: Store, job: str, data: Path) -> None:
             (pb.KERNEL, t, 500, 1, 0, 0, 0, 1), (pb.MEMCPY, t + 600, 200, 0, 1, 4096, 0, 2),
             (pb.MEMSET, t + 900, 50, 0, 0, 64, 0, 3), (pb.SYNC, t + 1000, 70, 0, 0, 0, 0, 0),
             (pb.API, t - 100, 20, 2, 0, 0, 11, 1), (pb.MARKER, t - 200, 2000, 3, 0, 0, 11, 0),
-            (pb.MEMORY, t - 300, 0, 0, 0, 1 << 20, 11, 0),
+            (pb.MEMORY, t - 300, 0, 0, 0, 1 << 20, 11, 0), (pb.STEP, t - 400, 3000, 0, 0, 0, 11, 0),
         ]  # fmt: skip
         for kind, start, dur, name, ck, nbytes, thread, corr in rows:
             r.kind.append(kind)
@@ -68,7 +68,7 @@ def _stream(store: Store, job: str, data: Path) -> None:
         w.append(b)
         if seq == 1:
             _run("compact", "--data-dir", str(data))
-    w.finish(pb.Goodbye(records_sent=14, dropped_queue=6))
+    w.finish(pb.Goodbye(records_sent=16, dropped_queue=6))
     w.close()
 
 
