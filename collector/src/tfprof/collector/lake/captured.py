@@ -63,15 +63,15 @@ def window_rows(
     ]
 
 
-def captures_of(data_dir: Path, job: str, run: str, stream_id: str) -> list[tuple[str, int, int]]:
-    """(capture id, start, end) of each capture the collector sent the stream."""
+def captures_of(data_dir: Path, hello: pb.Hello) -> list[tuple[str, int, int]]:
+    """(capture id, start, end) of each capture the collector sent the stream: captures
+    name a stream by its process (job, run, host, pid, task), never by its stream id."""
     from tfprof.collector.service.capture_windows import CaptureLog
 
+    me = (hello.job, hello.run_id, hello.host, hello.pid, hello.task)
     found = []
     for capture in CaptureLog(data_dir).read():
-        reached = any(
-            s.stream_id == stream_id and s.job == job and s.run_id == run for s in capture.streams
-        )
+        reached = any((s.job, s.run_id, s.host, s.pid, s.task) == me for s in capture.streams)
         if reached:
             found.append(
                 (capture.capture_id, capture.start_ns, capture.start_ns + capture.duration_ns)
@@ -98,14 +98,14 @@ def edge_of(edge: pb.CaptureEdge, shift_ns: int) -> tuple[bool, int]:
 
 def stream_windows(
     stream_dir: Path,
-    mode: str,
+    hello: pb.Hello,
     edges: Sequence[tuple[bool, int]],
     record_shift: int,
     summary: StreamSummary | None = None,
 ) -> list[Row]:
     """The windows of the stream stored in ``stream_dir`` (``<data dir>/jobs/<job>/
-    <run>/<stream id>``): ``edges`` on the collector clock, its span from its summary
-    (read when not given)."""
+    <run>/<stream id>``; ``hello`` its hello): ``edges`` on the collector clock, its span
+    from its summary (read when not given)."""
     from tfprof.collector.store.stream_counts import read_summary
 
     summary = read_summary(stream_dir) if summary is None else summary
@@ -113,11 +113,9 @@ def stream_windows(
     if summary.first_start_ns is not None and summary.last_end_ns is not None:
         span = (summary.first_start_ns + record_shift, summary.last_end_ns + record_shift)
     captures: list[tuple[str, int, int]] = []
-    if follows_windows(mode):
-        run_dir = stream_dir.parent
-        data_dir = run_dir.parent.parent.parent
-        captures = captures_of(data_dir, run_dir.parent.name, run_dir.name, stream_dir.name)
-    return window_rows(mode, edges, span, captures)
+    if follows_windows(hello.capture_mode):
+        captures = captures_of(stream_dir.parent.parent.parent.parent, hello)
+    return window_rows(hello.capture_mode, edges, span, captures)
 
 
 def union_ns(windows: Sequence[tuple[int, int]]) -> int:

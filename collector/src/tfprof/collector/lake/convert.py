@@ -291,9 +291,7 @@ class StreamCursor:
 
     def window_rows(self) -> list[Row]:
         """The stream's ``capture_windows`` rows as of what the cursor has read."""
-        return stream_windows(
-            self.directory, self.hello.capture_mode, self.edges, self.record_shift
-        )
+        return stream_windows(self.directory, self.hello, self.edges, self.record_shift)
 
     def windows_table(self, rows: list[Row]) -> pa.Table:
         return window_table(self.hello.stream_id, rows)

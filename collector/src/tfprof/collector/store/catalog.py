@@ -136,7 +136,7 @@ def run_info(name: str, run_id: str, run_dir: Path) -> JobInfo | None:
         info.records += summary.records
         info.gpu_records += summary.gpu_records
         edges = summary.collector_edges(hello.clock_offset_ns)
-        rows = stream_windows(stream_dir, hello.capture_mode, edges, shift, summary)
+        rows = stream_windows(stream_dir, hello, edges, shift, summary)
         info.windows += [(a, b) for _, _, a, b in rows]
         if summary.first_start_ns is not None and summary.last_end_ns is not None:
             span.widen(summary.first_start_ns + shift, summary.last_end_ns + shift)
