@@ -29,9 +29,9 @@ T0 = 1_780_000_000 * 10**9
 
 
 def _stream(store: Store, job: str, data: Path) -> None:
-    """A run with a row in every table: each record kind, host samples, a device,
-    queue drops (a log_state row), a goodbye; compacted after each of its two batches
-    (two ranges of files)."""
+    """A run with a row in every table: each record kind, host samples, Python stacks, a
+    device, queue drops (a log_state row), a goodbye; compacted after each of its two
+    batches (two ranges of files)."""
     hello = pb.Hello(protocol_version=1, job=job, run_id="r1", host="node1", pid=7, task="0",
                      stream_id="s0", capture_mode="always",
                      devices=[pb.Device(ordinal=0, uuid=f"GPU-{job}", name="H100")])  # fmt: skip
@@ -59,6 +59,18 @@ def _stream(store: Store, job: str, data: Path) -> None:
             r.thread.append(thread)
             r.correlation.append(corr)
             r.memory_op.append(1 if kind == pb.MEMORY else 0)
+        if seq == 1:  # a stack tree (the stacks table) and a launch stack sample
+            b.stacks.frame_base, b.stacks.node_base = 1, 1
+            b.stacks.frame_file.append(1)
+            b.stacks.frame_line.append(3)
+            b.stacks.frame_function.append(2)
+            b.stacks.frame_first_line.append(1)
+            b.stacks.node_parent.append(0)
+            b.stacks.node_frame.append(1)
+        b.stacks.time_ns.append(t - 100)
+        b.stacks.stack.append(1)
+        b.stacks.kind.append(pb.STACK_LAUNCH)
+        b.stacks.correlation.append(1)
         b.host.time_ns.append(t)
         b.host.cpu_percent.append(50.0)
         b.host.rss_bytes.append(1 << 30)
