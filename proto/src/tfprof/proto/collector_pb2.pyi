@@ -1094,12 +1094,17 @@ class LiveGpu(_message.Message):
     BUSY_NS_FIELD_NUMBER: _builtins.int
     KERNELS_FIELD_NUMBER: _builtins.int
     COPIES_FIELD_NUMBER: _builtins.int
+    STREAM_BUSY_NS_FIELD_NUMBER: _builtins.int
     host: _builtins.str
     gpu_uuid: _builtins.str
     """else host/gpu:N"""
     busy_ns: _builtins.int
-    """union of kernel intervals per CUDA stream"""
+    """The union of its kernels', copies' and memsets' intervals (GPU busy time, as every
+    analysis defines it).
+    """
     kernels: _builtins.int
+    stream_busy_ns: _builtins.int
+    """the union per CUDA stream, summed over streams"""
     @_builtins.property
     def copies(self) -> _containers.RepeatedCompositeFieldContainer[Global___LiveCopies]: ...
     def __init__(
@@ -1110,10 +1115,11 @@ class LiveGpu(_message.Message):
         busy_ns: _builtins.int = ...,
         kernels: _builtins.int = ...,
         copies: _abc.Iterable[Global___LiveCopies] | None = ...,
+        stream_busy_ns: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["busy_ns", b"busy_ns", "copies", b"copies", "gpu_uuid", b"gpu_uuid", "host", b"host", "kernels", b"kernels"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["busy_ns", b"busy_ns", "copies", b"copies", "gpu_uuid", b"gpu_uuid", "host", b"host", "kernels", b"kernels", "stream_busy_ns", b"stream_busy_ns"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
