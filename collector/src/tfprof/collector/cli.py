@@ -29,6 +29,7 @@ EXAMPLES = {
     "(the same as: tfprof-collector export --as jobs a.json b.json -o both.json.gz)",
     "summary": "tfprof-collector summary tfprof-trace.json --view kernels --top 20",
     "advise": "tfprof-collector advise --data-dir /var/lib/tfprof --job train",
+    "diff": "tfprof-collector diff --data-dir /var/lib/tfprof train/RUN1 train/RUN2 --top 20",
     "top": "tfprof-collector top --collector node1:4317 --once --format json",
     "sql": 'tfprof-collector sql "SELECT * FROM kernel_summary ORDER BY total_ns DESC LIMIT 10" '
     "--data-dir /var/lib/tfprof",

@@ -105,6 +105,8 @@ MAX_TEXT_CELL = 100
 
 
 def cell(name: str, value: Any) -> str:
+    if value is None:  # a figure that does not exist (diff's change % of a new name)
+        return "-"
     if isinstance(value, str) and len(value) > MAX_TEXT_CELL:
         return value[: MAX_TEXT_CELL - 3] + "..."
     if isinstance(value, list):

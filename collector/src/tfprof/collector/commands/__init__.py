@@ -7,6 +7,7 @@ from tfprof.collector.commands import (
     capture,
     captures,
     compact,
+    diff,
     export,
     import_,
     jobs,
@@ -20,6 +21,6 @@ from tfprof.collector.commands import (
 
 # Order here is the order in --help.
 COMMANDS = (
-    serve, jobs, export, import_, merge, summary, advise, sql, compact, capture, captures, top,
-    token,
+    serve, jobs, export, import_, merge, summary, advise, diff, sql, compact, capture, captures,
+    top, token,
 )  # fmt: skip
