@@ -27,6 +27,8 @@ that trace's golden files. Golden files, per trace, in tests/data/golden/<folder
 
 Exports are read back as a viewer would (golden_viewers.py), not with tfprof's code.
 tests/data/golden/merge/*.json: ``merge`` of two traces (--as steps, --as jobs).
+tests/data/golden/diff/*.json: ``diff --format json`` of two traces (HTA's trace-diff
+pair, two TF timeline steps).
 
 Only the CLI's surface is used (golden_cli.py): command names, flags and output. What is
 volatile is scrubbed (golden_cli.Scrub): paths of the checkout and temporary folders, run
@@ -263,3 +265,30 @@ def test_merge_two_traces(name: str, tmp_path: Path) -> None:
         ),
     }
     check(GOLDEN / "merge" / f"{name}.json", scrub.doc(doc))
+
+
+PAIR = TRACES / "hta-trace-diff" / "trace_diff"
+DIFFS: dict[str, tuple[list[Path], list[list[str]]]] = {
+    # HTA's real control / test pair: the phases and collectives whole, the 30 rows that
+    # changed most per step, and TraceDiff's default (each side's first step).
+    "hta-trace-diff": (
+        [PAIR / "control" / "control.json.gz", PAIR / "test" / "test.json.gz"],
+        [["--kind", "phase,collective"], ["--top", "30"], ["--steps", "first", "--top", "30"]],
+    ),
+    # Two TF timeline steps: no step markers, the whole file is one step.
+    "tf-steps": (
+        [TF / "GPU_timeline_02_step_1.json", TF / "GPU_timeline_02_step_2.json"],
+        [[]],
+    ),
+}
+
+
+@pytest.mark.parametrize("name", DIFFS)
+def test_diff_two_traces(name: str) -> None:
+    inputs, variants = DIFFS[name]
+    scrub = Scrub({TRACES: "<TRACES>"})
+    doc = {
+        f"diff {' '.join(how)}".strip(): cli_json("diff", *inputs, *how, "--format", "json")
+        for how in variants
+    }
+    check(GOLDEN / "diff" / f"{name}.json", scrub.doc(doc))

@@ -72,8 +72,9 @@ SELECT p, n, device, part, sum(len) FROM spans GROUP BY p, n, device, part
 
 def phase_totals(con: duckdb.DuckDBPyConnection, side: Side, whole: bool) -> list[NameTotal]:
     """The ``phase`` rows of ``side`` over the steps of ``diff_steps``."""
+    past = 1 if whole else 0  # the whole run's range ends one past its last end
     steps = {
-        (str(p), int(n)): int(e) - int(s)
+        (str(p), int(n)): int(e) - int(s) - past
         for p, n, s, e in con.execute(f"SELECT p, n, s, e FROM {STEPS_TABLE}").fetchall()
     }
     sql = _UNIONS.format(placed=placed_sql(side, whole), steps=STEPS_TABLE, comm=COMM_KERNEL)

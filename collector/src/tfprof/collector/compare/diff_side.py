@@ -37,7 +37,8 @@ class Side:
     data_dirs: tuple[str, ...]
     job: str
     run: str
-    streams: tuple[str, ...] = ()  # a capture's streams; empty: every stream of the run
+    # A capture's processes, as (host, task); empty: every process of the run.
+    processes: tuple[tuple[str, str], ...] = ()
     since_ns: int | None = None  # a capture's window on the collector clock
     until_ns: int | None = None
 
@@ -45,8 +46,11 @@ class Side:
     def where(self) -> str:
         """The SQL condition that keeps this side's rows of any record table."""
         parts = [f"job = {literal(self.job)}", f"run = {literal(self.run)}"]
-        if self.streams:
-            parts.append(f"stream_id IN ({', '.join(literal(s) for s in self.streams)})")
+        if self.processes:
+            either = " OR ".join(
+                f"(host = {literal(h)} AND task = {literal(t)})" for h, t in self.processes
+            )
+            parts.append(f"({either})")
         if self.since_ns is not None:
             parts.append(f"start_ns >= {int(self.since_ns)}")
         if self.until_ns is not None:
@@ -144,7 +148,7 @@ def _capture_side(role: str, text: str, data_dirs: tuple[str, ...]) -> Side:
         data_dirs,
         job,
         run,
-        streams=tuple(sorted(s.stream_id for s in capture.streams)),
+        processes=tuple(sorted({(s.host, s.task) for s in capture.streams})),
         since_ns=capture.start_ns,
         until_ns=capture.start_ns + capture.duration_ns,
     )

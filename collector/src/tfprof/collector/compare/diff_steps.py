@@ -81,7 +81,7 @@ def find_steps(con: duckdb.DuckDBPyConnection, side: Side) -> Steps:
 def _ids(side: Side) -> str:
     """``Side.where`` without the time window: the streams table has no times."""
     kept = Side(side.role, side.label, side.origin, side.data_dirs, side.job, side.run,
-                side.streams)  # fmt: skip
+                side.processes)  # fmt: skip
     return kept.where
 
 
