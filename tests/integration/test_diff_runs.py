@@ -78,3 +78,32 @@ def test_a_stretched_replay_grows_every_kernel_by_30_percent(
     assert main([*argv, "--kind", "kernel", "--top", "5"]) == 0
     table = capsys.readouterr().out
     assert "base: job replaydiff run " in table and "ProfilerStep ranges, 3 of 3 read" in table
+
+
+def test_a_keras_fit_is_read_by_its_step_records(
+    traces: Path, collector: Collector, tmp_path: Path
+) -> None:
+    """A real Keras fit (TensorFlow CPU) marks its steps with no code change (STEP
+    records) while a replay of a trace without ProfilerSteps feeds GPU records: the diff
+    reads the STEP records, and GPU work by the step its replayed call launched it in."""
+    example = Path(__file__).resolve().parents[2] / "examples" / "train_mnist_like.py"
+    proc = subprocess.run(
+        agent_cmd("run", "--collector", collector.address, "--job", "fit", "--source",
+                  f"replay:{traces / 'kineto-hta/event_sync_multi_stream.json.gz'}",
+                  "--replay-speed", "1", "--replay-repeat", "20000", "--exit-timeout", "4",
+                  "--", sys.executable, str(example), "--fit", "--steps", "8"),
+        env=clean_env(), capture_output=True, text=True, timeout=240,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    out = tmp_path / "fit.json"
+    argv = ["diff", "--data-dir", str(collector.data_dir), "fit", "fit", "--steps", "1-7"]
+    assert main([*argv, "--format", "json", "-o", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    for side in doc["sides"]:
+        assert side["steps_source"] == "STEP records"
+        assert side["steps"] == [1, 2, 3, 4, 5, 6, 7]
+    rows = {(r["kind"], r["name"]): r for r in doc["rows"]}
+    assert rows[("phase", "step")]["base_count"] == 7
+    kernels = [r for r in doc["rows"] if r["kind"] == "kernel"]
+    assert kernels and all(r["base_count"] > 0 and r["change"] == "=" for r in kernels)
+    assert all(r["delta_per_step_us"] == 0 for r in doc["rows"])

@@ -18,8 +18,8 @@ and Perfetto exports, TF timelines, StepStats), or, when a data dir applies to t
   JOB/RUN     that run of the job (`tfprof-collector jobs` lists runs)
   capture:ID  the streams a capture reached, in its window (`captures` lists them)
 
-steps (said in the output): each side's STEP records (the hook's zero-code markers),
-else its ProfilerStep#N ranges, else the whole run is one step. Host rows belong to the
+steps (said in the output): each side's ProfilerStep#N ranges, else its STEP records
+(the hook's zero-code markers), else the whole run is one step. Host rows belong to the
 step their start is in, GPU work to the step of the CUDA call that launched it (as
 HolisticTraceAnalysis' TraceDiff), so a side's per-name counts in one step equal
 TraceDiff.compare_traces'. Time per step = the side's time in the steps read (every

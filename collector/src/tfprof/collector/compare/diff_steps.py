@@ -1,8 +1,9 @@
 """A diff side's training steps: where they come from, and which of them the diff reads.
 
-One small rule per side, said in the output: the hook's STEP records (the zero-code
-optimizer-step and train-function markers) when the side has any; else PyTorch's
-``ProfilerStep#N`` ranges; else the whole run is one step. Step N of a process is the
+One small rule per side, said in the output, in the steps view's order of preference:
+PyTorch's ``ProfilerStep#N`` ranges when the side has any (the steps the job itself
+named); else the hook's STEP records (its zero-code optimizer-step and train-function
+markers); else the whole run is one step. Step N of a process is the
 range its record spans. Several processes (ranks) share step numbers: the side's step
 count is the number of distinct step numbers the diff reads, so "per step" means the
 whole job's time in one step.
@@ -28,16 +29,16 @@ WHOLE_RUN = "whole run"
 # Every step source as SQL: one row per (process, step) with the range it spans.
 _SOURCES = (
     (
-        STEP_RECORDS,
-        "SELECT stream_id AS p, step AS n, start_ns AS s, start_ns + duration_ns AS e "
-        "FROM steps WHERE {where}",
-    ),
-    (
         PROFILER_STEPS,
         "SELECT stream_id AS p, "
         "TRY_CAST(regexp_extract(name::VARCHAR, '^ProfilerStep#([0-9]+)$', 1) AS BIGINT) AS n, "
         "start_ns AS s, start_ns + duration_ns AS e "
         "FROM markers WHERE {where} AND regexp_matches(name::VARCHAR, '^ProfilerStep#[0-9]+$')",
+    ),
+    (
+        STEP_RECORDS,
+        "SELECT stream_id AS p, step AS n, start_ns AS s, start_ns + duration_ns AS e "
+        "FROM steps WHERE {where}",
     ),
 )
 RECORD_TABLES = ("kernels", "copies", "memsets", "syncs", "api_calls", "markers", "memory")
