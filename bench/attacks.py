@@ -124,8 +124,6 @@ def main(argv: list[str] | None = None) -> int:
     for name, result in zip(names, results, strict=True):
         verdict = "error" if result.error else "held" if result.held else "NOT held"
         print(f"  [{ITEMS[name]}] {result.name:<58} {verdict}")
-    print("  items 5 (damaged segments) and 6 (sql read-only) belong to the read path's "
-          "rewrite: not done where this says NOT held")  # fmt: skip
     return 0
 
 

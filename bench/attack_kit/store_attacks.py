@@ -162,10 +162,10 @@ def damaged_segment(setup: Setup) -> Result:
     out = setup.folder("damaged/out")
     verify = ["--verify"] if "--verify" in serve_flags(setup, "jobs") else []
     commands = {
-        # A data dir's listing reads the logs, not the segments: a deep check of the
-        # segments (every page against its checksum) is asked for when the fix has one.
+        # A listing reads sizes and footers, not pages: a flipped byte inside a page is
+        # found by the deep check (every page against its checksum), asked for here.
         "jobs (data dir)": ("jobs", "--data-dir", str(data), *verify),
-        "jobs (lake)": ("jobs", "--data-dir", str(data / "lake")),
+        "jobs (lake)": ("jobs", "--data-dir", str(data / "lake"), *verify),
         "summary": ("summary", "--data-dir", str(data)),
         "advise": ("advise", "--data-dir", str(data)),
         "export": ("export", "--data-dir", str(data), "-o", str(out / "all.json.gz")),
@@ -176,7 +176,7 @@ def damaged_segment(setup: Setup) -> Result:
     for what, argv in commands.items():
         done = _cli(setup, *argv)
         err = [ln for ln in done.stderr.splitlines() if ln.strip()]
-        names_file = target.name in done.stderr
+        names_file = target.name in done.stderr + done.stdout  # jobs: notes under its table
         good_shown = "good" in done.stdout or (what == "export" and done.returncode == 0)
         last = err[-1][:150] if err else ""
         traceback = any(ln.startswith("Traceback") for ln in err)

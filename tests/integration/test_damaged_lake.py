@@ -170,3 +170,35 @@ def test_every_reader_skips_a_damaged_file_and_goes_on(tmp_path: Path, where: st
     assert "damaged" in outputs["jobs (lake)"][0]
     summary = json.loads(outputs["summary"][0])
     assert any(str(kernels) in note for note in summary["notes"])
+
+
+def _flip_a_page(path: Path) -> None:
+    """Flip bytes of the first column's last data page (the footer stays whole): only
+    reading that page finds it, through its checksum."""
+    import pyarrow.parquet as pq
+
+    column = pq.ParquetFile(path).metadata.row_group(0).column(0)
+    start = column.dictionary_page_offset or column.data_page_offset
+    at = start + column.total_compressed_size - 6  # the page's compressed values
+    raw = bytearray(path.read_bytes())
+    raw[at : at + 4] = bytes(b ^ 0xFF for b in raw[at : at + 4])
+    path.write_bytes(bytes(raw))
+
+
+def test_jobs_verify_finds_a_flipped_byte_its_cheap_check_cannot(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    store = Store(data, fsync=False)
+    for job in ("good", "bad"):
+        _stream(store, job, data)
+    _run("compact", "--data-dir", str(data))
+    kernels = sorted((data / "lake" / "kernels" / "job=bad").rglob("*.parquet"))[0]
+    _flip_a_page(kernels)
+    cheap, _ = _run("jobs", "--data-dir", str(data))
+    assert "damaged" not in cheap  # size and footer are whole: not seen without reading
+    for where in (str(data), data.as_uri()):
+        out, err = _run("jobs", "--data-dir", where, "--verify")
+        assert "Traceback" not in err
+        bad = next(line for line in out.splitlines() if line.startswith("bad "))
+        good = next(line for line in out.splitlines() if line.startswith("good "))
+        assert "damaged" in bad and "damaged" not in good, out
+        assert f"skipped {kernels} (job bad run r1" in out, out

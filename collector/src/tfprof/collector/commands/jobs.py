@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from tfprof.collector.lake.damaged import DamagedFile
+    from tfprof.collector.lake.fs import Lake
     from tfprof.collector.store.catalog import JobInfo
 
 
@@ -66,6 +67,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="collector data dir to list (never created); also a lake directory or URL "
         "(file://, s3://, gs://); repeat to list several as one",
     )
+    p.add_argument(
+        "--verify",
+        action="store_true",
+        help="read every page of every lake file (checksums verified) to find damage; "
+        "without it, jobs checks what is cheap: each file's size against the lake's "
+        "bookkeeping and its footer (a flipped byte inside a page is then found by the "
+        "first command that reads it: summary, advise, export, sql)",
+    )
     p.set_defaults(func=run)
 
 
@@ -86,9 +95,11 @@ def run(args: argparse.Namespace) -> int:
         or is_url(single)
         or (Path(single).is_dir() and not is_data_dir(Path(single)))
     ):
-        return _run_on_lakes(args.data_dirs)
+        return _run_on_lakes(args.data_dirs, args.verify)
+    from tfprof.collector.lake.location import lake_of
+
     infos = Store(single, create=False).list_jobs()
-    _check_lake(Path(single), infos)
+    _check_lake(_scan(lake_of(Path(single)), args.verify), infos)
     if not infos:
         print(f"no jobs in {single}")
         return 0
@@ -119,7 +130,8 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_on_lakes(sources: list[str]) -> int:
+def _run_on_lakes(sources: list[str], verify: bool) -> int:
+    from tfprof.collector.lake.location import distinct_lakes, resolve
     from tfprof.collector.lake.logstate import run_notes
     from tfprof.collector.lake.query import Engine, run_query
     from tfprof.collector.terminal import TextWriter
@@ -127,7 +139,12 @@ def _run_on_lakes(sources: list[str]) -> int:
     engine = Engine(sources)
     runs = run_query(engine, "SELECT * FROM runs").to_pylist()
     notes = run_notes(run_query(engine, "SELECT * FROM log_state").to_pylist())
-    damaged = _damaged(engine.damaged)
+    found = list(engine.damaged)
+    if verify:
+        seen = {d.path for d in found}
+        for lake in distinct_lakes([resolve(s) for s in sources]):
+            found += [d for d in _scan(lake, verify) if d.path not in seen]
+    damaged = _damaged(found)
     for r in runs:  # a run with files no reader can read says so in its state
         if (r["job"], r["run"]) in damaged:
             r["state"] = f"{r['state']}, damaged"
@@ -175,24 +192,29 @@ def _damaged(found: Sequence[DamagedFile]) -> dict[tuple[str, str], list[str]]:
     return out
 
 
-def _check_lake(data_dir: Path, infos: Sequence[JobInfo]) -> None:
-    """Each run whose files in the data dir's lake cannot be read (their size against
-    the lake's bookkeeping, their footer: what is cheap to see) says so: its state gets
-    ``damaged``, and a note names each file."""
-    from tfprof.collector.lake.damaged import bookkeeping, damaged_file, footer_check
+def _scan(lake: Lake, verify: bool) -> list[DamagedFile]:
+    """The lake's files that cannot be read: by their size against the lake's
+    bookkeeping and their footer (cheap), and with ``verify`` by reading every page."""
+    from tfprof.collector.lake.damaged import bookkeeping, damaged_file, footer_check, probe
     from tfprof.collector.lake.fs import list_parquet
-    from tfprof.collector.lake.location import lake_of
     from tfprof.collector.lake.schema import TABLES
 
-    lake = lake_of(data_dir)
     found = []
     for table in TABLES:
         files = [i.path for i in list_parquet(lake, table)]
         held = bookkeeping(lake, files)
         for path in files:
             reason = footer_check(lake, path, held.get(path, (0, None))[1])
+            if reason is None and verify:
+                reason = probe(lake, path)
             if reason is not None:
                 found.append(damaged_file(lake, path, reason))
+    return found
+
+
+def _check_lake(found: Sequence[DamagedFile], infos: Sequence[JobInfo]) -> None:
+    """Each run with files in ``found`` says so: its state gets ``damaged``, and a note
+    names each file."""
     for info in infos:
         mine = [d for d in found if (d.job, d.run) == (info.name, info.run_id)]
         if mine:
