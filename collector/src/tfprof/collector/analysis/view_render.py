@@ -38,6 +38,9 @@ class ViewReport:
     fields: tuple[str, ...]
     rows: Sequence[Any]  # the view's row dataclasses
     notes: tuple[str, ...] = ()  # what the records lack and why (analysis/notes.py)
+    # A tree view's name field: a table indents it by the row's ``depth`` (JSON and CSV
+    # keep the name and the depth apart).
+    indent: str = ""
 
     def window(self) -> dict[str, Any]:
         return {
@@ -137,11 +140,18 @@ class TableReporter:
         for note in r.notes:
             text.line(note, bold=True)
         fields = display_order(r.fields)
-        columns = [column(f, [getattr(row, f) for row in r.rows]) for f in fields]
+        columns = [column(f, [_value(r, row, f) for row in r.rows]) for f in fields]
         body = [[cells[i] for _, cells in columns] for i in range(len(r.rows))]
         # A column of numbers only is right-aligned (so is its header).
         numeric = [bool(body) and all(_numeric(row[i]) for row in body) for i in range(len(fields))]
         text.table([header for header, _ in columns], body, numeric)
+
+
+def _value(report: ViewReport, row: Any, name: str) -> Any:
+    value = getattr(row, name)
+    if name == report.indent:
+        return "  " * (getattr(row, "depth", 1) - 1) + str(value)
+    return value
 
 
 def window_text(start_ns: int, end_ns: int) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from tfprof.collector.commands._analysis_input import (
     add_input_arguments,
@@ -10,6 +11,11 @@ from tfprof.collector.commands._analysis_input import (
     load_record_set,
     output,
 )
+from tfprof.collector.errors import InvalidArgument
+
+if TYPE_CHECKING:
+    from tfprof.collector.analysis.filters import Filters
+    from tfprof.collector.analysis.view_render import ViewReport
 
 DESCRIPTION = """\
 Summarise the GPU records of stored jobs (--data-dir, --job) or of trace files.
@@ -39,10 +45,18 @@ Kineto and TF timeline traces):
   memory          per job and GPU: peak device memory, when, % of the GPU's memory,
                   allocations, releases, the level over 8 slices of the window
 
+Python code (stacks the agent recorded with --code sample|launch, or a Kineto trace
+recorded with_stack=True):
+  code            tfprof's code view: the tree of Python call paths that launched the
+                  GPU work, self and total GPU time, kernels, launches, host time;
+                  --start/--trim-name-regex, --max-depth as tfprof had them
+  lines           per source line (file:line:function): the same figures, flat
+
 examples:
   tfprof-collector summary trace.json.gz --view op --top 20
   tfprof-collector summary --data-dir DIR --job train --view scope --max-depth 2
   tfprof-collector summary trace.json.gz --view api --format csv -o api.csv
+  tfprof-collector summary --data-dir DIR --view code --trim-name-regex 'torch/'
 
 Filters apply in this order: --min-micros, --show/--hide-name-regex, --order-by, --top;
 --select picks the fields shown. Field names are those of --format json (the header
@@ -56,12 +70,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "summary",
         help="tfprof-style views: kernels, streams, gpus, memcpy, jobs, op, scope, api, "
-        "launch, memory",
+        "launch, memory, code, lines",
         description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_input_arguments(p)
-    p.add_argument("--view", choices=tuple(VIEWS), default="kernels", help="(default: kernels)")
+    p.add_argument(
+        "--view", choices=(*VIEWS, *CODE_VIEWS), default="kernels", help="(default: kernels)"
+    )
     p.add_argument(
         "--min-micros",
         type=float,
@@ -74,8 +90,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--max-depth",
         type=int,
         metavar="N",
-        help="scope view: show scopes down to depth N (1: top level); deeper ones still "
-        "count in their ancestors' totals (default: all depths)",
+        help="scope and code views: show nodes down to depth N (1: top level); deeper ones "
+        "still count in their ancestors' totals (default: all depths)",
     )
     p.add_argument("--order-by", metavar="FIELD", help="sort by FIELD (numbers descending)")
     p.add_argument(
@@ -87,15 +103,38 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="keep rows whose name matches RE (kernels/api/launch: name, streams: track, "
         "gpus: uuid, memcpy: copy, jobs/memory: job, op: op, scope: scope) (default: all)",
     )
-    p.add_argument("--hide-name-regex", metavar="RE", help="drop rows whose name matches RE")
+    p.add_argument(
+        "--hide-name-regex",
+        metavar="RE",
+        help="drop rows whose name matches RE (code view: their shown descendants move up "
+        "to the nearest shown ancestor, as tfprof's -hide_name_regexes)",
+    )
+    p.add_argument(
+        "--start-name-regex",
+        metavar="RE",
+        help="code and lines views: show each call path from its first frame matching RE "
+        "(tfprof's -start_name_regexes) (default: from the outermost frame)",
+    )
+    p.add_argument(
+        "--trim-name-regex",
+        metavar="RE",
+        help="code and lines views: fold frames matching RE (e.g. 'torch/|<built-in') out "
+        "of every stack: what they launched goes to the innermost frame left (default: none)",
+    )
     p.add_argument("--top", type=int, metavar="N", help="show the first N rows only")
     p.set_defaults(func=run)
+
+
+CODE_VIEWS = ("code", "lines")  # read through DuckDB (analysis/code_view.py)
 
 
 def run(args: argparse.Namespace) -> int:
     from tfprof.collector.analysis import VIEWS, Filters, read_view_report, view_report
     from tfprof.collector.analysis.view_render import reporter
 
+    if args.view not in CODE_VIEWS and (args.start_name_regex or args.trim_name_regex):
+        flag = "--start-name-regex" if args.start_name_regex else "--trim-name-regex"
+        raise InvalidArgument(f"{flag} applies to the code and lines views")
     select = tuple(s.strip() for s in args.select.split(",") if s.strip()) if args.select else None
     filters = Filters(
         min_micros=args.min_micros,
@@ -106,10 +145,24 @@ def run(args: argparse.Namespace) -> int:
         top=args.top,
         max_depth=args.max_depth,
     )
-    if VIEWS[args.view].need is not None:
+    if args.view in CODE_VIEWS:
+        report = _code_report(args, filters)
+    elif VIEWS[args.view].need is not None:
         report = read_view_report(args.view, load_catalog(args), filters)
     else:
         report = view_report(args.view, load_record_set(args, host=VIEWS[args.view].host), filters)
     with output(args.output) as out:
         reporter(args.format, report).render(out)
     return 0
+
+
+def _code_report(args: argparse.Namespace, filters: Filters) -> ViewReport:
+    from tfprof.collector.analysis.code_read import read
+    from tfprof.collector.analysis.code_view import CodeFilters, code_report
+    from tfprof.collector.commands._code_input import code_connection
+    from tfprof.collector.terminal import progress
+
+    with progress("loading"), code_connection(args) as (con, scope):
+        att = read(con, scope)
+    code = CodeFilters(args.start_name_regex, args.trim_name_regex)
+    return code_report(args.view, att, filters, code)
