@@ -182,12 +182,13 @@ def test_exact_nearest_and_missing_are_told_apart(
 
 def test_code_options_are_refused_elsewhere(capsys: pytest.CaptureFixture[str]) -> None:
     assert collector(["summary", str(BERT), "--view", "kernels", "--trim-name-regex", "x"]) != 0
-    assert "applies to the code and lines views" in capsys.readouterr().err
+    assert "applies to the code, lines and memory --by code views" in capsys.readouterr().err
 
 
 # tfprof's display rules on a known tree: a/b/c (6), a/b (1), a/d (3), e (2)
-LEAVES = [Leaf(("a", "b", "c"), [6.0, 1, 1, 0, 0, 0]), Leaf(("a", "b"), [1.0, 1, 1, 0, 0, 0]),
-          Leaf(("a", "d"), [3.0, 1, 1, 0, 0, 0]), Leaf(("e",), [2.0, 1, 1, 0, 0, 0])]  # fmt: skip
+LEAVES = [Leaf(path, [ns, 1, 1, 0, 0, 0, 1])
+          for path, ns in ((("a", "b", "c"), 6.0), (("a", "b"), 1.0), (("a", "d"), 3.0),
+                           (("e",), 2.0))]  # fmt: skip
 
 
 def names(display: Display, start: str | None = None) -> list[tuple[str, int]]:
@@ -214,7 +215,7 @@ def test_fold_and_lines() -> None:
     a = root.children["a"]
     assert set(a.children) == {"c", "d"} and a.own[0] == 1.0 and a.total[0] == 10.0
     # recursion: x calls itself; each stack counts once in x's total
-    per = lines([Leaf(("x", "y", "x"), [5.0, 1, 1, 0, 0, 0])], None, None)
+    per = lines([Leaf(("x", "y", "x"), [5.0, 1, 1, 0, 0, 0, 1])], None, None)
     assert per["x"][1][0] == 5.0 and per["x"][0][0] == 5.0 and per["y"][0][0] == 0.0
-    assert lines([Leaf(("x", "y"), [5.0, 1, 1, 0, 0, 0])], None, 1)["x"] == (
-        [0.0] * 6, [5.0, 1, 1, 0, 0, 0])  # fmt: skip
+    assert lines([Leaf(("x", "y"), [5.0, 1, 1, 0, 0, 0, 1])], None, 1)["x"] == (
+        [0.0] * 7, [5.0, 1, 1, 0, 0, 0, 1])  # fmt: skip

@@ -18,6 +18,7 @@ from tfprof.collector.analysis.code_tree import (
     KERNELS,
     LAUNCHES,
     NEAR_NS,
+    RECORDS,
     WIDTH,
     Leaf,
     frame_name,
@@ -99,8 +100,9 @@ def read(con: duckdb.DuckDBPyConnection, scope: Scope, records: str = "") -> Att
         values[KERNELS] = float(kernels or 0)
         values[LAUNCHES] = float(launches or 0)
         values[BYTES] = float(nbytes or 0)
+        values[RECORDS] = float(n)
         if how == code_sql.NEAREST:
-            values[NEAR_NS] = values[GPU_NS]
+            values[NEAR_NS] = values[BYTES] if records else values[GPU_NS]
             out.gap_sum += int(gaps or 0)
             out.gap_max = max(out.gap_max, int(gap or 0))
         count = out.how.setdefault(int(how), HowCount())

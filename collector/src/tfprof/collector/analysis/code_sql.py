@@ -188,3 +188,33 @@ SELECT job, run, CAST(stream_id AS VARCHAR), stack_id, parent_id, CAST(file AS V
             function or "",
         )
     return out
+
+
+def live_at_peak(scope: Scope) -> str:
+    """The allocations live when each job's device memory (all its processes and GPUs)
+    was at its highest, as records for ``by_stack`` (what 4, the block's bytes) with the
+    job's peak and when: every allocation and release of the jobs counts, whatever the
+    window (the level at any time depends on all that came before)."""
+    jobs = Scope(scope.jobs)
+    return f"""
+WITH m AS (
+  SELECT {KEY}, task, device, address, coalesce(correlation, 0) AS correlation, start_ns,
+         bytes, memory_op FROM memory WHERE {jobs.where("start_ns", None)} AND memory_op IN (1, 2)),
+levels AS (
+  SELECT job, start_ns, sum(CASE memory_op WHEN 1 THEN bytes ELSE -bytes END) OVER (
+    PARTITION BY job ORDER BY start_ns, memory_op DESC, address
+    ROWS UNBOUNDED PRECEDING) AS level FROM m),
+peaks AS (SELECT job, max(level) AS peak, arg_max(start_ns, level) AS peak_ns
+          FROM levels GROUP BY job),
+allocs AS (
+  SELECT m.*, p.peak, p.peak_ns FROM m JOIN peaks p USING (job)
+  WHERE m.memory_op = 1 AND m.start_ns <= p.peak_ns),
+freed AS (
+  SELECT a.{KEY.replace(", ", ", a.")}, a.device, a.address, a.start_ns FROM allocs a
+  JOIN m r ON r.job = a.job AND r.run = a.run AND r.stream_id = a.stream_id
+   AND r.device = a.device AND r.address = a.address AND r.memory_op = 2
+   AND r.start_ns >= a.start_ns AND r.start_ns <= a.peak_ns)
+SELECT a.{KEY.replace(", ", ", a.")}, a.task, a.correlation, 4 AS what, 0 AS ns, a.bytes,
+       a.start_ns, a.peak, a.peak_ns
+FROM allocs a ANTI JOIN freed f USING ({KEY}, device, address, start_ns)
+"""

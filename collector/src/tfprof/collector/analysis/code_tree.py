@@ -23,9 +23,10 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
-# What a leaf was given, in this order.
-GPU_NS, KERNELS, LAUNCHES, HOST_NS, NEAR_NS, BYTES = range(6)
-WIDTH = 6
+# What a leaf was given, in this order (NEAR_NS: the part of GPU_NS, or of BYTES for
+# memory, attributed through a nearest sample; RECORDS: GPU or memory records).
+GPU_NS, KERNELS, LAUNCHES, HOST_NS, NEAR_NS, BYTES, RECORDS = range(7)
+WIDTH = 7
 
 NO_STACK = "(no Python stack)"
 ALL_TRIMMED = "(every frame trimmed)"

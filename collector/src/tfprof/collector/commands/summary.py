@@ -51,6 +51,8 @@ recorded with_stack=True):
                   GPU work, self and total GPU time, kernels, launches, host time;
                   --start/--trim-name-regex, --max-depth as tfprof had them
   lines           per source line (file:line:function): the same figures, flat
+  memory --by code  the device memory live at each job's peak, by the Python line that
+                  allocated it
 
 examples:
   tfprof-collector summary trace.json.gz --view op --top 20
@@ -110,6 +112,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "to the nearest shown ancestor, as tfprof's -hide_name_regexes)",
     )
     p.add_argument(
+        "--by",
+        choices=("gpu", "code"),
+        default="gpu",
+        help="memory view: gpu, per job and GPU; code, the bytes live at each job's peak by "
+        "the Python line that allocated them (default: gpu)",
+    )
+    p.add_argument(
         "--start-name-regex",
         metavar="RE",
         help="code and lines views: show each call path from its first frame matching RE "
@@ -132,9 +141,12 @@ def run(args: argparse.Namespace) -> int:
     from tfprof.collector.analysis import VIEWS, Filters, read_view_report, view_report
     from tfprof.collector.analysis.view_render import reporter
 
-    if args.view not in CODE_VIEWS and (args.start_name_regex or args.trim_name_regex):
+    by_code = args.view == "memory" and args.by == "code"
+    if args.by == "code" and not by_code:
+        raise InvalidArgument("--by code applies to the memory view")
+    if not (by_code or args.view in CODE_VIEWS) and (args.start_name_regex or args.trim_name_regex):
         flag = "--start-name-regex" if args.start_name_regex else "--trim-name-regex"
-        raise InvalidArgument(f"{flag} applies to the code and lines views")
+        raise InvalidArgument(f"{flag} applies to the code, lines and memory --by code views")
     select = tuple(s.strip() for s in args.select.split(",") if s.strip()) if args.select else None
     filters = Filters(
         min_micros=args.min_micros,
@@ -145,7 +157,7 @@ def run(args: argparse.Namespace) -> int:
         top=args.top,
         max_depth=args.max_depth,
     )
-    if args.view in CODE_VIEWS:
+    if args.view in CODE_VIEWS or by_code:
         report = _code_report(args, filters)
     elif VIEWS[args.view].need is not None:
         report = read_view_report(args.view, load_catalog(args), filters)
@@ -162,7 +174,11 @@ def _code_report(args: argparse.Namespace, filters: Filters) -> ViewReport:
     from tfprof.collector.commands._code_input import code_connection
     from tfprof.collector.terminal import progress
 
-    with progress("loading"), code_connection(args) as (con, scope):
-        att = read(con, scope)
     code = CodeFilters(args.start_name_regex, args.trim_name_regex)
+    with progress("loading"), code_connection(args) as (con, scope):
+        if args.view == "memory":
+            from tfprof.collector.analysis.code_memory import memory_by_code
+
+            return memory_by_code(con, scope, filters, code)
+        att = read(con, scope)
     return code_report(args.view, att, filters, code)

@@ -163,6 +163,8 @@ RECORD_TABLES: dict[RecordKind, Table] = {
         *IDENTITY, *TIMES, DEVICE, CONTEXT, STREAM, BYTES,
         _c("address", pa.int64(), "", "device address of the block"),
         _c("memory_op", pa.uint8(), "", "1 allocation, 2 release"),
+        _c("correlation", pa.uint32(), "", "CUPTI correlation id of the API call that "
+           "allocated or freed it (api_calls.correlation); null in files written before it"),
     )),
     RecordKind.STEP: Table("steps", "training steps the hook marked with no code change "
                            "(PyTorch optimizer steps, Keras train-function calls)", (
