@@ -11,13 +11,16 @@ recorded. ``merge`` is this command for trace files, kept as an alias for script
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from tfprof.collector.errors import InvalidArgument, NotFound, PathError
 
 if TYPE_CHECKING:
+    from tfprof.collector.export.output import BinaryOutput
     from tfprof.collector.jobdata import JobData
     from tfprof.proto import collector_pb2 as pb
 
@@ -216,12 +219,48 @@ def write(jobs: list[JobData], args: argparse.Namespace) -> int:
     with progress("finding the first event"):
         timeline = timeline_parts(jobs, group_by=args.group_by, window_ns=window)
     try:
-        with progress(f"merging and writing {args.output}", unit="bytes") as advance:
-            target = write_timeline(timeline, args.output, args.format, advance)
+        with (
+            progress(f"merging and writing {args.output}", unit="bytes") as advance,
+            stacks_after(args, window, timeline.origin_ns) as after,
+        ):
+            target = write_timeline(timeline, args.output, args.format, advance, after)
     except OSError as exc:  # the output the user named cannot be created or written
         raise PathError.from_os("output", args.output, exc) from exc
     print(f"tfprof-collector: wrote {target}: {timeline.num_slices:,} slices", file=sys.stderr)
     return timeline.num_slices
+
+
+@contextlib.contextmanager
+def stacks_after(
+    args: argparse.Namespace, window: tuple[int | None, int | None] | None, origin_ns: int
+) -> Iterator[Callable[[BinaryOutput], None] | None]:
+    """For a Perfetto output, what appends the inputs' Python stack samples to it
+    (export/perfetto_stacks.py); None for other formats. Only Kineto-like JSON files and
+    stored jobs can hold stacks: other trace files are not read again."""
+    from tfprof.collector.export import format_for
+
+    files = [f for f in (getattr(args, "inputs", None) or []) if ".json" in f.lower()]
+    data_dirs = getattr(args, "data_dir", None)
+    if format_for(args.output, args.format) != "perfetto" or not (files or data_dirs):
+        yield None
+        return
+    from tfprof.collector.analysis.code_sql import Scope
+    from tfprof.collector.commands._code_input import code_connection
+    from tfprof.collector.export.perfetto_stacks import stack_packets
+
+    source = argparse.Namespace(
+        files=files if not data_dirs else [], data_dir=data_dirs, job=getattr(args, "job", None),
+        since=None, until=None,
+    )  # fmt: skip
+    with code_connection(source) as (con, scope):
+        since, until = window or (None, None)
+        scope = Scope(scope.jobs, since, until)
+
+        def append(out: BinaryOutput) -> None:
+            for trace in stack_packets(con, scope, origin_ns):
+                out.write(trace.SerializeToString())
+
+        yield append
 
 
 def check_args(args: argparse.Namespace) -> None:

@@ -128,18 +128,24 @@ def render_to(
     raw: IO[bytes],
     gzip_name: str | None = None,
     progress: Callable[[int], None] | None = None,
+    after: Callable[[BinaryOutput], None] | None = None,
 ) -> int:
     """Render into ``raw``, gzip-compressed when ``gzip_name`` (the name inside the gzip
-    stream) is given; returns the bytes the reporter wrote, before compression."""
+    stream) is given; returns the bytes the reporter wrote, before compression. ``after``
+    writes more once the reporter is done (Perfetto's appended stack samples)."""
     counted = _Counting(raw, progress)
     if gzip_name is None:
         reporter.render(counted)
+        if after is not None:
+            after(counted)
         return counted.written
     with gzip.GzipFile(
         filename=gzip_name, mode="wb", fileobj=raw, compresslevel=GZIP_LEVEL, mtime=0
     ) as zipped:
         counted = _Counting(zipped, progress)
         reporter.render(counted)
+        if after is not None:
+            after(counted)
     return counted.written
 
 
@@ -154,6 +160,7 @@ def write_timeline(
     path: str | os.PathLike[str],
     fmt: str | None = None,
     progress: Callable[[int], None] | None = None,
+    after: Callable[[BinaryOutput], None] | None = None,
 ) -> Path:
     """Render ``timeline`` to ``path`` (gzip-compressed when it ends in ``.gz``).
 
@@ -161,7 +168,7 @@ def write_timeline(
     inside the log dir ``path``. The output appears whole or not at all: it is written
     next to its final name and renamed into place, so a reader never sees half a trace,
     and an error or Ctrl-C leaves nothing behind. ``progress`` is told every (uncompressed)
-    byte count the reporter writes.
+    byte count the reporter writes; ``after`` as ``render_to`` has it.
     """
     name = format_for(path, fmt)
     reporter = make_reporter(timeline, os.fspath(path), name)
@@ -175,7 +182,7 @@ def write_timeline(
     partial = target.with_name(f".{target.name}.partial-{os.getpid()}")
     try:
         with open(partial, "wb") as raw:
-            written = render_to(reporter, raw, gzip_name_of(target.name), progress)
+            written = render_to(reporter, raw, gzip_name_of(target.name), progress, after)
         os.replace(partial, target)
     except BaseException:
         partial.unlink(missing_ok=True)
