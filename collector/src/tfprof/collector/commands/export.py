@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from tfprof.collector.errors import InvalidArgument, NotFound, PathError
 
 if TYPE_CHECKING:
+    from tfprof.collector.export.chrome_stacks import ChromeStacks
     from tfprof.collector.export.output import BinaryOutput
     from tfprof.collector.jobdata import JobData
     from tfprof.proto import collector_pb2 as pb
@@ -221,9 +222,9 @@ def write(jobs: list[JobData], args: argparse.Namespace) -> int:
     try:
         with (
             progress(f"merging and writing {args.output}", unit="bytes") as advance,
-            stacks_after(args, window, timeline.origin_ns) as after,
+            stacks_after(args, window, timeline.origin_ns) as (after, chrome),
         ):
-            target = write_timeline(timeline, args.output, args.format, advance, after)
+            target = write_timeline(timeline, args.output, args.format, advance, after, chrome)
     except OSError as exc:  # the output the user named cannot be created or written
         raise PathError.from_os("output", args.output, exc) from exc
     print(f"tfprof-collector: wrote {target}: {timeline.num_slices:,} slices", file=sys.stderr)
@@ -233,19 +234,22 @@ def write(jobs: list[JobData], args: argparse.Namespace) -> int:
 @contextlib.contextmanager
 def stacks_after(
     args: argparse.Namespace, window: tuple[int | None, int | None] | None, origin_ns: int
-) -> Iterator[Callable[[BinaryOutput], None] | None]:
-    """For a Perfetto output, what appends the inputs' Python stack samples to it
-    (export/perfetto_stacks.py); None for other formats. Only Kineto-like JSON files and
-    stored jobs can hold stacks: other trace files are not read again."""
+) -> Iterator[tuple[Callable[[BinaryOutput], None] | None, ChromeStacks | None]]:
+    """The inputs' Python stack samples for the output: for Perfetto, what appends them
+    (export/perfetto_stacks.py), for Chrome JSON, what the reporter adds
+    (export/chrome_stacks.py); (None, None) for other formats. Only Kineto-like JSON
+    files and stored jobs can hold stacks: other trace files are not read again."""
     from tfprof.collector.export import format_for
 
     files = [f for f in (getattr(args, "inputs", None) or []) if ".json" in f.lower()]
     data_dirs = getattr(args, "data_dir", None)
-    if format_for(args.output, args.format) != "perfetto" or not (files or data_dirs):
-        yield None
+    fmt = format_for(args.output, args.format)
+    if fmt not in ("perfetto", "chrome") or not (files or data_dirs):
+        yield None, None
         return
     from tfprof.collector.analysis.code_sql import Scope
     from tfprof.collector.commands._code_input import code_connection
+    from tfprof.collector.export.chrome_stacks import ChromeStacks
     from tfprof.collector.export.perfetto_stacks import stack_packets
 
     source = argparse.Namespace(
@@ -260,7 +264,10 @@ def stacks_after(
             for trace in stack_packets(con, scope, origin_ns):
                 out.write(trace.SerializeToString())
 
-        yield append
+        if fmt == "perfetto":
+            yield append, None
+        else:
+            yield None, ChromeStacks(con, scope, origin_ns)
 
 
 def check_args(args: argparse.Namespace) -> None:

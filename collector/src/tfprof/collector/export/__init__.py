@@ -22,12 +22,15 @@ import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any, Protocol
+from typing import IO, TYPE_CHECKING, Any, Protocol
 
 from tfprof.collector.errors import InvalidArgument
 from tfprof.collector.export.chrome import ChromeReporter
 from tfprof.collector.export.output import BinaryOutput
 from tfprof.collector.timeline.model import PartedTimeline, Timeline
+
+if TYPE_CHECKING:
+    from tfprof.collector.export.chrome_stacks import ChromeStacks
 
 # About level 1's speed for fewer bytes; 4 and up save some more bytes for more time
 # (bench/results/cpu-design-choices.txt, "gzip").
@@ -161,6 +164,7 @@ def write_timeline(
     fmt: str | None = None,
     progress: Callable[[int], None] | None = None,
     after: Callable[[BinaryOutput], None] | None = None,
+    chrome_stacks: ChromeStacks | None = None,
 ) -> Path:
     """Render ``timeline`` to ``path`` (gzip-compressed when it ends in ``.gz``).
 
@@ -168,10 +172,13 @@ def write_timeline(
     inside the log dir ``path``. The output appears whole or not at all: it is written
     next to its final name and renamed into place, so a reader never sees half a trace,
     and an error or Ctrl-C leaves nothing behind. ``progress`` is told every (uncompressed)
-    byte count the reporter writes; ``after`` as ``render_to`` has it.
+    byte count the reporter writes; ``after`` as ``render_to`` has it; ``chrome_stacks``:
+    Python stacks for a Chrome JSON output (export/chrome_stacks.py).
     """
     name = format_for(path, fmt)
     reporter = make_reporter(timeline, os.fspath(path), name)
+    if chrome_stacks is not None and isinstance(reporter, ChromeReporter):
+        reporter.stacks = chrome_stacks
     target = Path(path)
     if name == "xplane":
         from tfprof.collector.export.xplane import XPlaneReporter

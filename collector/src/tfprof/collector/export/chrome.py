@@ -28,7 +28,7 @@ events by time (Perfetto) has opened that slice by then.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import orjson
@@ -47,6 +47,9 @@ from tfprof.collector.timeline.model import (
     parted,
 )
 from tfprof.core.counters import counter_parts
+
+if TYPE_CHECKING:
+    from tfprof.collector.export.chrome_stacks import ChromeStacks
 from tfprof.core.slice_args import SLICE_CATEGORIES
 
 # Slices are written by kind in SLICE_CATEGORIES' order, unknown kinds last (None).
@@ -69,6 +72,9 @@ class ChromeReporter:
         self.chunk_events = max(1, chunk_events)
         self._names = NameText(())
         self._dims = DimText()
+        # Python stacks to add (export/chrome_stacks.py): sample events after the
+        # timeline's, and the stackFrames member; set by whoever writes the file.
+        self.stacks: ChromeStacks | None = None
 
     def render(self, outfile: BinaryOutput) -> None:
         """Write the whole trace to a binary file object."""
@@ -86,8 +92,14 @@ class ChromeReporter:
                     pipeline.put(block.finish, skip=int(first))  # every event starts with a comma
                     first = False
                 del part  # its records are released before the next part is read
+        if self.stacks is not None:
+            for chunk in self.stacks.events():
+                outfile.write(chunk[1:] if first else chunk)  # no comma before the first
+                first = False
         outfile.write(b'],"otherData":')
         outfile.write(orjson.dumps(timeline.metadata))
+        if self.stacks is not None:
+            self.stacks.members(outfile)
         outfile.write(b"}\n")
 
     def _blocks(self, part: TimelinePart) -> Iterator[Rows]:
