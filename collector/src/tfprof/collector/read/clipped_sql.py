@@ -48,8 +48,11 @@ H_COLUMNS = ("thread", "correlation", "external_id", "name", "cbid", "return_val
              "category", "domain", "device", "stream", "bytes", "memory_op")  # fmt: skip
 _STRINGS = frozenset({"name", "domain"})
 # ``g``/``h``: in the window, clipped; ``g_all``/``h_all``: every record of the run
-# (durations clamped), what whole-run figures (records stored) count.
-RELATIONS = ("g", "h", "g_all", "h_all")
+# (durations clamped), what whole-run figures (records stored) count; ``p``: one row per
+# process (``process``, ``job``, ``link``: its link group, ``Catalog.link_groups``).
+RELATIONS = ("g", "h", "g_all", "h_all", "p")
+# Written in braces too: the window's bounds as integer literals, NULL for an open end.
+BOUNDS = ("lo", "hi")
 
 
 def connect(threads: int | None = None) -> duckdb.DuckDBPyConnection:
@@ -77,6 +80,11 @@ def lake_column(table: str, column: str) -> str | None:
     return None
 
 
+def bound(value: int | None) -> str:
+    """A window bound as SQL: the integer, or NULL for an open end."""
+    return "NULL" if value is None else str(int(value))
+
+
 def _literal(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
@@ -91,6 +99,16 @@ class Relations:
 
     def text(self, name: str) -> str:
         """SQL text (a subquery) of a relation of ``RELATIONS``."""
+        if name == "p" and name not in self._text:
+            cat = self.cat
+            table = pa.table(
+                {
+                    "process": pa.array(range(len(cat.processes)), pa.int64()),
+                    "job": pa.array([p.job for p in cat.processes], pa.int64()),
+                    "link": pa.array(cat.link_groups, pa.int64()),
+                }
+            )
+            self._text[name] = f"SELECT * FROM {self._register(table)}"
         if name not in self._text:
             gpu = name.startswith("g")
             tables, columns = (GPU_TABLES, G_COLUMNS) if gpu else (HOST_TABLES, H_COLUMNS)

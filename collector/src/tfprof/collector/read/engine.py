@@ -94,6 +94,10 @@ class Read:
     with_records: set[int] = field(default_factory=set)  # jobs with a GPU record
     pairs: list[tuple[int, int, int]] = field(default_factory=list)  # job, process, device
     damage: list[DamagedFile] = field(default_factory=list)  # files left out
+    # The window's end and the GPUs are known (``found``): before the sweep when no sweep
+    # reads every GPU table, else once it is over.
+    ends_known: bool = False
+    query_rows: dict[Query, list[tuple[Any, ...]]] = field(default_factory=dict)
     gpu_keys: GpuKeys = field(init=False)
 
     def found_damage(self, found: Damage) -> None:
@@ -142,6 +146,11 @@ class Read:
     def window_ns(self) -> int:
         return max(0, self.end_ns - self.start_ns)
 
+    def rows(self, query: Query) -> list[tuple[Any, ...]]:
+        """A query's rows, for a sweep's ``start``: the queries of every need and every
+        sweep (a sweep's optional ``queries`` attribute) run before the first chunk."""
+        return self.query_rows[query]
+
     def listed_gpu(self) -> np.ndarray:
         """Per GPU key (``gpu_keys``), the index of its GPU in ``gpus``; -1: not listed
         (no GPU record in the window)."""
@@ -182,6 +191,7 @@ class Read:
             last = max((h.end_ns for h in sampled), default=first)
         self.start_ns = w.lo if w.lo is not None else first
         self.end_ns = w.hi if w.hi is not None else max(last, self.start_ns)
+        self.ends_known = True
 
 
 def components(cat: Catalog) -> list[tuple[int, ...]]:
@@ -217,8 +227,10 @@ def read(
     """What the read found, and each need's result, from one read of the catalog. A
     file that cannot be read is said once and left out (``Read.damage``); the rest of
     the read goes on."""
-    queries = list(dict.fromkeys(q for n in needs for q in n.queries()))
     sweeps: list[Sweep[Any]] = list(dict.fromkeys(s for n in needs for s in n.sweeps()))
+    asked = [q for n in needs for q in n.queries()]
+    asked += [q for s in sweeps for q in getattr(s, "queries", ())]
+    queries = list(dict.fromkeys(asked))
     tables = sorted({t for s in sweeps for t in s.tables})
     sweeps_gpu = set(GPU_TABLES) <= set(tables)
     if not sweeps_gpu and SPANS not in queries:
@@ -229,6 +241,7 @@ def read(
     state.damage += damage
     runs = plan_runs(cat, tables, state.found_damage)
     state.start_ns = _window_start(cat, runs, sweeps_gpu)
+    state.query_rows = rows
     if not sweeps_gpu:
         spans: dict[tuple[int, int, int], tuple[int, int]] = {}
         for j, p, d, _, _, _, _, first, last in rows[SPANS]:
@@ -305,6 +318,8 @@ def _queries(
             for name in clipped_sql.RELATIONS:
                 if "{" + name + "}" in text:
                     text = text.replace("{" + name + "}", f"({relations.text(name)})")
+            for name, value in zip(clipped_sql.BOUNDS, (cat.window.lo, cat.window.hi), strict=True):
+                text = text.replace("{" + name + "}", clipped_sql.bound(value))
             out[q] = con.sql(text).fetchall()
         return out
     finally:

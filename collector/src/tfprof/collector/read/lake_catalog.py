@@ -47,6 +47,14 @@ class Catalog:
     load_order: tuple[int, ...]
     groups: tuple[tuple[LakeStream, ...], ...] = ()  # per process: its stored streams
 
+    @property
+    def link_groups(self) -> tuple[int, ...]:
+        """Per process, the first process of its job with its task label: the streams of
+        one traced process (a reconnect) share CUDA's correlation ids, so launches link
+        within such a group (``read.launch_links``)."""
+        first: dict[tuple[int, str], int] = {}
+        return tuple(first.setdefault((p.job, p.task), i) for i, p in enumerate(self.processes))
+
     def tables_of(self, process: int, tables: Sequence[str]) -> list[TableRows]:
         mine = self.rows[process]
         return [mine[t] for t in tables if t in mine]

@@ -36,10 +36,11 @@ T_co = TypeVar("T_co", covariant=True)
 
 @dataclass(frozen=True)
 class Query:
-    """One SQL statement over ``{g}``, ``{h}``, ``{g_all}``, ``{h_all}`` (written in
-    braces, replaced by the relations' text): its rows as tuples. Leave integers exact
-    (counts, ``sum`` as HUGEINT, ``min``/``max``/``median`` of integers); divide and
-    round in Python."""
+    """One SQL statement over ``{g}``, ``{h}``, ``{g_all}``, ``{h_all}`` and ``{p}`` (one
+    row per process: ``process``, ``job``, ``link``), written in braces and replaced by
+    the relations' text; ``{lo}`` and ``{hi}`` are the window's bounds (NULL when open):
+    its rows as tuples. Leave integers exact (counts, ``sum`` as HUGEINT,
+    ``min``/``max``/``median`` of integers); divide and round in Python."""
 
     sql: str
 
@@ -67,7 +68,11 @@ class Sweep(Hashable, Protocol[R_co]):
     Rows come in start order per component (processes sharing a GPU), components one
     after another. A sweep that must see every process in one time order (across
     GPUs: ranks of a collective) says so with a class attribute ``whole_read = True``;
-    the read then sweeps every process as one component."""
+    the read then sweeps every process as one component.
+
+    A sweep whose state starts from SQL figures (spans known before the first chunk)
+    names those queries in an optional attribute ``queries`` (a tuple of ``Query``):
+    they run with the needs' queries, and ``start`` reads them with ``Read.rows``."""
 
     @property
     def tables(self) -> frozenset[str]: ...

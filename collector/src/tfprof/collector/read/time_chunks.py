@@ -43,9 +43,10 @@ Columns = dict[str, np.ndarray]
 # Columns every chunk has; ``start_ns`` and ``duration_ns`` (unclipped start, whole
 # clamped duration) only when asked for. ``name``: the record's own name as an id into
 # the read's ``NameTable`` (0: none); ``slice_name``: its timeline name
-# (``slice_names``), both interned as they come.
+# (``slice_names``); ``domain``: a host range's NVTX domain or framework category
+# (``cpu_op``, ``tf_op``), an id into the same table (0: none); all interned as they come.
 ALWAYS = ("kind", "process", "s", "e")
-NAME_COLUMNS = frozenset({"name", "slice_name"})
+NAME_COLUMNS = frozenset({"name", "slice_name", "domain"})
 _TIMES = frozenset({"start_ns", "duration_ns"})
 _TABLE_OF = {kind: table for table, kind in KIND.items()}
 
@@ -133,9 +134,11 @@ def plan_runs(cat: Catalog, tables: Sequence[str], damaged: Callable[[Damage], N
 def _lake_names(table: str, columns: Sequence[str]) -> dict[str, str]:
     """Record column -> the table's lake column (a memset's src_kind is memory_kind)."""
     wanted = ["start_ns", "duration_ns", *columns]
-    if NAME_COLUMNS & set(columns):
+    if {"name", "slice_name"} & set(columns):
         wanted += ["name", "copy_kind", "sync_type"]
     found = {c: lake_column(table, c) for c in dict.fromkeys(wanted) if c not in NAME_COLUMNS}
+    if "domain" in columns:
+        found["domain"] = lake_column(table, "domain")
     return {c: lake for c, lake in found.items() if lake is not None}
 
 
@@ -143,8 +146,9 @@ class _Names:
     """A run's names interned into the read's ``NameTable``: the mapping of a batch's
     dictionary is kept while the next batch's dictionary is the same (a row group's)."""
 
-    def __init__(self, names: NameTable) -> None:
+    def __init__(self, names: NameTable, column: str = "name") -> None:
         self.names = names
+        self.column = column
         self._dictionary: pa.Array | None = None
         self._strings: list[str] = [""]
         self._to_local: np.ndarray = np.zeros(1, np.int64)
@@ -152,10 +156,10 @@ class _Names:
     def local(self, table: pa.Table) -> tuple[list[str], np.ndarray]:
         """(strings, per row its index into them; 0: no name) of a batch."""
         n = table.num_rows
-        if "name" not in table.column_names:
+        if self.column not in table.column_names:
             return [""], np.zeros(n, np.int64)
         parts = []
-        for chunk in table.column("name").chunks:
+        for chunk in table.column(self.column).chunks:
             if not isinstance(chunk, pa.DictionaryArray):
                 chunk = chunk.dictionary_encode()
             if self._dictionary is None or not chunk.dictionary.equals(self._dictionary):
@@ -172,7 +176,7 @@ class _Names:
 
 
 def _convert(table: pa.Table, run: Run, columns: Sequence[str], window: TimeWindow,
-             names: _Names | None) -> Columns:  # fmt: skip
+             names: _Names | None, domains: _Names | None = None) -> Columns:  # fmt: skip
     """A batch of the run as clipped columns (``raw``: the unclipped start)."""
     lake = _lake_names(run.rows.table, columns)
     n = table.num_rows
@@ -186,7 +190,13 @@ def _convert(table: pa.Table, run: Run, columns: Sequence[str], window: TimeWind
     start = column("start_ns")
     duration = np.maximum(column("duration_ns"), 0)
     out = {c: column(c) for c in columns if c not in NAME_COLUMNS | _TIMES}
-    if names is not None and NAME_COLUMNS & set(columns):
+    if "domain" in columns:
+        if domains is None:
+            out["domain"] = np.zeros(n, dtype=np.int64)
+        else:
+            strings, local = domains.local(table)
+            out["domain"] = domains.names.intern_column(strings, local, unnamed=0)
+    if names is not None and {"name", "slice_name"} & set(columns):
         strings, local = names.local(table)
         if "name" in columns:
             out["name"] = names.names.intern_column(strings, local, unnamed=0)
@@ -231,6 +241,7 @@ class _Open:
                  names: NameTable | None, damaged: Callable[[Damage], None]) -> None:  # fmt: skip
         self.run, self.columns, self.window = run, columns, window
         self.names = _Names(names) if names is not None else None
+        self.domains = _Names(names, "domain") if names is not None else None
         self.damaged = damaged
         self._batches = self._tables()
         self.buffer: list[Columns] = []
@@ -259,7 +270,7 @@ class _Open:
         if table is None:
             self.low = NEVER
             return
-        rows = _convert(table, self.run, self.columns, self.window, self.names)
+        rows = _convert(table, self.run, self.columns, self.window, self.names, self.domains)
         raw = rows["raw"]
         if not self.run.ordered:
             order = np.argsort(raw, kind="stable")  # completion order: nearly sorted
