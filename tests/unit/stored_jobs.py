@@ -1,0 +1,35 @@
+"""Hand-made jobs (``analysis_data``) stored in a data dir the way ``import`` stores a
+trace (the store's ``StreamWriter``, a stream's log), and read back as the read engine
+reads stored jobs: what the engine's tests and the advice tests analyse."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from pathlib import Path
+
+from tfprof.collector.jobdata import JobData
+from tfprof.collector.lake.reader import open_jobs
+from tfprof.collector.read.lake_catalog import Catalog, catalog
+from tfprof.collector.store import Store
+from tfprof.collector.store.importer import _write_stream
+from tfprof.collector.timeline.prepare import TimeWindow
+
+_DIRS = itertools.count()
+
+
+def store_jobs(data_dir: Path, jobs: Sequence[JobData]) -> Path:
+    """Write each job's streams (in order) into ``data_dir``."""
+    store = Store(str(data_dir))
+    for job in jobs:
+        for i, stream in enumerate(job.streams):
+            _write_stream(store, stream, f"s{i}")
+    return data_dir
+
+
+def stored_catalog(
+    tmp: Path, jobs: Sequence[JobData], since: int | None = None, until: int | None = None
+) -> Catalog:
+    """The read engine's catalog of ``jobs`` stored in a fresh data dir under ``tmp``."""
+    d = store_jobs(tmp / f"stored-{next(_DIRS)}", jobs)
+    return catalog(open_jobs([str(d)]).jobs, TimeWindow(since, until))
