@@ -137,6 +137,9 @@ def _lake_names(table: str, columns: Sequence[str]) -> dict[str, str]:
     if {"name", "slice_name"} & set(columns):
         wanted += ["name", "copy_kind", "sync_type"]
     found = {c: lake_column(table, c) for c in dict.fromkeys(wanted) if c not in NAME_COLUMNS}
+    # The string columns the names are interned from (``_Names``), read as they are.
+    if {"name", "slice_name"} & set(columns):
+        found["name"] = lake_column(table, "name")
     if "domain" in columns:
         found["domain"] = lake_column(table, "domain")
     return {c: lake for c, lake in found.items() if lake is not None}
