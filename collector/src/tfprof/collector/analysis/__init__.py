@@ -27,6 +27,7 @@ from tfprof.collector.analysis.filters import Filters, apply_filters
 from tfprof.collector.analysis.notes import job_notes, notes
 from tfprof.collector.analysis.records import RecordSet, prepare
 from tfprof.collector.analysis.view_render import ViewReport
+from tfprof.collector.analysis.view_rows import ViewRows
 from tfprof.collector.errors import AnalysisError
 from tfprof.collector.read import engine
 from tfprof.collector.read.lake_catalog import Catalog
@@ -50,7 +51,7 @@ class View:
     host: bool = True
     # The view read through the read engine (``tfprof.collector.read``): what it needs
     # and how its rows are built. Views without one still read a ``RecordSet``.
-    need: Need[Sequence[Any]] | None = None
+    need: Need[Sequence[Any] | ViewRows] | None = None
 
 
 VIEWS: dict[str, View] = {
@@ -76,18 +77,21 @@ VIEWS: dict[str, View] = {
              job_totals.job_rows, job_totals.JobRow, job_totals.NAME_FIELD,
              job_totals.TIME_FIELD, host=False, need=job_totals.JobsNeed()),
         View("op", "per op (framework op, NVTX range): count, GPU time, kernels, launch CPU time",
-             ops.op_rows, ops.OpRow, ops.NAME_FIELD, ops.TIME_FIELD, notes=ops.op_notes),
+             ops.op_rows, ops.OpRow, ops.NAME_FIELD, ops.TIME_FIELD, notes=ops.op_notes,
+             need=ops.OpsNeed()),
         View("scope", "name-scope tree of the ops (split at /): self and total GPU time",
              scopes.scope_rows, scopes.ScopeRow, scopes.NAME_FIELD, scopes.TIME_FIELD,
-             depth_field=scopes.DEPTH_FIELD, notes=ops.op_notes),
+             depth_field=scopes.DEPTH_FIELD, notes=ops.op_notes, need=scopes.ScopesNeed()),
         View("api", "per CUDA API call: calls, total/mean/median/min/max us, errors",
-             api.api_rows, api.ApiRow, api.NAME_FIELD, api.TIME_FIELD, notes=api.api_notes),
+             api.api_rows, api.ApiRow, api.NAME_FIELD, api.TIME_FIELD, notes=api.api_notes,
+             need=api.ApiNeed()),
         View("launch", "per kernel name: launch latency, CPU launch time, stream queue depth",
              launch.launch_rows, launch.LaunchRow, launch.NAME_FIELD, launch.TIME_FIELD,
-             notes=launch.launch_notes),
+             notes=launch.launch_notes, need=launch.LaunchNeed()),
         View("memory", "per job and GPU: peak device memory, % of the GPU, a coarse timeline",
              memory_view.memory_rows, memory_view.MemoryRow, memory_view.NAME_FIELD,
-             memory_view.TIME_FIELD, notes=memory_view.memory_notes),
+             memory_view.TIME_FIELD, notes=memory_view.memory_notes,
+             need=memory_view.MemoryNeed()),
     )
 }  # fmt: skip
 
@@ -104,8 +108,9 @@ def read_view_report(view: str, cat: Catalog, filters: Filters | None = None) ->
     spec = _spec(view)
     if spec.need is None:
         raise AnalysisError(f"view {view!r} is not read through the read engine yet")
-    read, (rows,) = engine.read(cat, [spec.need])
-    notes = job_notes(read.jobs, read.with_records)
+    read, (found,) = engine.read(cat, [spec.need])
+    rows, more = (found.rows, found.notes) if isinstance(found, ViewRows) else (found, ())
+    notes = job_notes(read.jobs, read.with_records) + more
     # Files left out: what the view does not count, and why.
     notes += tuple(f"job {d.job}: {d.line()}" for d in read.damage)
     labels = tuple(j.label for j in read.jobs)

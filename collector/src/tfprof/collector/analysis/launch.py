@@ -6,11 +6,19 @@ process): launch latency = kernel start - call end (negatives, clock noise, as 0
 HTA does); CPU launch time = the call's duration; queue depth = records of its stream
 launched earlier and not yet started when its call began (HTA's queue length less the
 kernel itself: 0 means the GPU was waiting for this launch).
+
+``LaunchNeed`` reads it through the read engine: latency and CPU time per kernel name by
+SQL (each kernel joined with the one call of its link group carrying its correlation id,
+as ``read.launch_links`` links them; the 95th percentile by nearest rank), the queue
+depths from the sweep that links launches in time order (``read.launch_totals``).
+``launch_rows`` computes the same over a ``RecordSet`` (trace files).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -19,6 +27,9 @@ from tfprof.collector.analysis.group_stats import group_stats
 from tfprof.collector.analysis.intervals import group_keys
 from tfprof.collector.analysis.records import RecordSet
 from tfprof.collector.analysis.units import us
+from tfprof.collector.analysis.view_rows import ViewRows
+from tfprof.collector.read.launch_totals import LaunchFigures, LaunchTotals
+from tfprof.collector.read.needs import Got, Query, Sweep
 from tfprof.core.records import RecordKind
 
 NAME_FIELD = "name"
@@ -38,6 +49,84 @@ class LaunchRow:
     launch_cpu_max_us: float
     queue_avg: float
     queue_max: int
+
+
+# Each kernel with its launching call: the one API call of its link group in the window
+# carrying its correlation id, started no later than the kernel (launch_links' rule).
+LINKED_KERNELS = """
+WITH calls AS (
+    SELECT p.link, h.correlation, min(h.s) AS s, min(h.e) AS e, min(h.d) AS d, count(*) AS n
+    FROM {h} h JOIN {p} p USING (process)
+    WHERE h.kind = 5 AND h.correlation <> 0 GROUP BY ALL
+)
+SELECT g.job, coalesce(g.name, '') AS name, g.s, g.d, c.d AS call_d, c.s AS call_s,
+       greatest(g.s - c.e, 0) AS latency
+FROM {g} g JOIN {p} p USING (process)
+JOIN calls c ON c.link = p.link AND c.correlation = g.correlation
+WHERE g.kind = 1 AND g.correlation <> 0 AND c.n = 1 AND c.s <= g.s
+"""
+# Per kernel name: linked kernels, latency total, median, 95th percentile (nearest rank),
+# max; launch CPU time total and max.
+STATS = Query(f"""
+SELECT name, count(*), sum(latency), median(latency),
+       max(latency) FILTER (WHERE rank <= greatest(ceil(0.95 * n), 1)), max(latency),
+       sum(call_d), max(call_d)
+FROM (SELECT name, latency, call_d,
+             row_number() OVER (PARTITION BY name ORDER BY latency) AS rank,
+             count(*) OVER (PARTITION BY name) AS n
+      FROM ({LINKED_KERNELS}))
+GROUP BY name""")
+# Kernels in the window, those linked, and whether any API call is there.
+COUNTS = Query(f"""
+SELECT (SELECT count(*) FROM {{g}} WHERE kind = 1), (SELECT count(*) FROM ({LINKED_KERNELS})),
+       (SELECT count(*) FROM {{h}} WHERE kind = 5)""")
+
+
+@dataclass(frozen=True)
+class LaunchNeed:
+    def queries(self) -> Sequence[Query]:
+        return (STATS, COUNTS)
+
+    def sweeps(self) -> Sequence[Sweep[Any]]:
+        return (LaunchTotals(),)
+
+    def build(self, got: Got) -> ViewRows:
+        f: LaunchFigures = got.swept(LaunchTotals())
+        queued = {f.names[i]: i for i in np.flatnonzero(f.queue_count).tolist()}
+        rows = []
+        for name, n, latency, median, p95, high, cpu, cpu_high in got.rows(STATS):
+            n, q = int(n), queued.get(name)
+            count = int(f.queue_count[q]) if q is not None else 0
+            queue_sum = int(f.queue_sum[q]) if q is not None else 0
+            rows.append(
+                LaunchRow(
+                    name=name or "unnamed kernel",
+                    kernels=n,
+                    latency_avg_us=us(int(latency) / n),
+                    latency_median_us=us(median),
+                    latency_p95_us=us(p95),
+                    latency_max_us=us(high),
+                    launch_cpu_us=us(cpu),
+                    launch_cpu_avg_us=us(int(cpu) / n),
+                    launch_cpu_max_us=us(cpu_high),
+                    queue_avg=round(queue_sum / max(count, 1), 2),
+                    queue_max=int(f.queue_max[q]) if q is not None else 0,
+                )
+            )
+        rows.sort(key=lambda r: (-r.launch_cpu_us, r.name))
+        ((kernels, linked, calls),) = got.rows(COUNTS)
+        return ViewRows(rows, _notes(int(kernels), int(linked), bool(calls)))
+
+
+def _notes(kernels: int, linked: int, calls: bool) -> tuple[str, ...]:
+    if not calls:
+        return (f"no kernel launch to show: {NO_API}",)
+    if linked < kernels:
+        return (
+            f"{kernels - linked:,} of {kernels:,} kernels have no launching API call in the "
+            "window (correlation id unknown, or the call was not traced)",
+        )
+    return ()
 
 
 def linked_kernels(rs: RecordSet) -> np.ndarray:
@@ -75,11 +164,4 @@ def launch_rows(rs: RecordSet) -> list[LaunchRow]:
 def launch_notes(rs: RecordSet) -> tuple[str, ...]:
     kernels = int(np.count_nonzero(rs.kind == RecordKind.KERNEL))
     linked = int(linked_kernels(rs).shape[0])
-    if not (rs.host.kind == RecordKind.API).any():
-        return (f"no kernel launch to show: {NO_API}",)
-    if linked < kernels:
-        return (
-            f"{kernels - linked:,} of {kernels:,} kernels have no launching API call in the "
-            "window (correlation id unknown, or the call was not traced)",
-        )
-    return ()
+    return _notes(kernels, linked, bool((rs.host.kind == RecordKind.API).any()))

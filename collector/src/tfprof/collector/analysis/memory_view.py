@@ -5,16 +5,25 @@ memory, and a coarse timeline.
 
 Memory allocated before tracing began is not seen; allocations before ``--since`` are
 (the level at the window's start comes from every record before it).
+
+``MemoryNeed`` reads it through the read engine (``read.device_memory``: one sweep over
+the memory records); ``memory_rows`` computes it over a ``RecordSet`` (trace files).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from tfprof.collector.analysis.records import RecordSet
 from tfprof.collector.analysis.units import pct
+from tfprof.collector.analysis.view_rows import ViewRows
+from tfprof.collector.read.device_memory import Level, MemoryLevels
+from tfprof.collector.read.engine import Read
+from tfprof.collector.read.needs import Got, Query, Sweep
 from tfprof.collector.timeline.memory_levels import MEMORY_ALLOCATION, MEMORY_RELEASE, memory_deltas
 from tfprof.core.records import RecordKind
 
@@ -47,6 +56,50 @@ class MemoryRow:
     start_bytes: int  # held when the window began (records before it)
     end_bytes: int  # held when it ended
     timeline: list[MemoryPoint] = field(default_factory=list)  # TIMELINE_POINTS slices
+
+
+def level_rows(read: Read, levels: Sequence[Level]) -> list[MemoryRow]:
+    """The view's rows of ``read.device_memory``'s levels."""
+    lo, hi = read.start_ns, read.end_ns
+    points = len(levels[0].timeline) if levels else 0
+    span = max(hi - lo, 1)
+    rows = [
+        MemoryRow(
+            job=read.jobs[v.job].label,
+            gpu=v.gpu.uuid,
+            gpu_name=v.gpu.name,
+            peak_bytes=v.peak,
+            peak_offset_s=round((v.peak_at - lo) / 1e9, 6),
+            capacity_bytes=v.gpu.memory_bytes,
+            peak_pct=pct(v.peak, v.gpu.memory_bytes),
+            allocations=v.allocations,
+            releases=v.releases,
+            start_bytes=v.start,
+            end_bytes=v.level,
+            timeline=[
+                MemoryPoint(round((span * i // points) / 1e9, 6), high)
+                for i, high in enumerate(v.timeline)
+            ],
+        )
+        for v in levels
+    ]
+    rows.sort(key=lambda r: (-r.peak_bytes, r.job, r.gpu))
+    return rows
+
+
+@dataclass(frozen=True)
+class MemoryNeed:
+    points: int = TIMELINE_POINTS
+
+    def queries(self) -> Sequence[Query]:
+        return ()
+
+    def sweeps(self) -> Sequence[Sweep[Any]]:
+        return (MemoryLevels(self.points),)
+
+    def build(self, got: Got) -> ViewRows:
+        levels = got.swept(MemoryLevels(self.points))
+        return ViewRows(level_rows(got.read, levels), () if levels else (NO_MEMORY,))
 
 
 def memory_rows(rs: RecordSet, points: int = TIMELINE_POINTS) -> list[MemoryRow]:

@@ -1,21 +1,31 @@
 """The ``op`` view: per op (the host range a GPU record ran for: a framework op, an NVTX
-range, an annotation; attributed by ``collector.attribution``), how often it ran, the
-GPU time and kernels it caused and the CPU time spent launching them; tfprof's
-``op -select micros -order_by micros``.
+range, an annotation; attributed by ``timeline.attribution``'s rules), how often it
+ran, the GPU time and kernels it caused and the CPU time spent launching them;
+tfprof's ``op -select micros -order_by micros``.
 
 A GPU record counts for the innermost range open on its launching thread (else the
 range with its External id, else its TF node's op), so an op's GPU time is its own,
 not its children's; the ``scope`` view adds children up.
+
+``OpsNeed`` reads it through the read engine: the ranges' counts and times by SQL, what
+ran for each op from one sweep (``read.launch_totals``). ``op_rows`` computes the same
+over a ``RecordSet`` (trace files, until they are read through the engine).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from tfprof.collector.analysis.records import GPU_KINDS, RecordSet
 from tfprof.collector.analysis.units import pct, us
+from tfprof.collector.analysis.view_rows import ViewRows
+from tfprof.collector.read.launch_totals import LaunchFigures, LaunchTotals
+from tfprof.collector.read.needs import Got, Query, Sweep
+from tfprof.collector.timeline.attribution import TF_OP_CATEGORY
 from tfprof.core.records import RecordKind
 
 NAME_FIELD = "op"
@@ -39,17 +49,52 @@ class OpRow:
 
 @dataclass(frozen=True)
 class OpTotals:
-    """Per names id: what ``op_rows`` reports, before rounding (``scopes`` reads it)."""
+    """Per op name: what ``op_rows`` reports, before rounding (``scopes`` reads it), for
+    the names that are ops: ranges seen or GPU work attributed. ``tf_ops``: the names of
+    TensorFlow ``tf_op`` ranges; ``all_gpu_ns``: every kernel, copy and memset's time;
+    ``ranges``: host ranges seen; ``work``/``lost``/``lost_ns``: GPU records and those
+    attributed to no op."""
 
-    count: np.ndarray
-    gpu_ns: np.ndarray
-    kernels: np.ndarray
-    launch_ns: np.ndarray
-    host_ns: np.ndarray
+    ops: dict[str, tuple[int, int, int, int, int]]  # count, gpu, kernels, launch, host ns
+    tf_ops: frozenset[str]
+    all_gpu_ns: int
+    ranges: int
+    work: int
+    lost: int
+    lost_ns: int
 
-    def used(self) -> np.ndarray:
-        """The names ids that are ops: ranges seen or GPU work attributed."""
-        return np.flatnonzero((self.count > 0) | (self.gpu_ns > 0) | (self.kernels > 0))
+
+# Host ranges (on a thread) per name: count and time; TensorFlow's tf_op names; and every
+# kernel, copy and memset's time.
+RANGES = Query(
+    "SELECT coalesce(name, ''), count(*), sum(d) FROM {h} WHERE kind = 6 AND thread <> 0 "
+    "GROUP BY ALL"
+)
+TF_OPS = Query(
+    f"SELECT DISTINCT coalesce(name, '') FROM {{h}} WHERE kind = 6 AND domain = '{TF_OP_CATEGORY}'"
+)
+GPU_TIME = Query("SELECT count(*), coalesce(sum(d), 0) FROM {g} WHERE kind <= 3")
+
+
+def op_totals_of(got: Got) -> OpTotals:
+    """``OpTotals`` of a read (``OpsNeed``'s and ``ScopesNeed``'s pieces)."""
+    f: LaunchFigures = got.swept(LaunchTotals())
+    ops: dict[str, list[int]] = {}
+    for name, count, host in got.rows(RANGES):
+        ops[name] = [int(count), 0, 0, 0, int(host)]
+    for i in np.flatnonzero((f.op_gpu_ns > 0) | (f.op_kernels > 0)).tolist():
+        row = ops.setdefault(f.names[i], [0, 0, 0, 0, 0])
+        row[1:4] = int(f.op_gpu_ns[i]), int(f.op_kernels[i]), int(f.op_launch_ns[i])
+    ((_, all_gpu),) = got.rows(GPU_TIME)
+    return OpTotals(
+        {k: (v[0], v[1], v[2], v[3], v[4]) for k, v in ops.items()},
+        frozenset(r[0] for r in got.rows(TF_OPS)),
+        int(all_gpu),
+        sum(int(r[1]) for r in got.rows(RANGES)),
+        f.work_records,
+        f.lost_records,
+        f.lost_ns,
+    )
 
 
 def host_ranges(rs: RecordSet) -> np.ndarray:
@@ -64,7 +109,8 @@ def op_totals(rs: RecordSet) -> OpTotals:
     ranges = host_ranges(rs)
     count = np.bincount(h.name[ranges], minlength=n)
     host = np.bincount(h.name[ranges], weights=h.duration[ranges], minlength=n)
-    work = np.flatnonzero(rs.mask(*GPU_KINDS) & (rs.op >= 0))
+    on = rs.mask(*GPU_KINDS)
+    work = np.flatnonzero(on & (rs.op >= 0))
     op = rs.op[work]
     gpu = np.bincount(op, weights=rs.duration[work], minlength=n)
     kernels = np.bincount(op[rs.kind[work] == RecordKind.KERNEL], minlength=n)
@@ -72,38 +118,74 @@ def op_totals(rs: RecordSet) -> OpTotals:
     linked = rs.api[work] >= 0
     pairs = np.unique(np.stack([op[linked], rs.api[work][linked]], axis=1), axis=0)
     launch = np.bincount(pairs[:, 0], weights=h.duration[pairs[:, 1]], minlength=n)
-    return OpTotals(count, gpu, kernels, launch, host)
+    used = np.flatnonzero((count > 0) | (gpu > 0) | (kernels > 0))
+    try:
+        tf_op = rs.names.index(TF_OP_CATEGORY)
+    except ValueError:
+        tf_op = -1
+    tf = (h.kind == RecordKind.MARKER) & (h.category == tf_op)
+    lost = on & (rs.op < 0)
+    ops = {
+        rs.names[i]: (int(count[i]), int(gpu[i]), int(kernels[i]), int(launch[i]), int(host[i]))
+        for i in used.tolist()
+    }
+    return OpTotals(
+        ops,
+        frozenset(rs.names[i] for i in np.unique(h.name[tf]).tolist()),
+        int(rs.duration[on].sum()),
+        int(ranges.shape[0]),
+        int(np.count_nonzero(on)),
+        int(np.count_nonzero(lost)),
+        int(rs.duration[lost].sum()),
+    )
 
 
-def op_rows(rs: RecordSet) -> list[OpRow]:
-    t = op_totals(rs)
-    all_gpu = float(rs.duration[rs.mask(*GPU_KINDS)].sum())
+def rows_of(t: OpTotals) -> list[OpRow]:
     rows = [
         OpRow(
-            op=rs.names[i],
-            count=int(t.count[i]),
-            gpu_us=us(t.gpu_ns[i]),
-            kernels=int(t.kernels[i]),
-            launch_us=us(t.launch_ns[i]),
-            host_us=us(t.host_ns[i]),
-            gpu_time_pct=pct(t.gpu_ns[i], all_gpu),
+            op=name,
+            count=count,
+            gpu_us=us(gpu),
+            kernels=kernels,
+            launch_us=us(launch),
+            host_us=us(host),
+            gpu_time_pct=pct(gpu, float(t.all_gpu_ns)),
         )
-        for i in t.used().tolist()
+        for name, (count, gpu, kernels, launch, host) in t.ops.items()
     ]
     rows.sort(key=lambda r: (-r.gpu_us, -r.host_us, r.op))
     return rows
 
 
-def op_notes(rs: RecordSet) -> tuple[str, ...]:
+def notes_of(t: OpTotals) -> tuple[str, ...]:
     """Why the view is empty, and how much GPU work ran for no op."""
-    if host_ranges(rs).shape[0] == 0:
+    if not t.ranges:
         return (NO_RANGES,)
-    work = rs.mask(*GPU_KINDS)
-    lost = work & (rs.op < 0)
-    if not lost.any():
+    if not t.lost:
         return ()
     return (
-        f"{int(lost.sum()):,} of {int(work.sum()):,} GPU records "
-        f"({us(rs.duration[lost].sum()):,.1f} us) ran for no op: no range was open on the "
-        "launching thread, and none carried their External id or TF node",
+        f"{t.lost:,} of {t.work:,} GPU records ({us(t.lost_ns):,.1f} us) ran for no op: no "
+        "range was open on the launching thread, and none carried their External id or "
+        "TF node",
     )
+
+
+@dataclass(frozen=True)
+class OpsNeed:
+    def queries(self) -> Sequence[Query]:
+        return (RANGES, TF_OPS, GPU_TIME)
+
+    def sweeps(self) -> Sequence[Sweep[Any]]:
+        return (LaunchTotals(),)
+
+    def build(self, got: Got) -> ViewRows:
+        t = op_totals_of(got)
+        return ViewRows(rows_of(t), notes_of(t))
+
+
+def op_rows(rs: RecordSet) -> list[OpRow]:
+    return rows_of(op_totals(rs))
+
+
+def op_notes(rs: RecordSet) -> tuple[str, ...]:
+    return notes_of(op_totals(rs))

@@ -9,15 +9,15 @@ Rows come depth first, children by total GPU time; ``--max-depth`` hides deeper 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
-import numpy as np
-
-from tfprof.collector.analysis.ops import op_totals
+from tfprof.collector.analysis.ops import OpsNeed, OpTotals, notes_of, op_totals, op_totals_of
 from tfprof.collector.analysis.records import RecordSet
 from tfprof.collector.analysis.units import us
-from tfprof.collector.timeline.attribution import TF_OP_CATEGORY
-from tfprof.core.records import RecordKind
+from tfprof.collector.analysis.view_rows import ViewRows
+from tfprof.collector.read.needs import Got, Query, Sweep
 
 NAME_FIELD = "scope"
 TIME_FIELD = "total_us"
@@ -53,35 +53,39 @@ def scope_path(name: str, tf_op: bool) -> tuple[str, ...]:
     return tuple(part for part in node.split("/") if part)
 
 
-def _tf_op_names(rs: RecordSet) -> set[int]:
-    """Names ids of ranges in TensorFlow's ``tf_op`` category."""
-    try:
-        tf_op = rs.names.index(TF_OP_CATEGORY)
-    except ValueError:
-        return set()
-    h = rs.host
-    mine = (h.kind == RecordKind.MARKER) & (h.category == tf_op)
-    return set(np.unique(h.name[mine]).tolist())
-
-
 def scope_rows(rs: RecordSet) -> list[ScopeRow]:
-    t = op_totals(rs)
-    tf_ops = _tf_op_names(rs)
+    return rows_of(op_totals(rs))
+
+
+@dataclass(frozen=True)
+class ScopesNeed:
+    def queries(self) -> Sequence[Query]:
+        return OpsNeed().queries()
+
+    def sweeps(self) -> Sequence[Sweep[Any]]:
+        return OpsNeed().sweeps()
+
+    def build(self, got: Got) -> ViewRows:
+        t = op_totals_of(got)
+        return ViewRows(rows_of(t), notes_of(t))
+
+
+def rows_of(t: OpTotals) -> list[ScopeRow]:
     nodes: dict[tuple[str, ...], _Node] = {}
-    for i in t.used().tolist():
-        path = scope_path(rs.names[i], i in tf_ops)
+    for name, (count, gpu, kernels, _, host) in t.ops.items():
+        path = scope_path(name, name in t.tf_ops)
         if not path:
             continue
         own = nodes.setdefault(path, _Node())
-        own.count += int(t.count[i])
-        own.self_ns += float(t.gpu_ns[i])
-        own.kernels += int(t.kernels[i])
-        own.self_host_ns += float(t.host_ns[i])
+        own.count += count
+        own.self_ns += float(gpu)
+        own.kernels += kernels
+        own.self_host_ns += float(host)
         for depth in range(1, len(path) + 1):
             node = nodes.setdefault(path[:depth], _Node())
-            node.total_ns += float(t.gpu_ns[i])
-            node.total_kernels += int(t.kernels[i])
-            node.total_host_ns += float(t.host_ns[i])
+            node.total_ns += float(gpu)
+            node.total_kernels += kernels
+            node.total_host_ns += float(host)
     children: dict[tuple[str, ...], list[tuple[str, ...]]] = {}
     for path in nodes:
         children.setdefault(path[:-1], []).append(path)

@@ -1,0 +1,116 @@
+"""The host views (op, scope, api, launch, memory) read through the read engine against
+the ``RecordSet`` views' JSON: on the shipped traces imported into a data dir (Kineto
+with API calls and ranges, TF timelines with tf_op ranges, several jobs, windows that
+clip at both ends) and a trace of device-memory records, with chunks small enough that
+state is carried often."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.kineto_memory import memory_trace
+from tests.traces import shared_traces
+from tfprof.collector.analysis import Filters, prepare, read_view_report, view_report
+from tfprof.collector.analysis.view_render import JsonReporter
+from tfprof.collector.cli import main as collector
+from tfprof.collector.lake.reader import open_jobs
+from tfprof.collector.read import time_chunks
+from tfprof.collector.read.lake_catalog import catalog
+from tfprof.collector.timeline.prepare import TimeWindow
+from tfprof.collector.timespec import parse_time
+
+VIEWS = ("op", "scope", "api", "launch", "memory")
+
+
+def _quiet(argv: list[str]) -> None:
+    with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
+        assert collector(argv) == 0
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    traces = shared_traces()
+    root = tmp_path_factory.mktemp("host-views")
+    d = root / "data"
+    tf, kineto = traces / "tf-timeline-ikhlestov", traces / "kineto-hta"
+    for job, files in (
+        ("tf", [tf / "GPU_timeline_02_step_1.json"]),
+        ("merged5", [tf / "GPU_timeline_03_merged_5_runs.json"]),
+        ("sync", [kineto / "event_sync_multi_stream.json.gz"]),
+        ("add", [kineto / "simple_add.json.gz"]),
+        ("memory", [memory_trace(root, 5000)]),
+        ("memory2", [memory_trace(root, 5000)]),
+    ):
+        _quiet(["import", "--data-dir", str(d), "--job", job, *map(str, files)])
+    return d
+
+
+CASES: dict[str, tuple[list[str], str | None, str | None]] = {
+    "kineto": (["add"], None, None),
+    "kineto, a window": (["add"], "+1s", "+30s"),
+    "kineto syncs": (["sync"], None, None),
+    "tf ops": (["tf"], None, None),
+    "tf ops, a window": (["merged5"], "+5ms", "+120ms"),
+    "memory": (["memory", "memory2"], None, None),
+    "memory, a window": (["memory"], "+25us", "+45us"),
+    "every job": ([], None, None),
+}
+
+
+def _both(d: Path, jobs: list[str], since: str | None, until: str | None,
+          view: str) -> tuple[str, str]:  # fmt: skip
+    out = []
+    for engine in (True, False):
+        stored = open_jobs([str(d)], jobs or None)
+        first = stored.first_event_ns() if (since or until) else None
+        lo = parse_time(since, first, "--since") if since else None
+        hi = parse_time(until, first, "--until") if until else None
+        if engine:
+            report = read_view_report(view, catalog(stored.jobs, TimeWindow(lo, hi)), Filters())
+        else:
+            report = view_report(view, prepare(stored.jobs, lo, hi), Filters())
+        text = io.StringIO()
+        JsonReporter(report).render(text)
+        out.append(text.getvalue())
+    return out[0], out[1]
+
+
+@pytest.mark.parametrize("view", VIEWS)
+@pytest.mark.parametrize("case", list(CASES))
+def test_host_views_give_the_record_sets_json(
+    data_dir: Path, monkeypatch: pytest.MonkeyPatch, view: str, case: str
+) -> None:
+    monkeypatch.setattr(time_chunks, "CHUNK_ROWS", 7)
+    jobs, since, until = CASES[case]
+    engine, today = _both(data_dir, jobs, since, until, view)
+    assert engine == today
+
+
+def test_the_cases_show_rows(data_dir: Path) -> None:
+    """Each view has rows in some case: the comparisons above are not of empty tables."""
+    for view in VIEWS:
+        shown = [c for c, (j, s, u) in CASES.items() if '"rows": []' not in _both(
+            data_dir, j, s, u, view)[1]]  # fmt: skip
+        assert shown, view
+
+
+def test_host_views_read_segments_and_tails_alike(
+    data_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Compacted into Parquet segments (names and domains dictionary-encoded per row
+    group), then one more run in the log: both sources at once."""
+    monkeypatch.setattr(time_chunks, "CHUNK_ROWS", 7)
+    d = tmp_path / "data"
+    shutil.copytree(data_dir, d)
+    _quiet(["compact", "--data-dir", str(d)])
+    kineto = shared_traces() / "kineto-hta" / "simple_add.json.gz"
+    _quiet(["import", "--data-dir", str(d), "--job", "add", str(kineto)])
+    for view in VIEWS:
+        for jobs in ([], ["add"]):
+            engine, today = _both(d, jobs, None, None, view)
+            assert engine == today, (view, jobs)
