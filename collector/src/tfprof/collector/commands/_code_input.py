@@ -34,7 +34,7 @@ def code_connection(args: argparse.Namespace) -> Iterator[tuple[duckdb.DuckDBPyC
             sources = [root]
         else:
             sources = list(args.data_dir)
-        con = Engine(sources).connect()
+        con = Engine(sources).readable_connect()
         stack.callback(con.close)
         jobs = tuple(getattr(args, "job", None) or ())
         _check_jobs(con, jobs, sources)

@@ -60,7 +60,7 @@ class Side:
     def connect(self) -> duckdb.DuckDBPyConnection:
         from tfprof.collector.lake.query import Engine
 
-        return Engine(list(self.data_dirs)).connect()
+        return Engine(list(self.data_dirs)).readable_connect()
 
 
 @contextlib.contextmanager
@@ -114,7 +114,7 @@ def _runs(data_dirs: tuple[str, ...], job: str) -> list[str]:
     """The job's runs, latest first (by their streams' first record)."""
     from tfprof.collector.lake.query import Engine
 
-    con = Engine(list(data_dirs)).connect()
+    con = Engine(list(data_dirs)).readable_connect()
     try:
         rows = con.execute(
             "SELECT run, min(first_ns) FROM runs WHERE job = ? GROUP BY run "

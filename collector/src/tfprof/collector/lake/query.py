@@ -110,6 +110,24 @@ class Engine:
         children.append(ds.dataset(pa.concat_tables(tail), schema=schema))
         return ds.dataset(children) if len(children) > 1 else children[0]
 
+    def readable_connect(self) -> duckdb.DuckDBPyConnection:
+        """A connection on which every table's files open (each footer read once: a
+        count per table): when one cannot be read, every file is probed, the unreadable
+        ones said and left out, and a fresh connection returned. For callers that run
+        their own queries; a page damaged past its footer is found by ``probe`` only."""
+        import duckdb
+
+        con = self.connect()
+        try:
+            for name in TABLES:
+                con.execute(f"SELECT count(*) FROM {name}").fetchall()
+        except duckdb.Error as exc:
+            con.close()
+            if not _reading(exc) or not self.probe():
+                raise
+            return self.connect()
+        return con
+
     def probe(self) -> list[DamagedFile]:
         """Every file of every table read whole (checksums verified): the unreadable ones,
         said once and left out from now on. What a query that failed reading runs."""
