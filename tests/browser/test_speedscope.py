@@ -2,7 +2,7 @@
 build, served on 127.0.0.1, in headless Chromium): the GPU time of a real Kineto trace
 (TraceLens, BERT on an H100) by the Python stack that launched it.
 
-scripts/install_browser.sh installs the package into ``.venv/speedscope``; without it
+scripts/install_browser.sh installs the package into ``.venv/viewers``; without it
 the test skips (fails under ``TFPROF_REQUIRE_BROWSER=1``). ``TFPROF_UPDATE_SCREENSHOTS=1``
 writes the picture the code-view guide shows into docs/images/."""
 
@@ -12,12 +12,11 @@ import gzip
 import json
 import os
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.browser.conftest import REQUIRED
+from tests.browser.npm_viewers import npm_package
 from tests.browser.perfetto_ui import Browser, serve
 from tests.browser.traces import REPO
 from tfprof.collector.cli import main as collector
@@ -30,21 +29,8 @@ UPDATE = os.environ.get("TFPROF_UPDATE_SCREENSHOTS") == "1"
 LOAD_TIMEOUT_MS = 60_000
 
 
-def speedscope_build() -> Path | None:
-    """The speedscope package's offline app (index.html and its assets)."""
-    named = os.environ.get("TFPROF_SPEEDSCOPE")
-    root = Path(named) if named else Path(sys.prefix) / "speedscope/node_modules/speedscope"
-    build = root / "dist" / "release"
-    return build if (build / "index.html").is_file() else None
-
-
 def test_speedscope_shows_gpu_time_by_python_line(browser: Browser, tmp_path: Path) -> None:
-    build = speedscope_build()
-    if build is None:
-        why = "no speedscope package (bash scripts/install_browser.sh)"
-        if REQUIRED:
-            pytest.fail(f"TFPROF_REQUIRE_BROWSER=1 but {why}", pytrace=False)
-        pytest.skip(why)
+    build = npm_package("speedscope", "dist/release")
     profile = tmp_path / "bert.speedscope.json"
     assert collector(["export", str(TRACE), "-o", str(profile)]) == 0
     with gzip.open(TRACE) as f:
