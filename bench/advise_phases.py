@@ -1,10 +1,9 @@
-"""Where ``advise`` spends its time and memory: seconds and peak RSS of each phase, in
-the order ``advise_gpu_first`` runs them (open the jobs, read the GPU table, each GPU
-rule on one shared context, the host pass, each host rule), on a data dir that
-bench/summary_scale.py built. Each phase's peak is its own: the kernel's high-water
-mark is reset before it (/proc/self/clear_refs). Each phase runs alone here: advise
-itself runs the GPU rules while the host pass reads, up to ``CONCURRENT_GPU_ROWS`` GPU
-records. Prints figures; asserts nothing.
+"""Where ``advise`` spends its time and memory: seconds and peak RSS of each rule read
+alone through the read engine (one ``engine.read`` per rule: its queries and sweeps),
+then of every rule in one read (what ``advise`` runs: a query or sweep two rules ask is
+computed once), on a data dir that bench/summary_scale.py or bench/read_scale_lake.py
+built. Each phase's peak is its own: the kernel's high-water mark is reset before it
+(/proc/self/clear_refs). Prints figures; asserts nothing.
 
     .venv/bin/python bench/advise_phases.py /work/benchdata/10000000x4
 """
@@ -50,33 +49,17 @@ def main() -> None:
         from tfprof.collector.config import import_numpy_without_blas_threads
 
         import_numpy_without_blas_threads()  # as the CLI does first
-        from tfprof.collector.advice import GPU_RULES_ONLY, HOST_RULES, RULES, HostRows
-        from tfprof.collector.advice.base import Context
-        from tfprof.collector.analysis.records import prepare_gpu_first
+        from tfprof.collector.advice import RULES, advise
         from tfprof.collector.lake.reader import open_jobs
-    with phase("open_jobs"):
-        jobs = open_jobs([args.data_dir]).jobs
-    with phase("GPU table"):
-        table = prepare_gpu_first(jobs)
-    ctx = Context(table.rs)
-    with phase("host-stalls' gaps"):
-        gaps = ctx.long_gaps
-    gpu_rules = [r for r in RULES if r.NAME not in HOST_RULES]
-    for i, rule in enumerate(gpu_rules):
-        with phase(rule.NAME):
-            rule.check(ctx)
-            ctx.release(r.NAME for r in gpu_rules[i + 1 :])  # as advise frees them
-    with phase("GPU context freed"):
-        del ctx
-        table.release(GPU_RULES_ONLY)
-    rows = HostRows(gaps)
-    with phase("host pass"):
-        linked = table.read(rows)
-    ctx = Context(linked, rows)
+        from tfprof.collector.read.lake_catalog import catalog
+        from tfprof.collector.timeline.prepare import TimeWindow
+    with phase("catalog"):
+        cat = catalog(open_jobs([args.data_dir]).jobs, TimeWindow())
     for rule in RULES:
-        if rule.NAME in HOST_RULES:
-            with phase(rule.NAME):
-                rule.check(ctx)
+        with phase(rule.name):
+            advise(cat, [rule.name])
+    with phase("every rule, one read"):
+        advise(cat)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
-"""Hand-made jobs (``analysis_data``) stored in a data dir the way ``import`` stores a
-trace (the store's ``StreamWriter``, a stream's log), and read back as the read engine
-reads stored jobs: what the engine's tests and the advice tests analyse."""
+"""Hand-made jobs (``analysis_data``) as the read engine reads stored jobs: converted
+into lake streams held in memory, as trace files are (``read.trace_files``), or stored
+in a data dir the way ``import`` stores a trace (the store's ``StreamWriter``)."""
 
 from __future__ import annotations
 
@@ -11,11 +11,28 @@ from pathlib import Path
 from tfprof.collector.jobdata import JobData
 from tfprof.collector.lake.reader import open_jobs
 from tfprof.collector.read.lake_catalog import Catalog, catalog
+from tfprof.collector.read.trace_files import _lake_stream
 from tfprof.collector.store import Store
 from tfprof.collector.store.importer import _write_stream
 from tfprof.collector.timeline.prepare import TimeWindow
 
 _DIRS = itertools.count()
+
+
+def lake_jobs(jobs: Sequence[JobData]) -> list[JobData]:
+    """``jobs`` with each stream converted into a lake stream of log-tail rows."""
+    return [
+        JobData(name=j.name, run_id=j.run_id, skipped=list(j.skipped),
+                streams=[_lake_stream(s, f"s{i}") for i, s in enumerate(j.streams)])
+        for j in jobs
+    ]  # fmt: skip
+
+
+def catalog_of(
+    jobs: Sequence[JobData], since: int | None = None, until: int | None = None
+) -> Catalog:
+    """The read engine's catalog of hand-made ``jobs`` (in memory, in their order)."""
+    return catalog(lake_jobs(jobs), TimeWindow(since, until))
 
 
 def store_jobs(data_dir: Path, jobs: Sequence[JobData]) -> Path:

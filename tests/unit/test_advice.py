@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import io
 import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pytest
@@ -12,14 +15,20 @@ import pytest
 from tests.traces import shared_traces
 from tfprof.collector.advice import RULE_NAMES, advise
 from tfprof.collector.advice.advice_render import JsonReporter, TextReporter
-from tfprof.collector.analysis import AnalysisError, prepare
+from tfprof.collector.advice.base import Finding
+from tfprof.collector.analysis import AnalysisError
 from tfprof.collector.analysis.tracefile import job_from_trace
+from tfprof.collector.jobdata import JobData
+from tfprof.collector.read import engine
+from tfprof.collector.read.gpu_spans import GpuSpans, overlapping_time
+from tfprof.collector.read.needs import Got, Query, Sweep
 
 from .analysis_data import T0, US, copy, job, kernel, stream, sync
+from .stored_jobs import catalog_of
 
 
-def findings(rule: str, *jobs):  # type: ignore[no-untyped-def]
-    return advise(prepare(list(jobs)), [rule])
+def findings(rule: str, *jobs: JobData) -> list[Finding]:
+    return advise(catalog_of(list(jobs)), [rule])[1]
 
 
 def test_gpu_idle_blames_the_host_when_nothing_runs() -> None:
@@ -117,7 +126,7 @@ def test_slow_copies() -> None:
 
 def test_findings_are_ranked_by_impact_and_render() -> None:
     rows = [kernel(0, 200), kernel(1800, 200), copy(2000, 2000, 4 << 20, src=1)]
-    result = advise(prepare([job("j", stream(rows))]))
+    _, result = advise(catalog_of([job("j", stream(rows))]))
     assert [f.impact_us for f in result] == sorted((f.impact_us for f in result), reverse=True)
     assert {f.rule for f in result} >= {"gpu-idle", "pageable-memory", "slow-copies"}
     out = io.StringIO()
@@ -132,7 +141,7 @@ def test_findings_are_ranked_by_impact_and_render() -> None:
     TextReporter(result, colour=False).render(out)
     assert out.getvalue().startswith("1. [")
     with pytest.raises(AnalysisError, match="unknown rule"):
-        advise(prepare([job("j", stream(rows))]), ["nope"])
+        advise(catalog_of([job("j", stream(rows))]), ["nope"])
 
 
 @pytest.mark.parametrize(
@@ -144,14 +153,13 @@ def test_every_rule_runs_on_real_traces(path: str) -> None:
     file = shared_traces() / path
     if not file.is_file():
         pytest.skip(f"{file} not found (set TFPROF_SHARED_DATA)")
-    rs = prepare([job_from_trace(file)])
-    result = advise(rs)
+    read, result = advise(catalog_of([job_from_trace(file)]))
     rules = {f.rule for f in result}
     assert rules <= set(RULE_NAMES)
     # These captures are short steps with long host pauses: the GPU sits idle.
     assert "gpu-idle" in rules
     for f in result:
-        assert rs.start_ns <= f.start_ns <= f.end_ns <= rs.end_ns
+        assert read.start_ns <= f.start_ns <= f.end_ns <= read.end_ns
     if path.endswith("simple_add.json.gz"):
         (pageable,) = [f for f in result if f.rule == "pageable-memory"]
         assert pageable.evidence["copies"] == 16 and pageable.evidence["copy_us"] == 39080.0
@@ -161,13 +169,12 @@ def test_sync_rule_sees_the_real_sync_records(monkeypatch: pytest.MonkeyPatch) -
     file = shared_traces() / "kineto-hta" / "event_sync_multi_stream.json.gz"
     if not file.is_file():
         pytest.skip(f"{file} not found")
-    rs = prepare([job_from_trace(file)])
-    from tfprof.collector.advice import base, sync_stalls
+    from tfprof.collector.advice import sync_stalls
 
     # 33 us of waits in a 20 ms capture: under the thresholds, so lower them here
     monkeypatch.setattr(sync_stalls, "MIN_WAIT_NS", 0)
     monkeypatch.setattr(sync_stalls, "MIN_SHARE_OF_SPAN", 0.0)
-    (f,) = sync_stalls.check(base.Context(rs))
+    (f,) = advise(catalog_of([job_from_trace(file)]), ["sync-stalls"])[1]
     assert f.evidence["syncs"] == 5 and f.evidence["wait_us"] == 33.0
     assert f.evidence["by_type_us"] == {
         "EventSynchronize": 12.0, "StreamWaitEvent": 2.0, "ContextSynchronize": 19.0
@@ -175,26 +182,33 @@ def test_sync_rule_sees_the_real_sync_records(monkeypatch: pytest.MonkeyPatch) -
 
 
 def test_time_slicing_counts_only_the_time_two_jobs_run_together() -> None:
-    import numpy as np
-
-    from tfprof.collector.advice.time_slicing import _overlaps
-
     # A runs all along, B and C briefly: only B's and C's time is shared, not [20, 80].
-    assert _overlaps(np.array([0, 10, 80]), np.array([100, 20, 90])).tolist() == [
+    assert overlapping_time(np.array([0, 10, 80]), np.array([100, 20, 90])).tolist() == [
         [10, 20],
         [80, 90],
     ]
     # One after the other: never together, whatever the order of their spans.
-    assert _overlaps(np.array([0, 20, 40]), np.array([10, 30, 50])).tolist() == []
+    assert overlapping_time(np.array([0, 20, 40]), np.array([10, 30, 50])).tolist() == []
     # Touching spans do not overlap.
-    assert _overlaps(np.array([0, 10]), np.array([10, 20])).tolist() == []
+    assert overlapping_time(np.array([0, 10]), np.array([10, 20])).tolist() == []
+
+
+@dataclass(frozen=True)
+class _Spans:
+    def queries(self) -> Sequence[Query]:
+        return ()
+
+    def sweeps(self) -> Sequence[Sweep[Any]]:
+        return (GpuSpans(),)
+
+    def build(self, got: Got) -> Any:
+        return got.swept(GpuSpans())
 
 
 def test_each_jobs_union_on_each_gpu_with_and_without_shared_gpus() -> None:
-    """``Context.job_gpu_merged`` renumbers the GPUs' own unions where no two jobs share
-    a GPU (jobs in either order of their GPUs) and merges the records where they do:
-    both equal merging every record keyed by job and GPU."""
-    from tfprof.collector.advice.base import Context
+    """``GpuSpans`` (gpu-idle, host-stalls, time-slicing): per job's span on a GPU the
+    GPU's busy time in it, and per GPU that jobs share each job's own union there, with
+    jobs in either order of their GPUs, both equal to merging the records whole."""
     from tfprof.collector.analysis.intervals import merge_intervals
 
     a = stream([kernel(0, 10), copy(5, 20), kernel(40, 10), kernel(100, 1)], uuid="GPU-a")
@@ -202,44 +216,46 @@ def test_each_jobs_union_on_each_gpu_with_and_without_shared_gpus() -> None:
     shared = stream([kernel(8, 10), kernel(60, 5)], pid=3, uuid="GPU-a")
     for jobs in ([job("x", a), job("y", b)], [job("y", b), job("x", a)],
                  [job("x", a, b)], [job("x", a), job("y", b, shared)]):  # fmt: skip
-        rs = prepare(jobs)
-        ctx = Context(rs)
-        got = ctx.job_gpu_merged()
-        on = rs.kind <= 3
-        n_gpus = len(rs.gpus)
-        key = rs.job[on].astype(np.int64) * n_gpus + rs.gpu[on]
-        want = merge_intervals(key, rs.start[on], rs.end[on], len(rs.jobs) * n_gpus)
-        for f in ("group", "start", "end", "busy"):
-            assert getattr(got, f).tolist() == getattr(want, f).tolist(), f
-        assert ctx.job_gpu_busy.tolist() == want.busy.reshape(len(rs.jobs), n_gpus).tolist()
+        read, (got,) = engine.read(catalog_of(jobs), [_Spans()])
+        uuid = [g.uuid for g in read.gpus]
+        rows = [  # (job, GPU, start, end) of every record, from the jobs as made
+            (j, uuid.index(st.devices[0].uuid), s0, s0 + d)
+            for j, jd in enumerate(jobs) for st in jd.streams
+            for s0, d in zip(st.records["start_ns"].tolist(),
+                             st.records["duration_ns"].tolist(), strict=True)
+        ]  # fmt: skip
+        job_of, gpu, start, end = (np.array(c, dtype=np.int64) for c in zip(*rows, strict=True))
+        n = len(uuid)
+        per_job = merge_intervals(job_of * n + gpu, start, end, len(jobs) * n)
+        per_gpu = merge_intervals(gpu, start, end, n)
+        for (j, g), span in got.spans.items():
+            mine = (job_of == j) & (gpu == g)
+            assert (span.lo, span.hi) == (int(start[mine].min()), int(end[mine].max()))
+            on = per_gpu.group == g
+            s = np.clip(per_gpu.start[on], span.lo, span.hi)
+            e = np.clip(per_gpu.end[on], span.lo, span.hi)
+            assert span.busy == int((e - s).sum())
+        for g, sh in got.shared.items():
+            for j in sh.jobs:
+                assert sh.job_busy[j] == int(per_job.busy[j * n + g])
+        assert bool(got.shared) == (len(jobs) == 2 and len(jobs[1].streams) == 2)
 
 
-def test_context_pieces_are_freed_after_their_last_reader_and_computed_again() -> None:
-    """``advise`` drops each cached piece once no rule left to run reads it (``READERS``
-    names a rule for every cached piece); a piece asked for again is computed again,
-    equal to the first."""
-    from functools import cached_property
+def test_a_sweep_two_rules_ask_runs_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """gpu-idle, host-stalls and time-slicing all ask ``GpuSpans``: one read computes
+    it once for the three (what ``Context``'s shared cache did before)."""
+    from tfprof.collector.read import gpu_spans
 
-    from tfprof.collector.advice import RULES, _check
-    from tfprof.collector.advice.base import READERS, Context
+    started: list[int] = []
+    original = gpu_spans.GpuSpans.start
 
-    cached = {n for n, v in vars(Context).items() if isinstance(v, cached_property)}
-    assert set(READERS) == cached
-    assert set().union(*READERS.values()) <= set(RULE_NAMES)
-    rs = prepare([job("j", stream([kernel(0, 200), copy(100, 50), kernel(1800, 200)]))])
-    ctx = Context(rs)
-    busy = ctx.gpu_busy
-    kernels = ctx.kernels_by_gpu
-    ctx.release(["copy-overlap", "sync-stalls"])  # both still read: kept
-    assert ctx.gpu_busy is busy and ctx.kernels_by_gpu is kernels
-    ctx.release(["sync-stalls"])  # kernels_by_gpu read by no rule left
-    assert "kernels_by_gpu" not in vars(ctx) and vars(ctx)["gpu_busy"] is busy
-    again = ctx.kernels_by_gpu
-    assert again is not kernels
-    for f in ("group", "start", "end", "busy"):
-        assert getattr(again, f).tolist() == getattr(kernels, f).tolist(), f
-    # Through advise's loop: after the last rule nothing is held.
-    ctx = Context(rs)
-    gpu_rules = [r for r in RULES if r.NAME in {"gpu-idle", "copy-overlap", "sync-stalls"}]
-    _check(ctx, gpu_rules)
-    assert not set(vars(ctx)) & set(READERS)
+    def counted(self: GpuSpans, read: engine.Read) -> Any:
+        started.append(1)
+        return original(self, read)
+
+    monkeypatch.setattr(gpu_spans.GpuSpans, "start", counted)
+    rows = [kernel(0, 200), copy(100, 50), kernel(1800, 200)]
+    cat = catalog_of([job("j", stream(rows))])
+    _, found = advise(cat, ["gpu-idle", "host-stalls", "time-slicing"])
+    assert [f.rule for f in found] == ["gpu-idle"]
+    assert started == [1]

@@ -340,28 +340,37 @@ def test_coverage_by_parts_equals_coverage_by_their_whole_union(
             assert got.tolist() == want.tolist(), (sizes, chunk)
 
 
-def test_call_parts_merged_as_they_grow_cover_as_all_of_them() -> None:
-    """A job's call unions merged whenever they double (``CallParts``) hold fewer
-    intervals where the processes overlap, and cover every gap as all of them do."""
-    from tfprof.collector.advice.stall_cover import CallParts
-    from tfprof.collector.analysis.intervals import covers_by_parts
+def test_a_jobs_calls_kept_as_islands_cover_gaps_as_all_of_them() -> None:
+    """host-stalls keeps a job's calls (any process, overlapping) as the islands of their
+    union, fed in start order a chunk at a time, dropping those no gap to come reaches
+    (``stall_gaps._Calls``): each gap is covered as by every call merged whole."""
+    from tfprof.collector.read.stall_gaps import _Calls
 
     rng = np.random.default_rng(29)
-    merged, kept = CallParts(merge_rows=50), CallParts(merge_rows=1 << 40)
-    for _ in range(40):  # processes at the same times: their unions overlap
-        k = int(rng.integers(0, 40))
-        start = rng.integers(0, 2_000, k) * 10
-        one = merge_intervals(np.zeros(k, dtype=np.int64), start, start + 30, 1)
-        merged.add(one.start, one.end)
-        kept.add(one.start, one.end)
-    held = sum(s.shape[0] for s, _ in merged.parts)
-    assert len(kept.parts) == 40 and held < sum(s.shape[0] for s, _ in kept.parts) // 4
+    start = np.sort(rng.integers(0, 2_000, 400) * 10)
+    end = start + rng.integers(0, 60, 400)
+    whole = merge_intervals(np.zeros(400, dtype=np.int64), start, end, 1)
+    calls = _Calls()
+    for lo in range(0, 400, 37):  # chunks of 37 calls, in start order
+        calls.add(start[lo : lo + 37], end[lo : lo + 37])
+        if lo + 37 >= 400:
+            break
+        bound = int(start[lo + 37])  # gaps to come start at or after it
+        held = calls.start.shape[0]
+        calls.forget(bound)
+        assert calls.start.shape[0] <= held
+        cuts = np.unique(rng.integers(bound, 20_100, 41))
+        a, b = cuts[0:-1:2], cuts[1::2]
+        fed = slice(0, lo + 37)
+        so_far = merge_intervals(np.zeros(lo + 37, dtype=np.int64), start[fed], end[fed], 1)
+        want = covered(so_far, np.zeros(a.shape[0], dtype=np.int64), a, b)
+        assert calls.cover(a, b).tolist() == want.tolist()
     cuts = np.unique(rng.integers(-100, 20_100, 301))
-    q_start, q_end = cuts[0:-1:2], cuts[1::2]
-    (want,) = covers_by_parts(kept.parts, [(q_start, q_end)])
-    assert want.sum() > 0
-    (got,) = covers_by_parts(merged.parts, [(q_start, q_end)])
-    assert got.tolist() == want.tolist()
+    a, b = cuts[0:-1:2], cuts[1::2]
+    keep = _Calls()
+    keep.add(start, end)
+    want = covered(whole, np.zeros(a.shape[0], dtype=np.int64), a, b)
+    assert want.sum() > 0 and keep.cover(a, b).tolist() == want.tolist()
 
 
 def test_coverage_group_by_group_equals_the_keyed_search(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -396,7 +405,21 @@ def test_narrow_ids_past_int8_and_keys_past_int16_stay_exact() -> None:
     """200 jobs, each on its own GPU with its own kernel name: ids past int8, and
     (job, GPU) keys up to 39,999, past int16; every view and rule keys them exactly."""
     from tfprof.collector.advice import advise
-    from tfprof.collector.advice.base import Context
+    from tfprof.collector.read import engine
+    from tfprof.collector.read.gpu_sweeps import JobGpuBusy
+    from tfprof.collector.read.needs import Got, Query, Sweep
+
+    from .stored_jobs import catalog_of
+
+    class Busy:
+        def queries(self) -> tuple[Query, ...]:
+            return ()
+
+        def sweeps(self) -> tuple[Sweep[np.ndarray], ...]:
+            return (JobGpuBusy(),)
+
+        def build(self, got: Got) -> np.ndarray:
+            return got.swept(JobGpuBusy())
 
     n = 200
     names = ["", *(f"k{i}" for i in range(n))]
@@ -412,10 +435,11 @@ def test_narrow_ids_past_int8_and_keys_past_int16_stay_exact() -> None:
     assert len(rows) == n and {(r.job, r.count, r.total_us) for r in rows.values()} == {
         (f"j{i}", 1, 10.0) for i in range(n)
     }
-    busy = Context(rs).job_gpu_busy
-    gpu_of = {g.uuid: i for i, g in enumerate(rs.gpus)}
+    cat = catalog_of(jobs)
+    read, (busy,) = engine.read(cat, [Busy()])  # GPUs x jobs
+    gpu_of = {g.uuid: i for i, g in enumerate(read.gpus)}
     want = np.zeros((n, n), dtype=np.int64)
     for j in range(n):
-        want[j, gpu_of[f"GPU-{j}"]] = 10 * US
+        want[gpu_of[f"GPU-{j}"], j] = 10 * US
     assert busy.tolist() == want.tolist()
-    assert not [f for f in advise(rs) if f.rule == "time-slicing"]  # no GPU is shared
+    assert not [f for f in advise(cat)[1] if f.rule == "time-slicing"]  # no GPU is shared

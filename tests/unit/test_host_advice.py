@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from types import SimpleNamespace
-from typing import Any, cast
+from typing import Any
 
 import pytest
 
@@ -25,16 +24,16 @@ from tfprof.collector.advice import (
     memory_capacity,
     sync_per_step,
 )
-from tfprof.collector.advice.host_calls import SYNC_CALL
-from tfprof.collector.analysis import prepare
 from tfprof.collector.analysis.tracefile import job_from_trace
-from tfprof.core.records import RecordKind
+from tfprof.collector.read.stall_gaps import SYNC_CALL
+
+from .stored_jobs import catalog_of
 
 KINETO = ["simple_add.json.gz", "event_sync_multi_stream.json.gz"]
 
 
 def _findings(path: Path, rule: str) -> list[Any]:
-    return advise(prepare([job_from_trace(path)]), [rule])
+    return advise(catalog_of([job_from_trace(path)]), [rule])[1]
 
 
 def _kineto(name: str) -> Path:
@@ -118,37 +117,3 @@ def test_memory_capacity_flags_a_peak_near_the_gpus_memory(tmp_path: Path) -> No
     assert _findings(memory_trace(tmp_path, capacity=5000), memory_capacity.NAME) == []
     # Real traces without MEMORY records: nothing to say.
     assert _findings(_kineto("simple_add.json.gz"), memory_capacity.NAME) == []
-
-
-def _first_launches_by_sorting(kind: Any, api: Any, start: Any, job: Any, name: Any) -> Any:
-    """What ``_steady`` leaves out, found the plain way: kernels by start (ties by row),
-    the first of each (job, name)."""
-    import numpy as np
-
-    kernels = np.flatnonzero((kind == RecordKind.KERNEL) & (api >= 0))
-    kernels = kernels[np.argsort(start[kernels], kind="stable")]
-    _, first = np.unique(job[kernels].astype(np.int64) << 32 | name[kernels], return_index=True)
-    keep = np.ones(kernels.shape[0], dtype=bool)
-    keep[first] = False
-    return np.sort(kernels[keep])
-
-
-@pytest.mark.parametrize("jobs", [1, 3, 5_000])  # 5,000 jobs: the codes made small again
-def test_steady_kernels_leave_out_each_jobs_first_launch_of_each_name(jobs: int) -> None:
-    """Ties at the earliest start leave out the first row; unlinked kernels and other
-    kinds are never steady kernels."""
-    import numpy as np
-
-    rng = np.random.default_rng(jobs)
-    n = 20_000
-    rs = SimpleNamespace(
-        kind=rng.choice([RecordKind.KERNEL, RecordKind.KERNEL, RecordKind.MEMCPY], n),
-        api=rng.integers(-1, 5, n),
-        start=rng.integers(0, 400, n) * 1_000,  # coarse: many equal starts
-        job=rng.integers(0, jobs, n).astype(np.int32),
-        name=rng.integers(0, 3_000, n).astype(np.int32),
-    )
-    got = launch_bound._steady(cast(Any, SimpleNamespace(rs=rs)))
-    want = _first_launches_by_sorting(rs.kind, rs.api, rs.start, rs.job, rs.name)
-    assert got.tolist() == want.tolist()
-    assert 0 < got.shape[0] < np.count_nonzero(rs.kind == RecordKind.KERNEL)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.traces import shared_traces
-from tfprof.collector.advice import RULE_NAMES, advise, needs_host
+from tfprof.collector.advice import RULE_NAMES, advise
 from tfprof.collector.analysis import VIEWS, view_report
 from tfprof.collector.analysis.records import RecordSet, prepare
 from tfprof.collector.cli import main
@@ -17,8 +17,12 @@ from tfprof.collector.lake.location import lake_of
 from tfprof.collector.lake.publish import compact_data_dir
 from tfprof.collector.lake.reader import LakeStream, open_jobs
 from tfprof.collector.lake.segments import collector_id
+from tfprof.collector.read.lake_catalog import catalog
 from tfprof.collector.store import Store
 from tfprof.collector.store.importer import import_files
+from tfprof.collector.timeline.prepare import TimeWindow
+
+from .stored_jobs import catalog_of
 
 KINETO = ("kineto-hta/simple_add.json.gz", "kineto-hta/event_sync_multi_stream.json.gz")
 TF = ("tf-timeline-ikhlestov/GPU_timeline_02_step_0.json",
@@ -75,12 +79,14 @@ def test_every_rule_equals_the_whole_load_in_a_window(two_dirs: list[Path]) -> N
     kineto = whole.job == 0  # the jobs ran years apart: a window inside the first one
     first, last = int(whole.start[kineto].min()), int(whole.end[kineto].max())
     since, until = first + (last - first) // 10, last - (last - first) // 10
-    expected = advise(_whole(two_dirs, since, until))
+    # The logs loaded whole, and the lake (segments, log tails) read a chunk at a time.
+    loaded = [job for d in two_dirs for job in Store(d, create=False).load_jobs()]
+    expected = advise(catalog_of(loaded, since, until))[1]
     assert expected
-    assert advise(_from_lake(two_dirs, True, since, until)) == expected
+    lake = catalog(open_jobs([str(d) for d in two_dirs]).jobs, TimeWindow(since, until))
+    assert advise(lake)[1] == expected
     for rule in RULE_NAMES:
-        rs = _from_lake(two_dirs, needs_host([rule]), since, until)
-        assert advise(rs, [rule]) == [f for f in expected if f.rule == rule], rule
+        assert advise(lake, [rule])[1] == [f for f in expected if f.rule == rule], rule
 
 
 def test_a_compacted_data_dir_reads_as_its_logs(two_dirs: list[Path]) -> None:
@@ -117,31 +123,27 @@ def test_records_are_released_after_each_process(two_dirs: list[Path]) -> None:
         assert stream.num_records > gpu_only > 0
 
 
-def test_calls_in_steps_equals_a_pass_per_step() -> None:
-    from types import SimpleNamespace
-
+def test_calls_counted_in_open_steps_equal_a_pass_per_step() -> None:
+    """sync-per-step's count (``step_calls._count``): each call, fed in start order a
+    chunk at a time, counts in every open step holding its start (edges included)."""
     import numpy as np
 
-    from tfprof.collector.advice.step_syncs import calls_in_steps
+    from tfprof.collector.read.step_calls import Steps, _count
 
     rng = np.random.default_rng(7)
-    n = 400
-    start = rng.integers(0, 1_000, n)
-    host = SimpleNamespace(process=rng.integers(0, 3, n), start=start,
-                           end=start + rng.integers(0, 200, n))  # fmt: skip
-    steps, calls = np.arange(0, 40), np.arange(40, n)  # steps overlap, calls on edges too
-    per_step = np.zeros(steps.shape[0], dtype=np.int64)
-    inside = np.zeros(calls.shape[0], dtype=bool)
-    for p in range(3):  # a process's steps count its own calls
-        mine, theirs = host.process[steps] == p, host.process[calls] == p
-        per_step[mine], inside[theirs] = calls_in_steps(
-            host.start[steps[mine]], host.end[steps[mine]], host.start[calls[theirs]]
-        )
+    step_start = rng.integers(0, 1_000, 40)
+    step_end = step_start + rng.integers(0, 200, 40)  # steps overlap
+    call_start = np.sort(np.concatenate([rng.integers(0, 1_200, 300), step_end[:5]]))
+    call_end = call_start + rng.integers(0, 50, call_start.shape[0])
+    steps = Steps(open=(step_start, step_end, np.zeros(40, dtype=np.int64)))
+    for lo in range(0, call_start.shape[0], 23):
+        part = slice(lo, lo + 23)
+        name = np.ones(call_start[part].shape[0], dtype=np.int64)
+        _count(steps, call_start[part], call_end[part], name)
     hits = [
-        (host.process[calls] == host.process[s])
-        & (host.start[calls] >= host.start[s])
-        & (host.start[calls] <= host.end[s])
-        for s in steps
+        (call_start >= a) & (call_start <= b) for a, b in zip(step_start, step_end, strict=True)
     ]
-    assert per_step.tolist() == [int(h.sum()) for h in hits]
-    assert inside.tolist() == np.logical_or.reduce(hits).tolist()
+    assert steps.open[2].tolist() == [int(h.sum()) for h in hits]
+    inside = np.logical_or.reduce(hits)
+    assert steps.wait == int((call_end - call_start)[inside].sum())
+    assert steps.names == {1: int(inside.sum())}

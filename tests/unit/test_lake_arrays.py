@@ -52,10 +52,12 @@ def test_a_lake_is_read_for_advice_without_pandas(tmp_path: Path) -> None:
     assert not failed
     script = (
         "import sys\n"
-        "from tfprof.collector.advice import advise_gpu_first\n"
-        "from tfprof.collector.analysis.records import prepare_gpu_first\n"
+        "from tfprof.collector.advice import advise\n"
         "from tfprof.collector.lake.reader import open_jobs\n"
-        f"findings = advise_gpu_first(prepare_gpu_first(open_jobs([{str(data)!r}]).jobs))\n"
+        "from tfprof.collector.read.lake_catalog import catalog\n"
+        "from tfprof.collector.timeline.prepare import TimeWindow\n"
+        f"cat = catalog(open_jobs([{str(data)!r}]).jobs, TimeWindow())\n"
+        "read, findings = advise(cat)\n"
         "assert findings, 'no finding'\n"
         "print('pandas' in sys.modules)\n"
     )

@@ -16,6 +16,7 @@ from tfprof.core.records import SYNC_NO_STREAM
 from tfprof.core.tracks import TrackKey, TrackKind
 
 from .analysis_data import copy, job, kernel, stream, sync
+from .stored_jobs import catalog_of
 
 CONTEXT_WIDE = "/job:train/task:0.1/gpu:0/stream:none"
 
@@ -44,7 +45,7 @@ def test_timeline_streams_view_and_advice_name_tracks_alike() -> None:
     none_row = next(r for r in rows if r.stream == SYNC_NO_STREAM)
     assert none_row.track == CONTEXT_WIDE
 
-    (stalls,) = advise(prepare(jobs), ["sync-stalls"])
+    (stalls,) = advise(catalog_of(jobs), ["sync-stalls"])[1]
     assert CONTEXT_WIDE in stalls.streams
     assert set(stalls.streams) <= stream_tracks
 

@@ -55,12 +55,14 @@ class LaunchRow:
 # carrying its correlation id, started no later than the kernel (launch_links' rule).
 LINKED_KERNELS = """
 WITH calls AS (
-    SELECT p.link, h.correlation, min(h.s) AS s, min(h.e) AS e, min(h.d) AS d, count(*) AS n
+    SELECT p.link, h.correlation, min(h.s) AS s, min(h.e) AS e, min(h.d) AS d,
+           min(coalesce(h.name, '')) AS name, count(*) AS n
     FROM {h} h JOIN {p} p USING (process)
     WHERE h.kind = 5 AND h.correlation <> 0 GROUP BY ALL
 )
-SELECT g.job, coalesce(g.name, '') AS name, g.s, g.d, c.d AS call_d, c.s AS call_s,
-       greatest(g.s - c.e, 0) AS latency
+SELECT g.job, g.process, g.device, g.stream, p.link, g.correlation,
+       coalesce(g.name, '') AS name, g.s, g.e, g.d, c.d AS call_d, c.s AS call_s,
+       c.name AS call_name, greatest(g.s - c.e, 0) AS latency
 FROM {g} g JOIN {p} p USING (process)
 JOIN calls c ON c.link = p.link AND c.correlation = g.correlation
 WHERE g.kind = 1 AND g.correlation <> 0 AND c.n = 1 AND c.s <= g.s

@@ -4,12 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from tfprof.collector.commands._analysis_input import (
-    add_input_arguments,
-    load_gpu_first,
-    load_record_set,
-    output,
-)
+from tfprof.collector.commands._analysis_input import add_input_arguments, load_catalog, output
 
 DESCRIPTION = """\
 Run the advice rules over stored jobs (--data-dir, --job) or trace files and print what
@@ -56,23 +51,17 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tfprof.collector.advice import advise, advise_gpu_first, needs_host
+    from tfprof.collector.advice import advise
     from tfprof.collector.advice.advice_render import reporter
-    from tfprof.collector.analysis.notes import notes
+    from tfprof.collector.analysis.notes import job_notes
     from tfprof.collector.errors import InvalidArgument
 
     if args.top is not None and args.top < 0:
         raise InvalidArgument("--top must be >= 0")
-    if needs_host(args.rule):
-        # The GPU rules first, then the host side streamed process by process.
-        table = load_gpu_first(args)
-        findings = advise_gpu_first(table, args.rule)
-        rs = table.rs
-    else:
-        rs = load_record_set(args, host=False)
-        findings = advise(rs, args.rule)
+    read, findings = advise(load_catalog(args), args.rule)
     if args.top is not None:
         findings = findings[: args.top]
+    notes = job_notes(read.jobs, read.with_records)
     with output(args.output) as out:
-        reporter(args.format, findings, rs.start_ns, notes(rs)).render(out)
+        reporter(args.format, findings, read.start_ns, notes).render(out)
     return 0

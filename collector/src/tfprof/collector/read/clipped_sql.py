@@ -26,8 +26,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+import numpy as np
 import pyarrow as pa
 
+from tfprof.collector.lake.arrays import arrow_numbers
 from tfprof.collector.lake.fs import Lake
 from tfprof.collector.lake.reader import GPU_TABLES, HOST_TABLES
 from tfprof.collector.lake.schema import TABLES
@@ -101,13 +103,13 @@ class Relations:
         """SQL text (a subquery) of a relation of ``RELATIONS``."""
         if name == "p" and name not in self._text:
             cat = self.cat
-            table = pa.table(
-                {
-                    "process": pa.array(range(len(cat.processes)), pa.int64()),
-                    "job": pa.array([p.job for p in cat.processes], pa.int64()),
-                    "link": pa.array(cat.link_groups, pa.int64()),
-                }
-            )
+            # Built from buffers: pa.array would import pandas (lake/arrays.py).
+            ids = {
+                "process": np.arange(len(cat.processes), dtype=np.int64),
+                "job": np.array([p.job for p in cat.processes], dtype=np.int64),
+                "link": np.array(cat.link_groups, dtype=np.int64),
+            }
+            table = pa.table({k: arrow_numbers(v, pa.int64()) for k, v in ids.items()})
             self._text[name] = f"SELECT * FROM {self._register(table)}"
         if name not in self._text:
             gpu = name.startswith("g")
