@@ -8,8 +8,10 @@ durations clamped at zero, starts and ends raised to the window's start, ends cu
 its end, a zero-length record kept when its instant lies inside, a clipped copy keeping
 the share of its bytes that fits its time (rounded half to even, as ``np.rint``).
 Columns: ``kind`` (``RecordKind``), ``process`` and ``job`` (the catalog's indices),
-``s``, ``e``, ``d`` (clipped start, end, duration, ns) and the record columns of
-``G_COLUMNS`` / ``H_COLUMNS`` (0, or NULL for a string, where a table has none).
+``s``, ``e``, ``d`` (clipped start, end, duration, ns), ``negative`` (the stored
+duration was below zero, clamped: the export's metadata counts them) and the record
+columns of ``G_COLUMNS`` / ``H_COLUMNS`` (0, or NULL for a string, where a table has
+none).
 
 Published files on a local disk are read by DuckDB's own Parquet reader (projection
 pushed down, every core); files of a remote lake through pyarrow (its filesystem, no
@@ -134,7 +136,8 @@ class Relations:
                 cols.append(f"NULL::VARCHAR AS {c}" if c in _STRINGS else f"0 AS {c}")
         head = (
             f"SELECT {KIND[rows.table]} AS kind, {process} AS process, {job} AS job, "
-            f"start_ns AS s0, greatest(duration_ns, 0) AS d0, {', '.join(cols)}"
+            f"start_ns AS s0, greatest(duration_ns, 0) AS d0, duration_ns < 0 AS negative, "
+            f"{', '.join(cols)}"
         )
         selects = []
         local = [path for lake, path in rows.files if lake.local]
@@ -172,7 +175,7 @@ class Relations:
             )
             return (
                 "SELECT 0 AS kind, 0 AS process, 0 AS job, 0 AS s, 0 AS e, 0 AS d, "
-                f"{empty} WHERE false"
+                f"false AS negative, {empty} WHERE false"
             )
         raw = " UNION ALL ".join(selects)
         lo, hi = (self.cat.window.lo, self.cat.window.hi) if clip else (None, None)
@@ -197,6 +200,6 @@ class Relations:
             )
         extra = ", ".join([*rest, *([f"{share} AS bytes"] if "bytes" in columns else [])])
         return (
-            f"SELECT kind, process, job, {s} AS s, {e} AS e, ({e}) - ({s}) AS d, {extra} "
-            f"FROM ({raw}) {where}"
+            f"SELECT kind, process, job, {s} AS s, {e} AS e, ({e}) - ({s}) AS d, negative, "
+            f"{extra} FROM ({raw}) {where}"
         )

@@ -45,6 +45,8 @@ Columns = dict[str, np.ndarray]
 # the read's ``NameTable`` (0: none); ``slice_name``: its timeline name
 # (``slice_names``); ``domain``: a host range's NVTX domain or framework category
 # (``cpu_op``, ``tf_op``), an id into the same table (0: none); all interned as they come.
+# ``whole_bytes``: a record's bytes as stored, never cut by the window (``bytes`` keeps
+# a clipped copy's share; the timeline shows records whole).
 ALWAYS = ("kind", "process", "s", "e")
 NAME_COLUMNS = frozenset({"name", "slice_name", "domain"})
 _TIMES = frozenset({"start_ns", "duration_ns"})
@@ -142,6 +144,8 @@ def _lake_names(table: str, columns: Sequence[str]) -> dict[str, str]:
         found["name"] = lake_column(table, "name")
     if "domain" in columns:
         found["domain"] = lake_column(table, "domain")
+    if "whole_bytes" in columns:
+        found["whole_bytes"] = lake_column(table, "bytes")
     return {c: lake for c, lake in found.items() if lake is not None}
 
 

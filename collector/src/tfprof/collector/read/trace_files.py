@@ -89,3 +89,18 @@ def _lake_stream(stream: StreamData, stream_id: str) -> LakeStream:
         parts=parts,
     )
     return lake
+
+
+def lake_jobs(jobs: Sequence[JobData]) -> list[JobData]:
+    """Jobs read from trace files (``store.importer.jobs_from_files``: in memory) as
+    jobs of lake streams, their rows in memory: what the read engine reads."""
+    out = []
+    for job in jobs:
+        lake_job = JobData(name=job.name, run_id=job.run_id, skipped=list(job.skipped))
+        for i, stream in enumerate(job.streams):
+            try:
+                lake_job.streams.append(_lake_stream(stream, f"file-{i}"))
+            except OutOfRange as exc:
+                raise InvalidArgument(f"job {job.name}: {exc}") from None
+        out.append(lake_job)
+    return out

@@ -204,6 +204,12 @@ class NameTable:
     def names(self) -> tuple[str, ...]:
         return tuple(self._names)
 
+    @property
+    def growing(self) -> Sequence[str]:
+        """The names as they are now and as they will be: only ever appended to (the
+        export's parts share it rather than copy it each time)."""
+        return self._names
+
     def intern(self, name: str) -> int:
         found = self._ids.get(name)
         if found is None:
