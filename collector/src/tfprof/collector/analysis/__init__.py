@@ -13,6 +13,7 @@ from typing import Any
 
 from tfprof.collector.analysis import (
     api,
+    collective_rows,
     gpus,
     job_totals,
     kernels,
@@ -21,6 +22,7 @@ from tfprof.collector.analysis import (
     memory_view,
     ops,
     scopes,
+    step_rows,
     streams,
 )
 from tfprof.collector.analysis.filters import Filters, apply_filters
@@ -52,6 +54,10 @@ class View:
     # The view read through the read engine (``tfprof.collector.read``): what it needs
     # and how its rows are built. Views without one still read a ``RecordSet``.
     need: Need[Sequence[Any] | ViewRows] | None = None
+
+
+def _engine_only(rs: RecordSet) -> Sequence[Any]:
+    raise AnalysisError("this view is read through the read engine only")
 
 
 VIEWS: dict[str, View] = {
@@ -92,6 +98,19 @@ VIEWS: dict[str, View] = {
              memory_view.memory_rows, memory_view.MemoryRow, memory_view.NAME_FIELD,
              memory_view.TIME_FIELD, notes=memory_view.memory_notes,
              need=memory_view.MemoryNeed()),
+        View("collectives", "per job, process group and collective type: calls, bytes, "
+             "kernel time, exposed time, algorithm, algbw/busbw (as nccl-tests)",
+             _engine_only, collective_rows.CollectiveRow, collective_rows.NAME_FIELD,
+             collective_rows.TIME_FIELD, need=collective_rows.CollectivesNeed()),
+        View("steps", "per step and rank: device time split into compute, communication "
+             "(overlapped, exposed), copies, idle (foreign work, sync, other CUDA, outside)",
+             _engine_only, step_rows.StepRow, step_rows.NAME_FIELD, step_rows.TIME_FIELD,
+             hidden=("start_ns", "records", "comm_us", "copy_us"), need=step_rows.StepsNeed()),
+        View("ranks", "per rank: steady step time p50/p95/max, compute, communication, "
+             "exposed communication, overlap, idle % (as HTA)",
+             _engine_only, step_rows.RankRow, step_rows.NAME_FIELD, step_rows.RANKS_TIME_FIELD,
+             hidden=("idle_foreign_pct", "idle_sync_pct", "idle_other_cuda_pct",
+                     "idle_outside_cuda_pct"), need=step_rows.RanksNeed()),
     )
 }  # fmt: skip
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 import pyarrow as pa
 
 from tfprof.collector.store.catalog import run_state_sql
+from tfprof.collector.lake.collective_sql import ARRIVALS, CALLS
+from tfprof.collector.lake.dist_sql import LAKE, STEPS
 from tfprof.core.cupti_labels import COPY_KINDS
 
 # Durations are clamped at zero, as every analysis clamps them (a clock step can make
@@ -164,7 +166,8 @@ SELECT job, run, task, count(*) AS streams, string_agg(DISTINCT host, ',') AS ho
 FROM streams GROUP BY job, run, task ORDER BY job, run, task
 """
 
-# Created in this order (later ones read earlier ones).
+# Created in this order (later ones read earlier ones). The last three (distributed
+# jobs: dist_sql, collective_sql) are portable too; ``rk`` is a rank: job|run|task.
 VIEWS: dict[str, str] = {
     "kernel_summary": KERNEL_SUMMARY,
     "copy_summary": COPY_SUMMARY,
@@ -172,4 +175,7 @@ VIEWS: dict[str, str] = {
     "runs": RUNS,
     "jobs": JOBS,
     "tasks": TASKS,
+    "step_breakdown": LAKE.bind(STEPS),
+    "collective_calls": LAKE.bind(CALLS),
+    "collective_arrivals": LAKE.bind(ARRIVALS),
 }

@@ -41,20 +41,27 @@ from tfprof.core.records import RecordKind
 if TYPE_CHECKING:
     import duckdb
 
+# A kernel's collective args (Kineto's), the lake's expanded columns (null: none).
+COLLECTIVE_COLUMNS = ("collective", "coll_in_nelems", "coll_out_nelems", "coll_group_size",
+                      "coll_dtype", "coll_pg_name")  # fmt: skip
+
 KIND = {"kernels": 1, "copies": 2, "memsets": 3, "syncs": 4, "api_calls": 5, "markers": 6,
-        "memory": 7}  # fmt: skip
+        "memory": 7, "steps": 8}  # fmt: skip
 assert all(int(RecordKind[k]) == v for k, v in (("KERNEL", 1), ("MARKER", 6), ("MEMORY", 7)))
 # Record columns of each relation (as ``tfprof.core.records`` names them); ``name`` and
 # ``domain`` are strings.
 G_COLUMNS = ("device", "context", "stream", "correlation", "external_id", "name", "bytes",
-             "copy_kind", "src_kind", "dst_kind", "sync_type")  # fmt: skip
+             "copy_kind", "src_kind", "dst_kind", "sync_type", *COLLECTIVE_COLUMNS)  # fmt: skip
 H_COLUMNS = ("thread", "correlation", "external_id", "name", "cbid", "return_value",
              "category", "domain", "device", "stream", "bytes", "memory_op")  # fmt: skip
-_STRINGS = frozenset({"name", "domain"})
+# The steps table (the hook's STEP records): ``external_id`` is the step's number.
+ST_COLUMNS = ("thread", "external_id", "name")
+_STRINGS = frozenset({"name", "domain", "collective", "coll_dtype", "coll_pg_name"})
 # ``g``/``h``: in the window, clipped; ``g_all``/``h_all``: every record of the run
 # (durations clamped), what whole-run figures (records stored) count; ``p``: one row per
-# process (``process``, ``job``, ``link``: its link group, ``Catalog.link_groups``).
-RELATIONS = ("g", "h", "g_all", "h_all", "p")
+# process (``process``, ``job``, ``link``: its link group, ``Catalog.link_groups``);
+# ``st``: the steps (STEP records) in the window, clipped.
+RELATIONS = ("g", "h", "g_all", "h_all", "p", "st")
 # Written in braces too: the window's bounds as integer literals, NULL for an open end.
 BOUNDS = ("lo", "hi")
 
@@ -115,7 +122,10 @@ class Relations:
             self._text[name] = f"SELECT * FROM {self._register(table)}"
         if name not in self._text:
             gpu = name.startswith("g")
-            tables, columns = (GPU_TABLES, G_COLUMNS) if gpu else (HOST_TABLES, H_COLUMNS)
+            tables: Sequence[str] = GPU_TABLES if gpu else HOST_TABLES
+            columns: Sequence[str] = G_COLUMNS if gpu else H_COLUMNS
+            if name == "st":
+                tables, columns = ("steps",), ST_COLUMNS
             self._text[name] = self._relation(tables, columns, clip=not name.endswith("_all"))
         return self._text[name]
 

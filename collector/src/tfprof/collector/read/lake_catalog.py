@@ -23,7 +23,8 @@ from tfprof.collector.lake.reader import GPU_TABLES, HOST_TABLES, LakeStream, re
 from tfprof.collector.read.refs import JobRef, ProcessRef, host_stats, job_ref, sample_stats
 from tfprof.collector.timeline.prepare import TimeWindow, job_labels, task_labels
 
-RECORD_TABLES = (*GPU_TABLES, *HOST_TABLES)
+# ``steps``: the hook's STEP records, read by SQL only (``clipped_sql``'s ``st``).
+RECORD_TABLES = (*GPU_TABLES, *HOST_TABLES, "steps")
 
 
 @dataclass(frozen=True)
