@@ -30,6 +30,7 @@ from tfprof.collector.errors import AnalysisError
 from tfprof.collector.read import engine
 from tfprof.collector.read.engine import Read
 from tfprof.collector.read.lake_catalog import Catalog
+from tfprof.collector.read.needs import Need
 
 RULES: tuple[Rule, ...] = (
     gpu_idle.RULE,
@@ -48,10 +49,15 @@ RULES: tuple[Rule, ...] = (
 RULE_NAMES = tuple(r.name for r in RULES)
 
 
-def advise(cat: Catalog, rules: Sequence[str] | None = None) -> tuple[Read, list[Finding]]:
-    """What the read covers, and the named rules' findings (all rules when none is
-    named), largest impact first."""
-    chosen = _chosen(rules)
+def advise(
+    cat: Catalog,
+    rules: Sequence[str] | None = None,
+    extra: Sequence[Need[list[Finding]]] = (),
+) -> tuple[Read, list[Finding]]:
+    """What the read covers, and the named rules' findings (all rules when ``rules`` is
+    None, none when it is empty) with those of ``extra`` needs read alongside (the
+    distributed rules), largest impact first."""
+    chosen: list[Need[list[Finding]]] = [*_chosen(rules), *extra]
     read, found = engine.read(cat, chosen)
     findings = [f for part in found for f in part]
     findings.sort(key=lambda f: (-f.impact_us, f.rule, f.title))
@@ -64,7 +70,7 @@ def _chosen(rules: Sequence[str] | None) -> list[Rule]:
         raise AnalysisError(
             f"unknown rule(s) {', '.join(unknown)}; rules are {', '.join(RULE_NAMES)}"
         )
-    return [rule for rule in RULES if not rules or rule.name in rules]
+    return [rule for rule in RULES if rules is None or rule.name in rules]
 
 
 __all__ = ["RULES", "RULE_NAMES", "Finding", "Rule", "advise"]

@@ -26,11 +26,20 @@ rules:
   sync-per-step    more than 4 synchronising CUDA calls per step (API records; steps:
                    ProfilerStep#N or "step" ranges, else outermost host ranges)
   memory-capacity  peak device memory at 90% or more of the GPU's (MEMORY records)
+
+distributed jobs (steps: ProfilerStep#N, the hook's step markers, else the kernel period):
+  straggler        the rank the others waited for at the collectives matched across
+                   ranks: how often it arrived last, how long the others waited
+  exposed-communication  NCCL/RCCL kernel time under no compute kernel, 5%+ of steps
+  step-variance    ranks 10%+ slower than the job's median rank, steps 20%+ over their
+                   rank's median
+  input-bound      the GPU waiting while the host is outside CUDA, 10%+ of step time
 """
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from tfprof.collector.advice import RULE_NAMES
+    from tfprof.collector.advice.dist_rules import NAMES
 
     p = sub.add_parser(
         "advise",
@@ -42,7 +51,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--rule",
         action="append",
-        choices=RULE_NAMES,
+        choices=RULE_NAMES + NAMES,
         metavar="RULE",
         help="run only this rule (repeatable; default: all)",
     )
@@ -53,12 +62,17 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def run(args: argparse.Namespace) -> int:
     from tfprof.collector.advice import advise
     from tfprof.collector.advice.advice_render import reporter
+    from tfprof.collector.advice.dist_rules import NAMES, DistRules
     from tfprof.collector.analysis.notes import job_notes
     from tfprof.collector.errors import InvalidArgument
 
     if args.top is not None and args.top < 0:
         raise InvalidArgument("--top must be >= 0")
-    read, findings = advise(load_catalog(args), args.rule)
+    # The distributed rules are one need (they share the steps), read with the others.
+    others = None if not args.rule else [r for r in args.rule if r not in NAMES]
+    dist = tuple(n for n in NAMES if not args.rule or n in args.rule)
+    extra = [DistRules(dist)] if dist else []
+    read, findings = advise(load_catalog(args), others, extra)
     if args.top is not None:
         findings = findings[: args.top]
     notes = job_notes(read.jobs, read.with_records)

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from tfprof.collector.store.catalog import run_state_sql
 from tfprof.collector.lake.collective_sql import ARRIVALS, CALLS
 from tfprof.collector.lake.dist_sql import LAKE, STEPS
+from tfprof.collector.store.catalog import run_state_sql
 from tfprof.core.cupti_labels import COPY_KINDS
 
 # Durations are clamped at zero, as every analysis clamps them (a clock step can make
