@@ -141,18 +141,18 @@ _ARRIVALS = f"""
 arr AS (
   SELECT rk, jb, pg, k, step, s,
          min(s) OVER p AS first_s, max(s) OVER p AS last_s, count(*) OVER p AS n,
-         sum(s) OVER p AS sum_s,
          row_number() OVER (PARTITION BY jb, pg, k ORDER BY s DESC, rk) AS late
   FROM calls_out
   WINDOW p AS (PARTITION BY jb, pg, k)
 ),
+arr2 AS (SELECT a.*, sum(last_s - s) OVER (PARTITION BY jb, pg, k) AS waited FROM arr a),
 runner_up AS (SELECT jb, pg, k, s AS s2 FROM arr WHERE late = 2),
 matched AS (
   SELECT a.rk, a.jb, a.pg, a.k, a.step, a.n, a.s - a.first_s AS skew,
          a.last_s - a.first_s AS max_skew,
          CASE WHEN a.late = 1 AND a.last_s - b.s2 > {TIE_NS} THEN 1 ELSE 0 END AS was_last,
-         a.n * a.last_s - a.sum_s AS waited
-  FROM arr a JOIN runner_up b ON b.jb = a.jb AND b.pg = a.pg AND b.k = a.k
+         a.waited
+  FROM arr2 a JOIN runner_up b ON b.jb = a.jb AND b.pg = a.pg AND b.k = a.k
 )"""
 ARRIVAL_COLUMNS = ("rk", "jb", "pg", "k", "step", "n", "skew", "max_skew", "was_last", "waited")
 ARRIVALS = _BODY + "," + _ARRIVALS + "\nSELECT * FROM matched"
