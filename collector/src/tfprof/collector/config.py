@@ -57,6 +57,7 @@ class CollectorConfig:
     retain_bytes: int = 0
     lake: str = ""
     compact_interval: float = 60.0  # seconds
+    rank_figures_interval: float = 30.0  # seconds; 0 = off
     log_level: str = "INFO"
 
     @property
@@ -178,6 +179,7 @@ _PARSERS: dict[str, Callable[[str], Any]] = {
     "retain_bytes": parse_size,
     "lake": str,
     "compact_interval": _non_negative("seconds"),
+    "rank_figures_interval": _non_negative("seconds"),
     "log_level": _log_level,
 }
 _FIELDS = {"grace": "grace_s"}

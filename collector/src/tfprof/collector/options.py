@@ -117,5 +117,11 @@ OPTIONS: dict[str, Option] = {
         "seconds between compactions of running streams into the lake (finished streams "
         "at once); 0 = only when they finish",
     ),
+    "rank_figures_interval": Option(
+        "TFPROF_COLLECTOR_RANK_FIGURES_INTERVAL",
+        "30",
+        "seconds between reads of running jobs' last minutes for the per-rank metrics "
+        "(step time, arrival skew, exposed communication) and top; 0 = off",
+    ),
     "log_level": Option("TFPROF_COLLECTOR_LOG_LEVEL", "INFO", "level of the tfprof loggers"),
 }

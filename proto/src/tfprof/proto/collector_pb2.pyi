@@ -1149,6 +1149,56 @@ class LiveDropped(_message.Message):
 Global___LiveDropped: _TypeAlias = LiveDropped  # noqa: Y015
 
 @_typing.final
+class LiveRank(_message.Message):
+    """One rank of a job over the job's last minutes (the tfprof_step_seconds,
+    tfprof_arrival_skew_seconds and tfprof_comm_exposed_ratio series).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RANK_FIELD_NUMBER: _builtins.int
+    HOST_FIELD_NUMBER: _builtins.int
+    STEPS_FIELD_NUMBER: _builtins.int
+    STEP_NS_FIELD_NUMBER: _builtins.int
+    COMM_EXPOSED_RATIO_FIELD_NUMBER: _builtins.int
+    COLLECTIVES_FIELD_NUMBER: _builtins.int
+    SKEW_NS_FIELD_NUMBER: _builtins.int
+    LAST_FIELD_NUMBER: _builtins.int
+    rank: _builtins.str
+    """the task label (RANK)"""
+    host: _builtins.str
+    steps: _builtins.int
+    """complete steps in the window"""
+    step_ns: _builtins.int
+    """steady step time, p50"""
+    comm_exposed_ratio: _builtins.float
+    collectives: _builtins.int
+    """calls matched across the job's ranks"""
+    skew_ns: _builtins.int
+    """mean arrival skew over those calls"""
+    last: _builtins.int
+    """calls it arrived last at"""
+    def __init__(
+        self,
+        *,
+        rank: _builtins.str = ...,
+        host: _builtins.str = ...,
+        steps: _builtins.int = ...,
+        step_ns: _builtins.int = ...,
+        comm_exposed_ratio: _builtins.float = ...,
+        collectives: _builtins.int = ...,
+        skew_ns: _builtins.int = ...,
+        last: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["collectives", b"collectives", "comm_exposed_ratio", b"comm_exposed_ratio", "host", b"host", "last", b"last", "rank", b"rank", "skew_ns", b"skew_ns", "step_ns", b"step_ns", "steps", b"steps"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___LiveRank: _TypeAlias = LiveRank  # noqa: Y015
+
+@_typing.final
 class LiveJob(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -1156,13 +1206,21 @@ class LiveJob(_message.Message):
     PROCESSES_FIELD_NUMBER: _builtins.int
     DROPPED_FIELD_NUMBER: _builtins.int
     GPUS_FIELD_NUMBER: _builtins.int
+    RANKS_FIELD_NUMBER: _builtins.int
+    RANK_COUNT_FIELD_NUMBER: _builtins.int
     job: _builtins.str
     processes: _builtins.int
     """streams open now"""
+    rank_count: _builtins.int
+    """ranks with a complete step in the window"""
     @_builtins.property
     def dropped(self) -> _containers.RepeatedCompositeFieldContainer[Global___LiveDropped]: ...
     @_builtins.property
     def gpus(self) -> _containers.RepeatedCompositeFieldContainer[Global___LiveGpu]: ...
+    @_builtins.property
+    def ranks(self) -> _containers.RepeatedCompositeFieldContainer[Global___LiveRank]:
+        """the latest arrivers first, at most 64"""
+
     def __init__(
         self,
         *,
@@ -1170,10 +1228,12 @@ class LiveJob(_message.Message):
         processes: _builtins.int = ...,
         dropped: _abc.Iterable[Global___LiveDropped] | None = ...,
         gpus: _abc.Iterable[Global___LiveGpu] | None = ...,
+        ranks: _abc.Iterable[Global___LiveRank] | None = ...,
+        rank_count: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["dropped", b"dropped", "gpus", b"gpus", "job", b"job", "processes", b"processes"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["dropped", b"dropped", "gpus", b"gpus", "job", b"job", "processes", b"processes", "rank_count", b"rank_count", "ranks", b"ranks"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

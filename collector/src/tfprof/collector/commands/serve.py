@@ -41,6 +41,7 @@ _METAVARS = {
     "retain_bytes": "BYTES",
     "lake": "URL",
     "compact_interval": "SECONDS",
+    "rank_figures_interval": "SECONDS",
     "log_level": "LEVEL",
 }
 
@@ -151,6 +152,18 @@ def _serve(config: CollectorConfig) -> int:
 
     if policy.active:
         threading.Thread(target=retention_loop, name="tfprof-retention", daemon=True).start()
+
+    def rank_figures_loop() -> None:
+        from tfprof.collector.service.rank_figures import refresh
+
+        while not stop.wait(config.rank_figures_interval):
+            try:
+                refresh(metrics.ranks, metrics.live, [config.data_dir])
+            except Exception:  # a damaged or vanishing run must not stop the metrics
+                log.exception("per-rank figures not refreshed")
+
+    if config.rank_figures_interval > 0:
+        threading.Thread(target=rank_figures_loop, name="tfprof-ranks", daemon=True).start()
 
     while not stop.wait(1.0):
         pass

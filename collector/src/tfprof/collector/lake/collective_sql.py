@@ -182,3 +182,42 @@ SELECT jb, step, rk, sum(was_last) AS last,
 FROM matched WHERE step IS NOT NULL GROUP BY jb, step, rk
 """
 )
+
+# Per rank, for live figures over a trailing window: a window cuts each rank's calls at a
+# different point, so the k-th call of the window is not one collective across ranks.
+# Calls are matched instead by (process group, step, order within the step), in the
+# steps where every rank of the group has as many calls as the others (a step the cut
+# went through on one rank is left out).
+WINDOW_ARRIVAL_COLUMNS = ("rk", "jb", "matched", "skew_sum", "skew_max", "last")
+WINDOW_ARRIVALS = (
+    _BODY
+    + f""",
+wst AS (
+  SELECT rk, jb, pg, coalesce(step, -1) AS step, s,
+         row_number() OVER (PARTITION BY rk, pg, coalesce(step, -1) ORDER BY k) AS kk,
+         count(*) OVER (PARTITION BY rk, pg, coalesce(step, -1)) AS calls
+  FROM calls_out
+),
+wranks AS (SELECT jb, pg, count(DISTINCT rk) AS ranks FROM calls_out GROUP BY jb, pg),
+wwhole AS (
+  SELECT w.jb, w.pg, w.step FROM wst w
+  JOIN wranks r ON r.jb = w.jb AND r.pg = w.pg
+  GROUP BY w.jb, w.pg, w.step, r.ranks
+  HAVING min(w.calls) = max(w.calls) AND count(DISTINCT w.rk) = r.ranks AND r.ranks >= 2
+),
+warr AS (
+  SELECT w.rk, w.jb, w.pg, w.step, w.kk, w.s,
+         min(w.s) OVER p AS first_s, max(w.s) OVER p AS last_s,
+         row_number() OVER (PARTITION BY w.jb, w.pg, w.step, w.kk ORDER BY w.s DESC, w.rk)
+           AS late
+  FROM wst w JOIN wwhole h ON h.jb = w.jb AND h.pg = w.pg AND h.step = w.step
+  WINDOW p AS (PARTITION BY w.jb, w.pg, w.step, w.kk)
+),
+wru AS (SELECT jb, pg, step, kk, s AS s2 FROM warr WHERE late = 2)
+SELECT a.rk, a.jb, count(*) AS matched, sum(a.s - a.first_s) AS skew_sum,
+       max(a.s - a.first_s) AS skew_max,
+       sum(CASE WHEN a.late = 1 AND a.last_s - b.s2 > {TIE_NS} THEN 1 ELSE 0 END) AS last
+FROM warr a JOIN wru b ON b.jb = a.jb AND b.pg = a.pg AND b.step = a.step AND b.kk = a.kk
+GROUP BY a.rk, a.jb
+"""
+)

@@ -21,12 +21,14 @@ from prometheus_client.registry import Collector
 
 from tfprof.collector.errors import CannotListen
 from tfprof.collector.service.live_figures import LiveAccounting
+from tfprof.collector.service.rank_figures import MAX_RANKS, WINDOW_S, RankBoard
 
 if TYPE_CHECKING:
     from wsgiref.simple_server import WSGIServer
 
 PREFIX = "tfprof_collector"
 GPU_LABELS = ["job", "host", "gpu_uuid"]
+RANK_LABELS = ["job", "rank", "host"]
 # Per job and GPU (counters gain the ``_total`` suffix when exposed). Help texts say what
 # is counted; top and deploy/grafana read these names.
 LIVE_FAMILIES: dict[str, tuple[str, str, list[str]]] = {
@@ -60,6 +62,33 @@ LIVE_FAMILIES: dict[str, tuple[str, str, list[str]]] = {
         ["job", "reason"],
     ),
     "tfprof_processes": ("gauge", "traced processes of that job streaming now", ["job"]),
+    # Per job and rank over the job's last minutes (service/rank_figures.py), refreshed
+    # every --rank-figures-interval seconds.
+    "tfprof_step_seconds": (
+        "gauge",
+        "that rank's steady step time (p50 of its complete steps in the last "
+        f"{WINDOW_S:.0f} seconds, warm-up steps left out; as summary --view ranks)",
+        RANK_LABELS,
+    ),
+    "tfprof_arrival_skew_seconds": (
+        "gauge",
+        "that rank's mean arrival skew at the collectives matched across the job's ranks "
+        "in the window: its kernel's start less the earliest rank's (a straggler's is "
+        "largest)",
+        RANK_LABELS,
+    ),
+    "tfprof_comm_exposed_ratio": (
+        "gauge",
+        "that rank's communication time no compute kernel overlapped, over its complete "
+        "steps' device time in the window (0 to 1)",
+        RANK_LABELS,
+    ),
+    "tfprof_ranks": (
+        "gauge",
+        "ranks of that job with a complete step in the window (the per-rank families "
+        f"keep the latest arrivers, at most {MAX_RANKS})",
+        ["job"],
+    ),
 }
 
 
@@ -104,7 +133,8 @@ class CollectorMetrics:
         )
         self._lock = threading.Lock()
         self.live = LiveAccounting()
-        r.register(_LiveFamilies(self.live))
+        self.ranks = RankBoard()
+        r.register(_LiveFamilies(self.live, self.ranks))
 
     # -- fed by ingest -------------------------------------------------------------------
 
@@ -152,8 +182,9 @@ class _LiveFamilies(Collector):
     """Exposes ``LiveAccounting``'s figures at each scrape (series of forgotten jobs
     disappear with them)."""
 
-    def __init__(self, live: LiveAccounting) -> None:
+    def __init__(self, live: LiveAccounting, ranks: RankBoard) -> None:
         self._live = live
+        self._ranks = ranks
 
     def describe(self) -> Iterator[Metric]:
         yield from _families().values()
@@ -174,6 +205,13 @@ class _LiveFamilies(Collector):
                 for direction, n in sorted(gpu.copies.items()):
                     copies.add_metric([*labels, direction], n)
                     copy_bytes.add_metric([*labels, direction], gpu.copy_bytes[direction])
+        for job, ranks in sorted(self._ranks.snapshot().items()):
+            families["tfprof_ranks"].add_metric([job], ranks.rank_count)
+            for r in ranks.ranks:
+                labels = [job, r.rank, r.host]
+                families["tfprof_step_seconds"].add_metric(labels, r.step_ns / 1e9)
+                families["tfprof_arrival_skew_seconds"].add_metric(labels, r.skew_ns / 1e9)
+                families["tfprof_comm_exposed_ratio"].add_metric(labels, r.exposed_fraction)
         yield from families.values()
 
 

@@ -51,6 +51,7 @@ from tfprof.collector.service.byte_budget import ByteBudget
 from tfprof.collector.service.live_figures import live_reply
 from tfprof.collector.service.messages import OVERSIZE_HEADROOM, Busy, HelloTimeout
 from tfprof.collector.service.metrics import CollectorMetrics
+from tfprof.collector.service.rank_figures import add_ranks
 from tfprof.collector.service.rpc_table import SERVICE_NAME, Malformed, handler_table
 from tfprof.collector.service.stream_call import StreamCall
 from tfprof.collector.service.streams_registry import LiveStream, StreamRegistry
@@ -245,7 +246,7 @@ class CollectorServicer:
         if isinstance(request, Malformed):
             await self.abort(context, request.exception())
         await self.check_reader(context, "LiveFigures")
-        return live_reply(self.metrics.live.snapshot())
+        return add_ranks(live_reply(self.metrics.live.snapshot()), self.metrics.ranks.snapshot())
 
     async def Export(
         self, request: pb.ExportRequest | Malformed, context: Context

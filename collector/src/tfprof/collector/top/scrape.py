@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
 GpuSeries = tuple[str, str, str]  # (job, host, gpu uuid)
 CopySeries = tuple[str, str, str, str]  # (job, host, gpu uuid, direction)
+RankSeries = tuple[str, str, str]  # (job, rank, host)
 MAX_BYTES = 64 << 20  # a scrape of 1,000 jobs on 64 GPUs each is a few MB
 
 
@@ -45,6 +46,9 @@ class Scrape:
     copy_bytes: dict[CopySeries, float] = field(default_factory=dict)
     dropped: dict[str, float] = field(default_factory=dict)  # job -> records, all reasons
     processes: dict[str, float] = field(default_factory=dict)  # job -> streams open
+    # Per rank over the job's last minutes (gauges): steady step time, mean arrival skew.
+    step_seconds: dict[RankSeries, float] = field(default_factory=dict)
+    skew_seconds: dict[RankSeries, float] = field(default_factory=dict)
 
 
 def metrics_url(address: str) -> str:
@@ -92,6 +96,7 @@ def parse_metrics(text: str, at: float) -> Scrape:
             job = labels.get("job", "")
             gpu = (job, labels.get("host", ""), labels.get("gpu_uuid", ""))
             copy = (*gpu, labels.get("direction", ""))
+            rank = (job, labels.get("rank", ""), labels.get("host", ""))
             if sample.name == "tfprof_gpu_busy_seconds_total":
                 scrape.busy_seconds[gpu] = value
             elif sample.name == "tfprof_kernels_total":
@@ -104,6 +109,10 @@ def parse_metrics(text: str, at: float) -> Scrape:
                 scrape.dropped[job] = scrape.dropped.get(job, 0.0) + value
             elif sample.name == "tfprof_processes":
                 scrape.processes[job] = value
+            elif sample.name == "tfprof_step_seconds":
+                scrape.step_seconds[rank] = value
+            elif sample.name == "tfprof_arrival_skew_seconds":
+                scrape.skew_seconds[rank] = value
     return scrape
 
 
@@ -121,6 +130,9 @@ def scrape_of(reply: pb.LiveFiguresReply, at: float) -> Scrape:
             for c in gpu.copies:
                 scrape.copies[(*key, c.direction)] = float(c.copies)
                 scrape.copy_bytes[(*key, c.direction)] = float(c.bytes)
+        for r in job.ranks:
+            scrape.step_seconds[(job.job, r.rank, r.host)] = r.step_ns / 1e9
+            scrape.skew_seconds[(job.job, r.rank, r.host)] = r.skew_ns / 1e9
     return scrape
 
 

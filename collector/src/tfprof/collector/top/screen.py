@@ -9,7 +9,7 @@ from typing import Any, TextIO
 import orjson
 
 from tfprof.collector.terminal import TextWriter
-from tfprof.collector.top.snapshot import NOTE, Snapshot, job_names
+from tfprof.collector.top.snapshot import NOTE, JobRow, Snapshot, job_names
 
 
 @dataclass(frozen=True)
@@ -47,15 +47,33 @@ def job_table(snapshot: Snapshot) -> Table:
             f"{j.copy_gb_per_s:.3f}",
             f"{int(j.dropped_total):,}",
             str(len(j.gpus)),
+            "-" if j.step_seconds is None else f"{j.step_seconds * 1e3:,.1f}",
+            _slowest(j),
         )
         for j in snapshot.jobs
     ]
     return Table(
         "Jobs",
-        ("JOB", "PROCESSES", "BUSY %", "KERNELS/S", "COPY GB/S", "DROPPED", "GPUS"),
-        (False, True, True, True, True, True, True),
+        (
+            "JOB",
+            "PROCESSES",
+            "BUSY %",
+            "KERNELS/S",
+            "COPY GB/S",
+            "DROPPED",
+            "GPUS",
+            "STEP MS",
+            "SLOWEST RANK (skew)",
+        ),
+        (False, True, True, True, True, True, True, True, False),
         rows,
     )
+
+
+def _slowest(j: JobRow) -> str:
+    if j.slowest_rank is None:
+        return "-"
+    return f"{j.slowest_rank} (+{(j.slowest_skew_seconds or 0.0) * 1e3:,.1f} ms)"
 
 
 def write_table(snapshot: Snapshot, out: TextIO) -> None:
@@ -109,6 +127,9 @@ def as_json(snapshot: Snapshot, collector: str) -> dict[str, Any]:
                 "copies_total": j.copies_total,
                 "copy_bytes_total": j.copy_bytes_total,
                 "gpus": list(j.gpus),
+                "step_seconds": j.step_seconds,
+                "slowest_rank": j.slowest_rank,
+                "slowest_skew_seconds": j.slowest_skew_seconds,
             }
             for j in snapshot.jobs
         ],

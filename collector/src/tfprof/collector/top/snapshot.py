@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:  # `top --help` stays light: the scrape side imports urllib and parsers
     from tfprof.collector.top.scrape import GpuSeries, Scrape
@@ -61,6 +61,12 @@ class JobRow:
     copies_total: float
     copy_bytes_total: float
     gpus: tuple[str, ...]  # the UUIDs it ran on
+    # Over the job's last minutes (the collector's per-rank figures; None: no complete
+    # step there yet): its slowest rank's steady step time, and the rank the others
+    # waited for most at collectives, with its mean arrival skew.
+    step_seconds: float | None = None
+    slowest_rank: str | None = None
+    slowest_skew_seconds: float | None = None
 
     @property
     def copy_gb_per_s(self) -> float:
@@ -186,10 +192,25 @@ def between(first: Scrape, second: Scrape) -> Snapshot:
             copies_total=total["copies"].get(name, 0.0),
             copy_bytes_total=total["bytes"].get(name, 0.0),
             gpus=tuple(sorted({s[2] for s in series if s[0] == name})),
+            **_ranks(second, name),
         )
-        for name in names
+        for name in names | {r[0] for r in second.step_seconds}
     ]
     return Snapshot(interval, tuple(gpus), tuple(jobs)).sorted_by("busy")
+
+
+def _ranks(scrape: Scrape, job: str) -> dict[str, Any]:
+    """A job's step time (its slowest rank's) and the rank with the largest mean arrival
+    skew (then the longest step), as the collector's rank board orders them."""
+    steps = {r: v for r, v in scrape.step_seconds.items() if r[0] == job}
+    if not steps:
+        return {}
+    slowest = min(steps, key=lambda r: (-scrape.skew_seconds.get(r, 0.0), -steps[r], r[1]))
+    return {
+        "step_seconds": max(steps.values()),
+        "slowest_rank": slowest[1],
+        "slowest_skew_seconds": scrape.skew_seconds.get(slowest, 0.0),
+    }
 
 
 def job_names(rows: Iterable[JobShare]) -> str:
