@@ -71,16 +71,22 @@ comm AS (
   FROM comm0 c
 ),
 cdevs AS (SELECT DISTINCT rk, device FROM comm),
-cpt AS (
-  SELECT g.rk, g.device, g.s, g.e,
-         max(g.e) OVER (PARTITION BY g.rk, g.device ORDER BY g.s, g.e
-                        ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS r
+-- One row per start, so both window passes see one total order (as dist_sql's islands).
+cpts AS (
+  SELECT g.rk, g.device, g.s, max(g.e) AS e
   FROM g JOIN cdevs d ON d.rk = g.rk AND d.device = g.device WHERE g.cls = 1
+  GROUP BY g.rk, g.device, g.s
+),
+cpt AS (
+  SELECT rk, device, s, e,
+         max(e) OVER (PARTITION BY rk, device ORDER BY s
+                      ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS r
+  FROM cpts
 ),
 cisl0 AS (
   SELECT rk, device, s, e,
          sum(CASE WHEN r IS NULL OR s > r THEN 1 ELSE 0 END)
-           OVER (PARTITION BY rk, device ORDER BY s, e ROWS UNBOUNDED PRECEDING) AS island
+           OVER (PARTITION BY rk, device ORDER BY s ROWS UNBOUNDED PRECEDING) AS island
   FROM cpt
 ),
 cisl AS (SELECT rk, device, min(s) AS s, max(e) AS e FROM cisl0 GROUP BY rk, device, island),

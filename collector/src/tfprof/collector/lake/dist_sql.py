@@ -272,16 +272,20 @@ iv AS (
   UNION ALL
   SELECT h.rk, d.device, h.cls, h.s, h.e FROM hostcalls h JOIN devs d ON d.rk = h.rk
 ),
+-- One row per start: the two window passes below then see one total order (rows tied
+-- on (s, e) could come in either order in each pass, and a row that a pass put second
+-- would close the previous island's gap).
+ivs AS (SELECT rk, device, cls, s, max(e) AS e FROM iv GROUP BY rk, device, cls, s),
 reach AS (
   SELECT rk, device, cls, s, e,
-         max(e) OVER (PARTITION BY rk, device, cls ORDER BY s, e
+         max(e) OVER (PARTITION BY rk, device, cls ORDER BY s
                       ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS r
-  FROM iv
+  FROM ivs
 ),
 isl AS (
   SELECT rk, device, cls, s, e,
          sum(CASE WHEN r IS NULL OR s > r THEN 1 ELSE 0 END)
-           OVER (PARTITION BY rk, device, cls ORDER BY s, e ROWS UNBOUNDED PRECEDING) AS island
+           OVER (PARTITION BY rk, device, cls ORDER BY s ROWS UNBOUNDED PRECEDING) AS island
   FROM reach
 ),
 islands AS (
