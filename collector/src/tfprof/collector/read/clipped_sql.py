@@ -25,7 +25,9 @@ and round in Python (``analysis.units``).
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -66,6 +68,10 @@ RELATIONS = ("g", "h", "g_all", "h_all", "p", "st")
 BOUNDS = ("lo", "hi")
 
 
+# DuckDB's share of a read (its buffers; the sweeps' chunks come on top).
+MEMORY_LIMIT = "512MB"
+
+
 def connect(threads: int | None = None) -> duckdb.DuckDBPyConnection:
     """A connection for the read's own SQL: no extension installed or loaded."""
     import duckdb  # where used: what reads no SQL (the embedded summary) never loads it
@@ -76,6 +82,11 @@ def connect(threads: int | None = None) -> duckdb.DuckDBPyConnection:
     if threads:
         con.execute(f"SET threads = {int(threads)}")
     con.execute("SET preserve_insertion_order = false")  # no ORDER BY depends on it
+    # DuckDB's default (80 % of RAM) let the steps statement alone reach 2 GiB of RSS on
+    # 1M GPU records; past the limit its sorts and joins spill to the temp directory.
+    con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
+    spill = str(Path(tempfile.gettempdir()) / "tfprof-duckdb").replace("'", "''")
+    con.execute(f"SET temp_directory = '{spill}'")
     return con
 
 
