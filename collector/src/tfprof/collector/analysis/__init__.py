@@ -55,6 +55,11 @@ class View:
     # and how its rows are built. Views without one still read a ``RecordSet``.
     need: Need[Sequence[Any] | ViewRows] | None = None
 
+    @property
+    def engine_only(self) -> bool:
+        """No ``RecordSet`` version: ``read_view_report`` only (the distributed views)."""
+        return self.rows is _engine_only
+
 
 def _engine_only(rs: RecordSet) -> Sequence[Any]:
     raise AnalysisError("this view is read through the read engine only")
