@@ -140,7 +140,7 @@ def test_what_a_user_gets_wrong(
     d = str(data)
     cases = [
         (["nosuch.json.gz", "test.json.gz"], "no such trace file nosuch.json.gz"),
-        (["--data-dir", d, "nosuch", "test"], "no job nosuch stored"),
+        (["--data-dir", d, "nosuch", "test"], "no such job: nosuch"),
         (["--data-dir", d, "control/nosuch", "test"], f"runs: {runs['control']}"),
         (["--data-dir", d, "again", "test"], "has 2 runs"),
         (["--data-dir", d, "capture:none", "test"], "no capture none"),

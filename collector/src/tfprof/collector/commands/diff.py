@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 
 DESCRIPTION = """\
 Compare two runs: per kernel name, op, CUDA API function, collective and step phase, the
@@ -115,11 +114,9 @@ def run(args: argparse.Namespace) -> int:
         top=args.top,
     )
     shared = args.data_dir or []
-    base_dirs = shared + (args.base_data_dir or [])
-    test_dirs = shared + (args.test_data_dir or [])
-    with contextlib.ExitStack() as stack, progress("comparing"):
-        base = stack.enter_context(open_side("base", args.base, base_dirs))
-        test = stack.enter_context(open_side("test", args.test, test_dirs))
+    with progress("comparing"):
+        base = open_side("base", args.base, shared + (args.base_data_dir or []))
+        test = open_side("test", args.test, shared + (args.test_data_dir or []))
         diff = compare(base, test, args.steps, _list(args.kind) or ALL_KINDS, filters)
     with output(args.output) as out:
         diff_reporter(args.format, diff).render(out)

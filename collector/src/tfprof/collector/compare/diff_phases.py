@@ -22,12 +22,10 @@ starts after every earlier one ended; touching intervals merge, as in HTA).
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import Any
 
-import duckdb
-
-from tfprof.collector.compare.diff_side import Side
-from tfprof.collector.compare.diff_steps import STEPS_TABLE
 from tfprof.collector.compare.diff_totals import COMM_KERNEL, NameTotal, placed_sql
+from tfprof.collector.read.needs import Query
 
 STEP = "step"
 COMPUTE = "compute"
@@ -40,13 +38,13 @@ IDLE = "GPU idle"
 PHASES = (STEP, COMPUTE, COMM, COMM_EXPOSED, COMM_OVERLAPPED, COPIES, BUSY, IDLE)
 
 _UNIONS = """
-WITH {placed}, own AS (
-  SELECT st.p, st.n, pl.device, pl.start_ns AS s, pl.start_ns + pl.duration_ns AS e,
+WITH {placed}, stp AS ({steps}), own AS (
+  SELECT stp.p, stp.n, pl.device, pl.s, pl.s + pl.d AS e,
          CASE WHEN pl.kind = 'copy' THEN 'copies'
               WHEN regexp_matches(pl.name, '{comm}', 'i') THEN 'comm'
               ELSE 'compute' END AS class
-  FROM placed pl ASOF JOIN {steps} st ON pl.p = st.p AND pl.t0 >= st.s
-  WHERE pl.t0 < st.e AND pl.kind <> 'sync'
+  FROM placed pl ASOF JOIN stp ON pl.p = stp.p AND pl.t0 >= stp.s
+  WHERE pl.t0 < stp.e AND pl.kind <> 'sync'
 ), sets AS (
   SELECT p, n, device, s, e,
          unnest(CASE class WHEN 'compute' THEN ['compute', 'comm+compute', 'busy']
@@ -70,18 +68,23 @@ SELECT p, n, device, part, sum(len) FROM spans GROUP BY p, n, device, part
 """
 
 
-def phase_totals(con: duckdb.DuckDBPyConnection, side: Side, whole: bool) -> list[NameTotal]:
-    """The ``phase`` rows of ``side`` over the steps of ``diff_steps``."""
+def phase_queries(steps_sql: str, whole: bool) -> tuple[Query, Query]:
+    """The steps read, ``(p, n, s, e)``, and the unions of their own work per (process,
+    step, GPU, part)."""
+    unions = _UNIONS.format(placed=placed_sql(whole), steps=steps_sql, comm=COMM_KERNEL)
+    return Query(f"SELECT p, n, s, e FROM ({steps_sql})"), Query(unions)
+
+
+def phase_totals(
+    steps_rows: list[tuple[Any, ...]], union_rows: list[tuple[Any, ...]], whole: bool
+) -> list[NameTotal]:
+    """The ``phase`` rows of a side, from ``phase_queries``' rows."""
     past = 1 if whole else 0  # the whole run's range ends one past its last end
-    steps = {
-        (str(p), int(n)): int(e) - int(s) - past
-        for p, n, s, e in con.execute(f"SELECT p, n, s, e FROM {STEPS_TABLE}").fetchall()
-    }
-    sql = _UNIONS.format(placed=placed_sql(side, whole), steps=STEPS_TABLE, comm=COMM_KERNEL)
+    steps = {(int(p), int(n)): int(e) - int(s) - past for p, n, s, e in steps_rows}
     # (process, step, GPU) -> part -> union length (ns)
-    unions: dict[tuple[str, int, int], dict[str, int]] = defaultdict(dict)
-    for p, n, device, part, length in con.execute(sql).fetchall():
-        unions[(str(p), int(n), int(device))][str(part)] = int(length)
+    unions: dict[tuple[int, int, int], dict[str, int]] = defaultdict(dict)
+    for p, n, device, part, length in union_rows:
+        unions[(int(p), int(n), int(device))][str(part)] = int(length)
     count: dict[str, int] = defaultdict(int)
     total: dict[str, int] = defaultdict(int)
     for length in steps.values():

@@ -18,18 +18,18 @@ from tfprof.collector.analysis.view_render import (
     ViewReport,
     iso,
 )
-from tfprof.collector.compare.diff_phases import phase_totals
+from tfprof.collector.compare.diff_phases import phase_queries, phase_totals
+from tfprof.collector.compare.diff_read import read_rows
 from tfprof.collector.compare.diff_rows import NAME_FIELD, TIME_FIELD, DiffRow, diff_rows
 from tfprof.collector.compare.diff_side import Side
 from tfprof.collector.compare.diff_steps import (
-    STEPS_TABLE,
     Steps,
     describe,
     find_steps,
-    make_steps_table,
     select_steps,
+    steps_sql,
 )
-from tfprof.collector.compare.diff_totals import KINDS, NameTotal, name_totals
+from tfprof.collector.compare.diff_totals import KINDS, NameTotal, name_totals, totals_query
 from tfprof.collector.errors import AnalysisError
 
 ALL_KINDS = (*KINDS, "phase")
@@ -74,24 +74,27 @@ def compare(
     unknown = [k for k in kinds if k not in ALL_KINDS]
     if unknown:
         raise AnalysisError(f"--kind: no kind {unknown[0]!r}; kinds are {', '.join(ALL_KINDS)}")
-    cons = (base.connect(), test.connect())
-    try:
-        found = (find_steps(cons[0], base), find_steps(cons[1], test))
-        chosen = select_steps(steps, *found)
-        totals: list[list[NameTotal]] = []
-        reads: list[SideRead] = []
-        for con, side, side_steps, numbers in zip(cons, (base, test), found, chosen, strict=True):
-            make_steps_table(con, side, side_steps, numbers)
-            got = name_totals(con, side, side_steps.whole) if set(kinds) - {"phase"} else []
-            if "phase" in kinds:
-                got += phase_totals(con, side, side_steps.whole)
-            totals.append([t for t in got if t.kind in kinds])
-            reads.append(_read(con, side, side_steps, numbers))
-    finally:
-        for con in cons:
-            con.close()
-    rows = diff_rows(totals[0], totals[1], len(chosen[0]), len(chosen[1]))
-    shown, fields = apply_filters(rows, DiffRow, NAME_FIELD, TIME_FIELD, filters or Filters())
+    found = (find_steps(base.catalog), find_steps(test.catalog))
+    chosen = select_steps(steps, *found)
+    totals: list[list[NameTotal]] = []
+    reads: list[SideRead] = []
+    for side, side_steps, numbers in zip((base, test), found, chosen, strict=True):
+        ranges = steps_sql(side_steps, numbers)
+        step_query, unions_query = phase_queries(ranges, side_steps.whole)
+        names_query = totals_query(ranges, side_steps.whole)
+        queries = [step_query]
+        if set(kinds) - {"phase"}:
+            queries.append(names_query)
+        if "phase" in kinds:
+            queries.append(unions_query)
+        got = dict(zip(queries, read_rows(side.catalog, *queries), strict=True))
+        rows = name_totals(got[names_query]) if names_query in got else []
+        if unions_query in got:
+            rows += phase_totals(got[step_query], got[unions_query], side_steps.whole)
+        totals.append([t for t in rows if t.kind in kinds])
+        reads.append(_read(got[step_query], side, side_steps, numbers))
+    rows_out = diff_rows(totals[0], totals[1], len(chosen[0]), len(chosen[1]))
+    shown, fields = apply_filters(rows_out, DiffRow, NAME_FIELD, TIME_FIELD, filters or Filters())
     if not (filters and filters.select):
         fields = tuple(f for f in fields if f not in HIDDEN)
     notes = tuple(
@@ -109,9 +112,11 @@ def compare(
     return DiffReport(report, (reads[0], reads[1]))
 
 
-def _read(con: Any, side: Side, steps: Steps, numbers: tuple[int, ...]) -> SideRead:
-    row = con.execute(f"SELECT min(s), max(e) FROM {STEPS_TABLE}").fetchone()
-    start, end = (int(row[0]), int(row[1])) if row and row[0] is not None else (0, 0)
+def _read(
+    step_rows: list[tuple[Any, ...]], side: Side, steps: Steps, numbers: tuple[int, ...]
+) -> SideRead:
+    start = min((int(r[2]) for r in step_rows), default=0)
+    end = max((int(r[3]) for r in step_rows), default=0)
     if steps.whole and end:
         end -= 1  # the whole run's range ends one past the last record (diff_steps)
     return SideRead(

@@ -1,32 +1,24 @@
-"""One side of a diff: which stored records it reads, and a DuckDB connection to them.
+"""One side of a diff: the read engine's catalog of what it reads.
 
-A side is a trace file (any format ``import`` reads), stored for the diff's duration in a
-temporary data dir, or, when a data dir applies to the side, what it names there:
-``JOB`` (the job's only run), ``JOB/RUN`` or ``capture:ID`` (the streams a capture
-reached, inside its window). Every side is then read the same way: SQL over the lake's
-tables (``lake.query.Engine``: Parquet segments and the logs not compacted yet), with
-``Side.where`` keeping the side's rows, so DuckDB streams them and memory stays bounded
-by the aggregates, not by the records.
+A side is a trace file (any format ``import`` reads, imported into a lake held in
+memory: ``read.trace_files``), or, when a data dir applies to the side, what it names
+there: ``JOB`` (the job's only run), ``JOB/RUN`` or ``capture:ID`` (the processes a
+capture reached, inside its window). Every side is then read the same way, by the read
+engine (``read.engine``): SQL over its clipped relations, so memory holds the groups,
+never the records.
 """
 
 from __future__ import annotations
 
-import contextlib
-import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import duckdb
-
 from tfprof.collector.errors import InvalidArgument, NotFound
+from tfprof.collector.read.lake_catalog import Catalog, catalog
+from tfprof.collector.timeline.prepare import TimeWindow
 
 CAPTURE_PREFIX = "capture:"
-
-
-def literal(text: str) -> str:
-    """``text`` as a SQL string literal."""
-    return "'" + text.replace("'", "''") + "'"
 
 
 @dataclass(frozen=True)
@@ -34,99 +26,70 @@ class Side:
     role: str  # "base" or "test"
     label: str  # as the user named it
     origin: str  # what it is, for people: "trace file X", "job J run R of DIR"
-    data_dirs: tuple[str, ...]
     job: str
     run: str
-    # A capture's processes, as (host, task); empty: every process of the run.
-    processes: tuple[tuple[str, str], ...] = ()
-    since_ns: int | None = None  # a capture's window on the collector clock
-    until_ns: int | None = None
-
-    @property
-    def where(self) -> str:
-        """The SQL condition that keeps this side's rows of any record table."""
-        parts = [f"job = {literal(self.job)}", f"run = {literal(self.run)}"]
-        if self.processes:
-            either = " OR ".join(
-                f"(host = {literal(h)} AND task = {literal(t)})" for h, t in self.processes
-            )
-            parts.append(f"({either})")
-        if self.since_ns is not None:
-            parts.append(f"start_ns >= {int(self.since_ns)}")
-        if self.until_ns is not None:
-            parts.append(f"start_ns < {int(self.until_ns)}")
-        return " AND ".join(parts)
-
-    def connect(self) -> duckdb.DuckDBPyConnection:
-        from tfprof.collector.lake.query import Engine
-
-        return Engine(list(self.data_dirs)).readable_connect()
+    catalog: Catalog
 
 
-@contextlib.contextmanager
-def open_side(role: str, text: str, data_dirs: Sequence[str] | None) -> Iterator[Side]:
+def open_side(role: str, text: str, data_dirs: Sequence[str] | None) -> Side:
     """The side ``text`` names: a selector in ``data_dirs`` when any are given, else a
-    trace file (imported into a temporary data dir, removed on exit)."""
+    trace file."""
     if data_dirs:
-        yield stored_side(role, text, tuple(data_dirs))
-        return
-    path = Path(text)
-    if not path.exists():
+        return stored_side(role, text, tuple(data_dirs))
+    if not Path(text).exists():
         raise NotFound(
             f"{role}: no such trace file {text} (to name a stored job, run or capture, "
             f"give --data-dir or --{role}-data-dir)"
         )
-    from tfprof.collector.store import Store
-    from tfprof.collector.store.importer import import_files, job_name
+    from tfprof.collector.read.trace_files import read_trace_files
 
-    with tempfile.TemporaryDirectory(prefix=f"tfprof-diff-{role}-") as tmp:
-        job = job_name(str(path))
-        run, _ = import_files(Store(tmp), [str(path)], job)
-        yield Side(role, text, f"trace file {text}", (tmp,), job, run)
+    (job,) = read_trace_files([text]).jobs
+    cat = catalog([job], TimeWindow())
+    return Side(role, text, f"trace file {text}", job.name, job.run_id, cat)
 
 
 def stored_side(role: str, text: str, data_dirs: tuple[str, ...]) -> Side:
     """``JOB``, ``JOB/RUN`` or ``capture:ID`` in ``data_dirs``."""
+    from tfprof.collector.lake.reader import open_jobs
+
     where = ", ".join(data_dirs)
+    window = TimeWindow()
+    processes: frozenset[tuple[str, str]] = frozenset()
     if text.startswith(CAPTURE_PREFIX):
-        return _capture_side(role, text, data_dirs)
-    job, _, run = text.partition("/")
-    if not job:
-        raise InvalidArgument(f"{role}: {text!r} names no job (JOB, JOB/RUN or capture:ID)")
-    runs = _runs(data_dirs, job)
+        job, run, window, processes, capture_id = _capture(role, text, data_dirs)
+        origin = f"capture {capture_id} (job {job} run {run}) of {where}"
+    else:
+        job, _, run = text.partition("/")
+        if not job:
+            raise InvalidArgument(f"{role}: {text!r} names no job (JOB, JOB/RUN or capture:ID)")
+        origin = ""
+    runs = {j.run_id: j for j in open_jobs(list(data_dirs), [job]).jobs if j.name == job}
     if not runs:
         raise NotFound(f"{role}: no job {job} stored in {where}")
-    if run:
-        if run not in runs:
-            raise NotFound(f"{role}: job {job} has no run {run} in {where}; runs: "
-                           f"{', '.join(runs)}")  # fmt: skip
-    elif len(runs) > 1:
-        raise InvalidArgument(
-            f"{role}: job {job} has {len(runs)} runs in {where}; name one as {job}/RUN: "
-            f"{', '.join(runs)}"
+    if not run:
+        if len(runs) > 1:
+            raise InvalidArgument(
+                f"{role}: job {job} has {len(runs)} runs in {where}; name one as {job}/RUN: "
+                f"{', '.join(sorted(runs))}"
+            )
+        (run,) = runs
+    if run not in runs:
+        raise NotFound(
+            f"{role}: job {job} has no run {run} in {where}; runs: {', '.join(sorted(runs))}"
         )
-    else:
-        run = runs[0]
-    return Side(role, text, f"job {job} run {run} of {where}", data_dirs, job, run)
+    chosen = runs[run]
+    if processes:
+        chosen.streams = [s for s in chosen.streams if (s.host, s.task) in processes]
+        if not chosen.streams:
+            raise NotFound(f"{role}: no process of {text} is stored in {where}")
+    origin = origin or f"job {job} run {run} of {where}"
+    return Side(role, text, origin, job, run, catalog([chosen], window))
 
 
-def _runs(data_dirs: tuple[str, ...], job: str) -> list[str]:
-    """The job's runs, latest first (by their streams' first record)."""
-    from tfprof.collector.lake.query import Engine
-
-    con = Engine(list(data_dirs)).readable_connect()
-    try:
-        rows = con.execute(
-            "SELECT run, min(first_ns) FROM runs WHERE job = ? GROUP BY run "
-            "ORDER BY min(first_ns) DESC NULLS LAST, run DESC",
-            [job],
-        ).fetchall()
-    finally:
-        con.close()
-    return [str(r[0]) for r in rows]
-
-
-def _capture_side(role: str, text: str, data_dirs: tuple[str, ...]) -> Side:
+def _capture(
+    role: str, text: str, data_dirs: tuple[str, ...]
+) -> tuple[str, str, TimeWindow, frozenset[tuple[str, str]], str]:
+    """The capture's job, run, window and (host, task) processes."""
     from tfprof.collector.service.capture_windows import CaptureLog
 
     wanted = text[len(CAPTURE_PREFIX) :]
@@ -141,14 +104,6 @@ def _capture_side(role: str, text: str, data_dirs: tuple[str, ...]) -> Side:
             "of a diff is one run"
         )
     ((job, run),) = reached
-    return Side(
-        role,
-        text,
-        f"capture {capture.capture_id} (job {job} run {run}) of {', '.join(data_dirs)}",
-        data_dirs,
-        job,
-        run,
-        processes=tuple(sorted({(s.host, s.task) for s in capture.streams})),
-        since_ns=capture.start_ns,
-        until_ns=capture.start_ns + capture.duration_ns,
-    )
+    window = TimeWindow(capture.start_ns, capture.start_ns + capture.duration_ns)
+    processes = frozenset((s.host, s.task) for s in capture.streams)
+    return job, run, window, processes, capture.capture_id

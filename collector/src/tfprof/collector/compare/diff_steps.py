@@ -18,37 +18,36 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-import duckdb
-
-from tfprof.collector.compare.diff_side import Side
+from tfprof.collector.compare.diff_read import read_rows
 from tfprof.collector.errors import InvalidArgument, NotFound
+from tfprof.collector.read.lake_catalog import Catalog
+from tfprof.collector.read.needs import Query
 
 STEP_RECORDS = "STEP records"
 PROFILER_STEPS = "ProfilerStep ranges"
 WHOLE_RUN = "whole run"
-# Every step source as SQL: one row per (process, step) with the range it spans.
-_SOURCES = (
-    (
-        PROFILER_STEPS,
-        "SELECT stream_id AS p, "
-        "TRY_CAST(regexp_extract(name::VARCHAR, '^ProfilerStep#([0-9]+)$', 1) AS BIGINT) AS n, "
-        "start_ns AS s, start_ns + duration_ns AS e "
-        "FROM markers WHERE {where} AND regexp_matches(name::VARCHAR, '^ProfilerStep#[0-9]+$')",
-    ),
-    (
-        STEP_RECORDS,
-        "SELECT stream_id AS p, step AS n, start_ns AS s, start_ns + duration_ns AS e "
-        "FROM steps WHERE {where}",
-    ),
+SOURCES = {1: PROFILER_STEPS, 2: STEP_RECORDS}
+# Every step of every source: one row per (source, process, step) with the range it
+# spans (the engine's relations: clipped to the side's window).
+STEP_RANGES = """
+SELECT 1 AS src, process AS p,
+       TRY_CAST(regexp_extract(name, '^ProfilerStep#([0-9]+)$', 1) AS BIGINT) AS n, s, e
+FROM {h} WHERE kind = 6 AND regexp_matches(name, '^ProfilerStep#[0-9]+$')
+UNION ALL
+SELECT 2, process, external_id, s, e FROM {st}
+"""
+# Per source: its step numbers (``procs`` NULL), and its processes (``n`` NULL).
+_FOUND = Query(
+    f"WITH r AS ({STEP_RANGES}) "
+    "SELECT src, n, NULL AS procs FROM r WHERE n IS NOT NULL GROUP BY src, n "
+    "UNION ALL SELECT src, NULL, count(DISTINCT p) FROM r WHERE n IS NOT NULL GROUP BY src"
 )
-RECORD_TABLES = ("kernels", "copies", "memsets", "syncs", "api_calls", "markers", "memory")
 # The whole run as one step per process: first start to last end (+1: ranges are
 # half-open and a record may start at the last end).
-_WHOLE = (
-    "SELECT stream_id AS p, 0::BIGINT AS n, min(start_ns) AS s, "
-    "max(start_ns + duration_ns) + 1 AS e FROM ({records}) GROUP BY stream_id"
-)
-STEPS_TABLE = "diff_steps"  # the temporary table of the steps read: p, n, s, e
+_WHOLE = """
+SELECT process AS p, 0::BIGINT AS n, min(s) AS s, max(e) + 1 AS e
+FROM (SELECT process, s, e FROM {g} UNION ALL SELECT process, s, e FROM {h}) GROUP BY process
+"""
 _RANGE = re.compile(r"^(\d+)(?:-(\d+))?$")
 
 
@@ -66,29 +65,26 @@ class Steps:
         return self.source == WHOLE_RUN
 
 
-def find_steps(con: duckdb.DuckDBPyConnection, side: Side) -> Steps:
-    processes = _count(con, f"SELECT count(DISTINCT stream_id) FROM streams WHERE {_ids(side)}")
-    for source, sql in _SOURCES:
-        query = sql.format(where=side.where)
-        rows = con.execute(
-            f"SELECT DISTINCT n FROM ({query}) WHERE n IS NOT NULL ORDER BY n"
-        ).fetchall()
-        if rows:
-            with_steps = _count(con, f"SELECT count(DISTINCT p) FROM ({query})")
-            return Steps(source, tuple(int(r[0]) for r in rows), processes, with_steps)
+def find_steps(cat: Catalog) -> Steps:
+    """The side's step source (the first one it has) and its step numbers."""
+    (rows,) = read_rows(cat, _FOUND)
+    processes = len(cat.processes)
+    for src, source in SOURCES.items():
+        numbers = tuple(sorted(int(n) for s, n, _ in rows if s == src and n is not None))
+        if numbers:
+            with_steps = next(int(c) for s, n, c in rows if s == src and n is None)
+            return Steps(source, numbers, processes, with_steps)
     return Steps(WHOLE_RUN, (0,), processes, processes)
 
 
-def _ids(side: Side) -> str:
-    """``Side.where`` without the time window: the streams table has no times."""
-    kept = Side(side.role, side.label, side.origin, side.data_dirs, side.job, side.run,
-                side.processes)  # fmt: skip
-    return kept.where
-
-
-def _count(con: duckdb.DuckDBPyConnection, sql: str) -> int:
-    row = con.execute(sql).fetchone()
-    return int(row[0]) if row and row[0] is not None else 0
+def steps_sql(steps: Steps, chosen: tuple[int, ...]) -> str:
+    """The ranges of the steps read, ``(p, n, s, e)``, as SQL over the relations."""
+    if steps.whole:
+        return _WHOLE
+    src = next(k for k, v in SOURCES.items() if v == steps.source)
+    listed = ", ".join(str(int(n)) for n in chosen)
+    keep = "" if chosen == steps.numbers else f" AND n IN ({listed})"
+    return f"SELECT p, n, s, e FROM ({STEP_RANGES}) WHERE src = {src}{keep}"
 
 
 def select_steps(spec: str, base: Steps, test: Steps) -> tuple[tuple[int, ...], tuple[int, ...]]:
@@ -163,20 +159,3 @@ def describe(steps: Steps, chosen: tuple[int, ...]) -> str:
             "none and are left out"
         )
     return text
-
-
-def make_steps_table(
-    con: duckdb.DuckDBPyConnection, side: Side, steps: Steps, chosen: tuple[int, ...]
-) -> None:
-    """``diff_steps(p, n, s, e)``: the ranges of the steps read, in the connection."""
-    if steps.whole:
-        records = " UNION ALL ".join(
-            f"SELECT stream_id, start_ns, duration_ns FROM {t} WHERE {side.where}"
-            for t in RECORD_TABLES
-        )
-        query = _WHOLE.format(records=records)
-    else:
-        source = dict(_SOURCES)[steps.source].format(where=side.where)
-        numbers = ", ".join(str(int(n)) for n in chosen)
-        query = f"SELECT * FROM ({source}) WHERE n IN ({numbers})"
-    con.execute(f"CREATE OR REPLACE TEMP TABLE {STEPS_TABLE} AS {query}")

@@ -19,23 +19,26 @@ launching step's even when it runs later. GPU work whose launch was not recorded
 (launched before the capture) is in no step; in a process that recorded no CUDA calls at
 all, GPU work goes by its own start. Reading the whole run as one step, every row counts.
 
-One SQL statement per side (DuckDB over the lake's tables): the side's rows are streamed
-and grouped, never held.
+One SQL statement per side over the read engine's relations (``{g}``, ``{h}``: the
+side's records clipped to its window): DuckDB streams and groups them, never holds them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
-import duckdb
-
-from tfprof.collector.compare.diff_side import Side, literal
-from tfprof.collector.compare.diff_steps import STEPS_TABLE
+from tfprof.collector.read.needs import Query
 from tfprof.core.cupti_labels import COPY_KINDS, SYNC_TYPES
 
 KINDS = ("kernel", "copy", "sync", "api", "op", "collective")
 COMM_KERNEL = r"^(nccl|rccl)\w*Kernel"  # case-insensitive
+
+
+def literal(text: str) -> str:
+    """``text`` as a SQL string literal."""
+    return "'" + text.replace("'", "''") + "'"
 
 
 def _case(column: str, labels: Mapping[int, str], prefix: str) -> str:
@@ -48,32 +51,25 @@ _SYNC_NAME = _case("sync_type", SYNC_TYPES.names, "")
 
 # GPU work with the time that places it in a step (``t0``): its launching call's start;
 # in a process without recorded calls its own start; {unlinked}: what unlinked work gets.
+# Relations: the read engine's ({g}: kind 1 kernel, 2 copy, 3 memset, 4 sync; {h}: 5 API
+# call, 6 host range).
 _PLACED = """
 calls AS (
-  SELECT stream_id AS p, correlation AS c, min(start_ns) AS t
-  FROM api_calls WHERE {where} AND correlation > 0 GROUP BY ALL
+  SELECT process AS p, correlation AS c, min(s) AS t
+  FROM {{h}} WHERE kind = 5 AND correlation > 0 GROUP BY process, correlation
 ), hosted AS (
   SELECT DISTINCT p FROM calls
 ), gpu AS (
-  SELECT 'kernel' AS kind, stream_id AS p, device, name::VARCHAR AS name, start_ns,
-         duration_ns, correlation, collective::VARCHAR AS collective
-  FROM kernels WHERE {where}
-  UNION ALL
-  SELECT 'copy', stream_id, device, coalesce(name::VARCHAR, {copy_name}), start_ns,
-         duration_ns, correlation, NULL
-  FROM copies WHERE {where}
-  UNION ALL
-  SELECT 'copy', stream_id, device, coalesce(name::VARCHAR, 'Memset'), start_ns,
-         duration_ns, correlation, NULL
-  FROM memsets WHERE {where}
-  UNION ALL
-  SELECT 'sync', stream_id, device, coalesce(name::VARCHAR, {sync_name}), start_ns,
-         duration_ns, correlation, NULL
-  FROM syncs WHERE {where}
+  SELECT CASE kind WHEN 1 THEN 'kernel' WHEN 4 THEN 'sync' ELSE 'copy' END AS kind,
+         process AS p, device,
+         coalesce(name, CASE kind WHEN 2 THEN {copy_name} WHEN 3 THEN 'Memset'
+                                  ELSE {sync_name} END) AS name,
+         s, d, correlation, CASE WHEN kind = 1 THEN collective END AS collective
+  FROM {{g}}
 ), placed AS (
   SELECT g.*,
          CASE WHEN c.t IS NOT NULL THEN c.t
-              WHEN h.p IS NULL THEN g.start_ns
+              WHEN h.p IS NULL THEN g.s
               ELSE {unlinked} END AS t0
   FROM gpu g
   LEFT JOIN calls c ON g.p = c.p AND g.correlation = c.c AND g.correlation > 0
@@ -81,18 +77,15 @@ calls AS (
 )"""
 
 _TOTALS = """
-WITH {placed}, named AS (
-  SELECT kind, p, name, t0, duration_ns, collective FROM placed
+WITH {placed}, stp AS ({steps}), named AS (
+  SELECT kind, p, name, t0, d, collective FROM placed
   UNION ALL
-  SELECT 'api', stream_id, name::VARCHAR, start_ns, duration_ns, NULL
-  FROM api_calls WHERE {where}
-  UNION ALL
-  SELECT 'op', stream_id, name::VARCHAR, start_ns, duration_ns, NULL
-  FROM markers WHERE {where}
+  SELECT CASE kind WHEN 5 THEN 'api' ELSE 'op' END, process, name, s, d, NULL
+  FROM {{h}} WHERE kind IN (5, 6)
 ), inside AS (
-  SELECT r.kind, coalesce(r.name, '(unnamed)') AS name, r.duration_ns AS d, r.collective
-  FROM named r ASOF JOIN {steps} st ON r.p = st.p AND r.t0 >= st.s
-  WHERE r.t0 < st.e
+  SELECT r.kind, coalesce(r.name, '(unnamed)') AS name, r.d, r.collective
+  FROM named r ASOF JOIN stp ON r.p = stp.p AND r.t0 >= stp.s
+  WHERE r.t0 < stp.e
 )
 SELECT kind, name, count(*) AS n, sum(d) AS ns FROM inside GROUP BY kind, name
 UNION ALL
@@ -106,14 +99,13 @@ GROUP BY 2
 """
 
 
-def placed_sql(side: Side, whole: bool) -> str:
-    """The ``calls``, ``hosted``, ``gpu`` and ``placed`` CTEs for ``side`` (no WITH)."""
+def placed_sql(whole: bool) -> str:
+    """The ``calls``, ``hosted``, ``gpu`` and ``placed`` CTEs (no WITH)."""
     return _PLACED.format(
-        where=side.where,
         copy_name=_COPY_NAME,
         sync_name=_SYNC_NAME,
         # The whole run counts every row; a step only the work its calls launched.
-        unlinked="g.start_ns" if whole else "NULL",
+        unlinked="g.s" if whole else "NULL",
     )
 
 
@@ -125,12 +117,10 @@ class NameTotal:
     total_ns: int
 
 
-def name_totals(con: duckdb.DuckDBPyConnection, side: Side, whole: bool) -> list[NameTotal]:
-    """Per (kind, name): rows and summed duration in the steps of ``diff_steps``."""
-    sql = _TOTALS.format(
-        placed=placed_sql(side, whole), where=side.where, steps=STEPS_TABLE, comm=COMM_KERNEL
-    )
-    return [
-        NameTotal(str(kind), str(name), int(n), int(ns or 0))
-        for kind, name, n, ns in con.execute(sql).fetchall()
-    ]
+def totals_query(steps_sql: str, whole: bool) -> Query:
+    """Per (kind, name): rows and summed duration in the steps ``steps_sql`` lists."""
+    return Query(_TOTALS.format(placed=placed_sql(whole), steps=steps_sql, comm=COMM_KERNEL))
+
+
+def name_totals(rows: list[tuple[Any, ...]]) -> list[NameTotal]:
+    return [NameTotal(str(k), str(name), int(n), int(ns or 0)) for k, name, n, ns in rows]
