@@ -24,7 +24,8 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from tfprof.collector.compare.diff_totals import COMM_KERNEL, NameTotal, placed_sql
+from tfprof.collector.compare.diff_totals import NameTotal, placed_sql
+from tfprof.collector.lake.dist_sql import COMM_NAME
 from tfprof.collector.read.needs import Query
 
 STEP = "step"
@@ -41,7 +42,7 @@ _UNIONS = """
 WITH {placed}, stp AS ({steps}), own AS (
   SELECT stp.p, stp.n, pl.device, pl.s, pl.s + pl.d AS e,
          CASE WHEN pl.kind = 'copy' THEN 'copies'
-              WHEN regexp_matches(pl.name, '{comm}', 'i') THEN 'comm'
+              WHEN {comm} THEN 'comm'
               ELSE 'compute' END AS class
   FROM placed pl ASOF JOIN stp ON pl.p = stp.p AND pl.t0 >= stp.s
   WHERE pl.t0 < stp.e AND pl.kind <> 'sync'
@@ -71,7 +72,8 @@ SELECT p, n, device, part, sum(len) FROM spans GROUP BY p, n, device, part
 def phase_queries(steps_sql: str, whole: bool) -> tuple[Query, Query]:
     """The steps read, ``(p, n, s, e)``, and the unions of their own work per (process,
     step, GPU, part)."""
-    unions = _UNIONS.format(placed=placed_sql(whole), steps=steps_sql, comm=COMM_KERNEL)
+    comm = COMM_NAME.replace("@N@", "pl.name")
+    unions = _UNIONS.format(placed=placed_sql(whole), steps=steps_sql, comm=comm)
     return Query(f"SELECT p, n, s, e FROM ({steps_sql})"), Query(unions)
 
 

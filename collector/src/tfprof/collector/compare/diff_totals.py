@@ -7,10 +7,10 @@ Kinds of rows (``kind``):
   activities;
 - ``api``: CUDA runtime and driver calls; ``op``: host ranges (framework ops, NVTX ranges,
   annotations, GPU-side annotations);
-- ``collective``: the communication kernels (NCCL / RCCL: a name matching
-  ``^(nccl|rccl)\\w*Kernel``, as HolisticTraceAnalysis classifies them), by collective:
-  the one Kineto's args name, else the kernel name's (``ncclDevKernel_AllReduce_...``:
-  ``allreduce``), lower case without ``_``. These are also in ``kernel``.
+- ``collective``: the communication kernels (NCCL / RCCL by name, as HolisticTraceAnalysis
+  classifies them), by collective type as the collectives view names it: Kineto's
+  collective name, else the kernel name's (``ncclDevKernel_AllReduce_...``:
+  ``allreduce``). These are also in ``kernel``.
 
 Which step a row belongs to (HolisticTraceAnalysis' ``TraceDiff`` rule, so per-name
 counts equal its ``compare_traces``): a host row by its start; GPU work by the start of
@@ -29,11 +29,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from tfprof.collector.lake.dist_sql import COMM_NAME, type_of_args, type_of_name
 from tfprof.collector.read.needs import Query
 from tfprof.core.cupti_labels import COPY_KINDS, SYNC_TYPES
 
 KINDS = ("kernel", "copy", "sync", "api", "op", "collective")
-COMM_KERNEL = r"^(nccl|rccl)\w*Kernel"  # case-insensitive
+# NCCL / RCCL kernels and their collective type, as the collectives view has them
+# (``lake.dist_sql``: Kineto's collective name, else the kernel name's).
+COMM_KERNEL = COMM_NAME.replace("@N@", "name")
+COLLECTIVE_TYPE = (
+    f"CASE WHEN coalesce(collective, '') <> '' THEN {type_of_args('collective')} "
+    f"ELSE {type_of_name('name')} END"
+)
 
 
 def literal(text: str) -> str:
@@ -89,12 +96,8 @@ WITH {placed}, stp AS ({steps}), named AS (
 )
 SELECT kind, name, count(*) AS n, sum(d) AS ns FROM inside GROUP BY kind, name
 UNION ALL
-SELECT 'collective',
-       lower(replace(coalesce(nullif(collective, ''),
-                              nullif(regexp_extract(name, 'Kernel_([A-Za-z]+)', 1), ''),
-                              'unknown'), '_', '')),
-       count(*), sum(d)
-FROM inside WHERE kind = 'kernel' AND regexp_matches(name, '{comm}', 'i')
+SELECT 'collective', {coll_type}, count(*), sum(d)
+FROM inside WHERE kind = 'kernel' AND {comm}
 GROUP BY 2
 """
 
@@ -119,7 +122,11 @@ class NameTotal:
 
 def totals_query(steps_sql: str, whole: bool) -> Query:
     """Per (kind, name): rows and summed duration in the steps ``steps_sql`` lists."""
-    return Query(_TOTALS.format(placed=placed_sql(whole), steps=steps_sql, comm=COMM_KERNEL))
+    return Query(
+        _TOTALS.format(
+            placed=placed_sql(whole), steps=steps_sql, comm=COMM_KERNEL, coll_type=COLLECTIVE_TYPE
+        )
+    )
 
 
 def name_totals(rows: list[tuple[Any, ...]]) -> list[NameTotal]:
