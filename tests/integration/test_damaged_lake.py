@@ -2,7 +2,7 @@
 
 One file of every table of one job's run is damaged (cut short: its footer gone), in a
 data dir a running collector serves and in a copy of it. Every reader of the lake
-(``jobs``, ``summary``, ``advise``, ``export``, ``sql``) exits 0, says each file it
+(``jobs``, ``summary``, ``advise``, ``export``, ``sql``, ``diff``) exits 0, says each file it
 could not read in one line naming the file, the job and run and the rows the lake's
 own bookkeeping says it held, and shows the other job exactly as before; ``jobs``
 marks the run damaged.
@@ -103,6 +103,7 @@ def _readers(data: Path, out: Path) -> dict[str, tuple[str, str]]:
         "export": _run("export", "--data-dir", d, "-o", str(out)),
         "sql": _run("sql", "--data-dir", d, "--format", "json",
                     "SELECT job, count(*) AS n FROM kernels GROUP BY job ORDER BY job"),
+        "diff": _run("diff", "--data-dir", d, "good", "bad", "--format", "json"),
     }  # fmt: skip
 
 
@@ -170,6 +171,8 @@ def test_every_reader_skips_a_damaged_file_and_goes_on(tmp_path: Path, where: st
     assert "damaged" in outputs["jobs (lake)"][0]
     summary = json.loads(outputs["summary"][0])
     assert any(str(kernels) in note for note in summary["notes"])
+    diff = json.loads(outputs["diff"][0])
+    assert any(str(kernels) in note and note.startswith("test: ") for note in diff["notes"])
 
 
 def _flip_a_page(path: Path) -> None:

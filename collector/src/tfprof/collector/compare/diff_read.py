@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tfprof.collector.read import engine
+from tfprof.collector.read.engine import Read
 from tfprof.collector.read.lake_catalog import Catalog
 from tfprof.collector.read.needs import Got, Query, Sweep
 
@@ -27,7 +28,8 @@ class RowsNeed:
         return [got.rows(q) for q in self.wanted]
 
 
-def read_rows(cat: Catalog, *queries: Query) -> list[list[tuple[Any, ...]]]:
-    """Each query's rows, from one read of ``cat``."""
-    _, (rows,) = engine.read(cat, [RowsNeed(queries)])
-    return rows
+def read_rows(cat: Catalog, *queries: Query) -> tuple[Read, list[list[tuple[Any, ...]]]]:
+    """The read (what it covered, the files it left out) and each query's rows, from one
+    read of ``cat``."""
+    read, (rows,) = engine.read(cat, [RowsNeed(queries)])
+    return read, rows

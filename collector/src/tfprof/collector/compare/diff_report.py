@@ -78,6 +78,7 @@ def compare(
     chosen = select_steps(steps, *found)
     totals: list[list[NameTotal]] = []
     reads: list[SideRead] = []
+    damage: list[str] = []
     for side, side_steps, numbers in zip((base, test), found, chosen, strict=True):
         ranges = steps_sql(side_steps, numbers)
         step_query, unions_query = phase_queries(ranges, side_steps.whole)
@@ -87,7 +88,10 @@ def compare(
             queries.append(names_query)
         if "phase" in kinds:
             queries.append(unions_query)
-        got = dict(zip(queries, read_rows(side.catalog, *queries), strict=True))
+        read, found_rows = read_rows(side.catalog, *queries)
+        got = dict(zip(queries, found_rows, strict=True))
+        # Files left out (a damaged lake file): what the side does not count, and why.
+        damage += [f"{side.role}: job {d.job}: {d.line()}" for d in read.damage]
         rows = name_totals(got[names_query]) if names_query in got else []
         if unions_query in got:
             rows += phase_totals(got[step_query], got[unions_query], side_steps.whole)
@@ -99,7 +103,7 @@ def compare(
         fields = tuple(f for f in fields if f not in HIDDEN)
     notes = tuple(
         f"{r.role}: {r.origin}; {describe(s, r.steps)}" for r, s in zip(reads, found, strict=True)
-    )
+    ) + tuple(damage)
     report = ViewReport(
         view="diff",
         jobs=(base.label, test.label),

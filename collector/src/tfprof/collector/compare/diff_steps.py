@@ -67,7 +67,7 @@ class Steps:
 
 def find_steps(cat: Catalog) -> Steps:
     """The side's step source (the first one it has) and its step numbers."""
-    (rows,) = read_rows(cat, _FOUND)
+    _, (rows,) = read_rows(cat, _FOUND)
     processes = len(cat.processes)
     for src, source in SOURCES.items():
         numbers = tuple(sorted(int(n) for s, n, _ in rows if s == src and n is not None))
