@@ -227,6 +227,27 @@ def test_launches_from_several_threads_carry_their_own_thread_and_stack() -> Non
         assert functions[-1] == ("left" if owner == "a" else "right")
 
 
+def test_a_thread_after_an_ended_one_gets_its_own_thread_id() -> None:
+    # A later thread often reuses an ended thread's get_ident(): its launches must carry
+    # its own OS thread id, not the ended thread's.
+    handler, outlet, capture = make(every=1)
+    launcher = Launcher(handler)
+    natives: list[int] = []
+
+    def worker() -> None:
+        natives.append(threading.get_native_id())
+        for _ in range(5):
+            left(launcher)
+
+    for _ in range(6):  # one after the other: each starts once the previous has ended
+        t = threading.Thread(target=worker)
+        t.start()
+        t.join()
+    capture.flush()
+    assert len(outlet.samples) == 30
+    assert [s["thread"] for s in outlet.samples] == [n for n in natives for _ in range(5)]
+
+
 def test_a_handler_failure_is_one_line_and_never_raises_into_cuda() -> None:
     warnings: list[str] = []
     handler = LaunchCapture(CodeTable(), SampleBuffer(), 1, lambda e: warnings.append(str(e)))

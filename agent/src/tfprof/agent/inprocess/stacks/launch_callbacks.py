@@ -106,7 +106,7 @@ class LaunchCapture:
         self.captured = 0
         self._on_error = on_error
         self._sites: set[tuple[int, int]] = set()
-        self._memos: dict[int, _Memo] = {}
+        self._memos: dict[int, _Memo] = {}  # id(memo): the memos of live threads
         self._local = threading.local()
 
     def __call__(self, userdata: Any, domain: int, cbid: int, cbdata: Any) -> None:
@@ -131,10 +131,14 @@ class LaunchCapture:
             self._on_error(exc)
 
     def capture(self, caller: FrameType, site: tuple[int, int], correlation: int) -> None:
-        ident = threading.get_ident()
-        memo = self._memos.get(ident)
+        # The memo lives in the thread's own storage, which dies with the thread: a
+        # thread id (get_ident) is reused by a later thread, its memo must not be.
+        local = self._local
+        memo = getattr(local, "memo", None)
         if memo is None:
-            memo = self._memos[ident] = _Memo(threading.get_native_id())
+            memo = local.memo = _Memo(threading.get_native_id())
+        if not memo.captures:  # new, or let go by forget_idle: known to it again
+            self._memos[id(memo)] = memo
         stack = self._stack(memo, caller)
         if stack and len(self._sites) < MAX_SITES:
             self._sites.add(site)  # its code is pinned by the table: the id stays its own
@@ -187,15 +191,18 @@ class LaunchCapture:
         return node
 
     def forget_idle(self) -> None:
-        """Drop the memos of threads that captured nothing since the last call (their
-        frames, and what those hold, are let go)."""
-        for ident, memo in list(self._memos.items()):
+        """Empty the memos of threads that captured nothing since the last call (their
+        frames, and what those hold, are let go; a thread that has ended is forgotten)."""
+        for key, memo in list(self._memos.items()):
             if memo.captures:
                 memo.captures = 0
             else:
-                self._memos.pop(ident, None)
+                memo.clear()
+                self._memos.pop(key, None)
 
     def forget_all(self) -> None:
+        for memo in list(self._memos.values()):
+            memo.clear()
         self._memos.clear()
 
 
