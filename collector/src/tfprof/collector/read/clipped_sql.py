@@ -68,10 +68,6 @@ RELATIONS = ("g", "h", "g_all", "h_all", "p", "st")
 BOUNDS = ("lo", "hi")
 
 
-# DuckDB's share of a read (its buffers; the sweeps' chunks come on top).
-MEMORY_LIMIT = "512MB"
-
-
 def connect(threads: int | None = None) -> duckdb.DuckDBPyConnection:
     """A connection for the read's own SQL: no extension installed or loaded."""
     import duckdb  # where used: what reads no SQL (the embedded summary) never loads it
@@ -82,9 +78,9 @@ def connect(threads: int | None = None) -> duckdb.DuckDBPyConnection:
     if threads:
         con.execute(f"SET threads = {int(threads)}")
     con.execute("SET preserve_insertion_order = false")  # no ORDER BY depends on it
-    # DuckDB's default (80 % of RAM) let the steps statement alone reach 2 GiB of RSS on
-    # 1M GPU records; past the limit its sorts and joins spill to the temp directory.
-    con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
+    # No memory_limit: 512MB (and 1GB) made an advise query (a launch rule's join over
+    # 25M API calls, 64 ranks) fail with DuckDB's Out of Memory where it cannot spill;
+    # the temp directory lets what can spill do so before DuckDB's default limit.
     spill = str(Path(tempfile.gettempdir()) / "tfprof-duckdb").replace("'", "''")
     con.execute(f"SET temp_directory = '{spill}'")
     return con
