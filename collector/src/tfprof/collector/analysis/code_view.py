@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from tfprof.collector.analysis import code_sql
 from tfprof.collector.analysis.code_read import Attribution, HowCount
@@ -141,21 +142,26 @@ def _sibling_order(field: str) -> SortKey:
 
 def _code_row(att: Attribution, name: str, depth: int, own: list[float], total: list[float]
               ) -> CodeRow:  # fmt: skip
+    return CodeRow(depth=depth, **_figures(att, name, own, total))
+
+
+def _figures(att: Attribution, name: str, own: list[float], total: list[float]
+             ) -> dict[str, Any]:  # fmt: skip
+    """What a code row and a line row both say of ``name``."""
     file, line, function = att.frames.get(name, ("", 0, name))
-    return CodeRow(
-        code=name,
-        depth=depth,
-        self_us=us(own[GPU_NS]),
-        total_us=us(total[GPU_NS]),
-        kernels=int(total[KERNELS]),
-        launches=int(total[LAUNCHES]),
-        self_host_us=us(own[HOST_NS]),
-        total_host_us=us(total[HOST_NS]),
-        nearest_pct=pct(total[NEAR_NS], total[GPU_NS]),
-        file=file,
-        line=line,
-        function=function,
-    )
+    return {
+        "code": name,
+        "self_us": us(own[GPU_NS]),
+        "total_us": us(total[GPU_NS]),
+        "kernels": int(total[KERNELS]),
+        "launches": int(total[LAUNCHES]),
+        "self_host_us": us(own[HOST_NS]),
+        "total_host_us": us(total[HOST_NS]),
+        "nearest_pct": pct(total[NEAR_NS], total[GPU_NS]),
+        "file": file,
+        "line": line,
+        "function": function,
+    }
 
 
 def line_rows(att: Attribution, filters: Filters, code: CodeFilters) -> list[LineRow]:
@@ -163,24 +169,7 @@ def line_rows(att: Attribution, filters: Filters, code: CodeFilters) -> list[Lin
     if filters.max_depth is not None and filters.max_depth < 1:
         raise AnalysisError("--max-depth must be >= 1")
     per_line = lines(folded(att, code), start, filters.max_depth)
-    rows = []
-    for name, (own, total) in per_line.items():
-        file, line, function = att.frames.get(name, ("", 0, name))
-        rows.append(
-            LineRow(
-                code=name,
-                self_us=us(own[GPU_NS]),
-                total_us=us(total[GPU_NS]),
-                kernels=int(total[KERNELS]),
-                launches=int(total[LAUNCHES]),
-                self_host_us=us(own[HOST_NS]),
-                total_host_us=us(total[HOST_NS]),
-                nearest_pct=pct(total[NEAR_NS], total[GPU_NS]),
-                file=file,
-                line=line,
-                function=function,
-            )
-        )
+    rows = [LineRow(**_figures(att, name, own, total)) for name, (own, total) in per_line.items()]
     rows.sort(key=lambda r: (-r.self_us, -r.total_us, -r.self_host_us, r.code))
     return rows
 
