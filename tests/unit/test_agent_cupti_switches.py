@@ -118,11 +118,11 @@ def test_the_hook_points_nvtx_at_the_libcupti_it_loaded() -> None:
 
 
 def test_switches_reach_the_cupti_source() -> None:
-    from tfprof.agent.inprocess import hook
+    from tfprof.agent.inprocess import source_arming
 
     cfg = config.load({"TFPROF_SOURCE": "cupti", "TFPROF_API": "off", "TFPROF_MEMORY": "off",
                        "TFPROF_NVTX_INJECTION": "/x/libcupti.so"})  # fmt: skip
-    source = hook._pick_source(cfg)
+    source = source_arming.pick_source(cfg)
     assert isinstance(source, CuptiSource)
     assert (source.api, source.markers, source.memory) == (False, True, False)
     assert source.launcher_nvtx == "/x/libcupti.so"

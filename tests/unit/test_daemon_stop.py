@@ -2,9 +2,9 @@
 their connections is read, delivered and finished with a goodbye before it exits —
 nothing a hook counted as handed over dies with it uncounted (a real collector on
 127.0.0.1, a real daemon in this process, hooks speaking the frame protocol over real
-sockets). The hook (agent/inprocess/hook.py): the frame whose send the stop broke off goes again,
-whole, on the next connection — records and goodbye alike (a real Hook against a Unix
-socket this test serves)."""
+sockets). The hook (agent/inprocess/process_hook.py): the frame whose send the stop broke
+off goes again, whole, on the next connection — records and goodbye alike (a real Hook
+against a Unix socket this test serves)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ import pytest
 
 from tfprof.agent.inprocess import config, frames
 from tfprof.agent.inprocess.frames import FrameType
-from tfprof.agent.inprocess.hook import Hook
+from tfprof.agent.inprocess.process_hook import Hook
 from tfprof.agent.relay.daemon import NodeDaemon
 from tfprof.agent.relay.socket_server import RelayServer
 from tfprof.collector.jobdata import StreamData

@@ -1,5 +1,6 @@
-"""agent/inprocess/hook.py without a launcher: the bounded frame queue, drop accounting, and the
-sender talking to a real Unix socket server made by the test."""
+"""The hook (agent/inprocess/process_hook.py and its parts) without a launcher: the bounded
+frame queue, drop accounting, and the sender talking to a real Unix socket server made by
+the test."""
 
 from __future__ import annotations
 
@@ -15,9 +16,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tfprof.agent.inprocess import config, frames, hook
+from tfprof.agent.inprocess import config, frames, launcher_link, notices
+from tfprof.agent.inprocess.frame_queue import FrameQueue
 from tfprof.agent.inprocess.frames import FrameType, decode_records, iter_frames
-from tfprof.agent.inprocess.hook import FrameQueue, Hook
+from tfprof.agent.inprocess.process_hook import Hook
 from tfprof.agent.inprocess.sources.base import Sink, SourceUnavailable
 from tfprof.core import records
 from tfprof.core.records import RecordTable
@@ -28,8 +30,8 @@ pytestmark = pytest.mark.timeout(60)
 
 @pytest.fixture(autouse=True)
 def fresh_warnings(monkeypatch: pytest.MonkeyPatch) -> None:
-    """``hook.warn`` prints each message once per process; give every test a clean slate."""
-    monkeypatch.setattr(hook, "_warned", set())
+    """``notices.warn`` prints each message once per process; give every test a clean slate."""
+    monkeypatch.setattr(notices, "_warned", set())
 
 
 @pytest.fixture
@@ -273,7 +275,7 @@ def test_hook_sends_hello_records_and_goodbye(
     assert hello["ppid"] == os.getppid()
     assert hello["task"] == "3"
     assert hello["argv"] and isinstance(hello["argv"], list)
-    assert hello["argv"] == hook._argv()
+    assert hello["argv"] == launcher_link.process_argv()
     assert hello["source"] == "fake"
     assert hello["agent_version"] == __version__
     assert before <= hello["clock"]["realtime_ns"] <= time.time_ns()
