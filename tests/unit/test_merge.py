@@ -397,7 +397,7 @@ def test_streams_and_devices_of_any_size_split_into_ordered_tracks() -> None:
 
 
 def test_tracks_ordered_on_two_threads_are_those_of_one(monkeypatch: pytest.MonkeyPatch) -> None:
-    from tfprof.collector.timeline import build
+    from tfprof.collector.timeline import slice_tracks
 
     rng = np.random.default_rng(3)
     rows = [
@@ -407,9 +407,9 @@ def test_tracks_ordered_on_two_threads_are_those_of_one(monkeypatch: pytest.Monk
                                  rng.random(4000) < 0.8, strict=True)
     ]  # fmt: skip
     job = JobData("train", "r1", [stream(rows)])
-    monkeypatch.setattr(build, "PARALLEL_SLICES", 1 << 40)
+    monkeypatch.setattr(slice_tracks, "PARALLEL_SLICES", 1 << 40)
     one = build_timeline([job])
-    monkeypatch.setattr(build, "PARALLEL_SLICES", 1)
+    monkeypatch.setattr(slice_tracks, "PARALLEL_SLICES", 1)
     two = build_timeline([job])
     assert [t.name for t in two.slices] == [t.name for t in one.slices]
     assert max(t.num_lanes for t in one.slices) > 1

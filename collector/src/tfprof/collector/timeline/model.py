@@ -81,7 +81,7 @@ class SliceTrack:
     def known_value(self, name: str) -> int | None:
         """The value every slice has in record column ``name`` when the key says it
         without reading the column: a stream track's rows are those of one (device,
-        stream) (``merge._split_by_stream``). None for every other column and track."""
+        stream) (``track_rows.split_by_stream``). None for every other column and track."""
         if self.key.kind is TrackKind.STREAM:
             if name == "device":
                 return self.key.gpu
