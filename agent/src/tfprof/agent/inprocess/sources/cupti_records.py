@@ -44,15 +44,14 @@ from tfprof.agent.inprocess.sources.cupti_layouts import (
     Layout,
     discover_layouts,
 )
-from tfprof.agent.inprocess.sources.cupti_markers import OBJECT_THREAD, MarkerRanges, MarkerRow
-from tfprof.core.cupti_labels import API_DRIVER, API_RUNTIME
+from tfprof.agent.inprocess.sources.cupti_markers import MarkerRanges
 from tfprof.core.records import COLUMN_INDEX, NUM_COLUMNS, DeviceInfo, RecordKind, RecordTable
 
 if TYPE_CHECKING:
     import numpy as np
+from tfprof.agent.inprocess.sources.cupti_attribute_rows import AttributeRows
 
 _C = COLUMN_INDEX  # short alias for the column rows below
-_MAX_NAME_POINTERS = 1 << 16  # bound on the kernel-name pointer cache
 # Largest gap between two records copied along with them: well under the smallest page
 # size (4 KiB), so always mapped memory, and small enough not to waste copying.
 _MAX_GAP = 256
@@ -64,7 +63,7 @@ def format_uuid(raw: bytes) -> str:
     return f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
 
 
-class RecordConverter:
+class RecordConverter(AttributeRows):
     """Turns the record objects of one completed CUPTI buffer into a ``RecordTable``.
 
     Not thread-safe by itself; ``CuptiSource`` serialises calls (CUPTI may complete
@@ -286,102 +285,6 @@ class RecordConverter:
                 out[_C["device"]] = recs["device_id"]
         return out
 
-    def _fill_api(self, recs: Any) -> np.ndarray:
-        import numpy as np
-
-        out = np.zeros((NUM_COLUMNS, len(recs)), dtype=np.int64)
-        start = recs["start"].astype(np.int64)
-        out[_C["kind"]] = RecordKind.API
-        out[_C["start_ns"]] = start
-        np.maximum(recs["end"].astype(np.int64) - start, 0, out=out[_C["duration_ns"]])
-        out[_C["thread"]] = recs["thread_id"]
-        out[_C["correlation"]] = recs["correlation_id"]
-        cbid = recs["cbid"].astype(np.int64)
-        out[_C["cbid"]] = cbid
-        out[_C["return_value"]] = recs["return_value"]
-        category = np.where(recs["kind"] == self._runtime_kind, API_RUNTIME, API_DRIVER)
-        out[_C["category"]] = category
-        out[_C["name"]] = self._map_distinct((category << 32) | cbid, self._api_name_id)
-        return out
-
-    def _api_name_id(self, key: int) -> int:
-        found = self._api_name_of.get(key)
-        if found is None:
-            name = self._api_names.name(key >> 32, key & 0xFFFFFFFF)
-            found = self._api_name_of[key] = self._text_id(name.encode())
-        return found
-
-    def _fill_markers(self, recs: Any) -> np.ndarray:
-        import numpy as np
-
-        on_thread = recs["object_kind"] == OBJECT_THREAD
-        threads = np.where(on_thread, recs["object_id"]["pt"]["thread_id"], 0)
-        rows = self.markers.add(
-            zip(
-                recs["flags_"].tolist(),
-                recs["timestamp"].tolist(),
-                recs["id"].tolist(),
-                threads.tolist(),
-                recs["name"].tolist(),
-                recs["domain"].tolist(),
-                strict=True,
-            ),
-            self._marker_name_id,
-            self._domain_id,
-        )
-        return self._marker_rows(rows)
-
-    def _marker_rows(self, rows: list[MarkerRow]) -> np.ndarray:
-        import numpy as np
-
-        out = np.zeros((NUM_COLUMNS, len(rows)), dtype=np.int64)
-        if rows:
-            start, end, thread, name, domain, marker = np.array(rows, dtype=np.int64).T
-            out[_C["kind"]] = RecordKind.MARKER
-            out[_C["start_ns"]] = start
-            out[_C["duration_ns"]] = end - start
-            out[_C["thread"]] = thread
-            out[_C["name"]] = name
-            out[_C["category"]] = domain
-            out[_C["external_id"]] = marker
-        return out
-
-    def _marker_name_id(self, ptr: int) -> int:
-        # Each range start carries its own copy of its name: read it every time (no
-        # pointer cache, the address may be reused for another name).
-        return self._text_id(ctypes.string_at(ptr)) if ptr else 0
-
-    def _domain_id(self, ptr: int) -> int:
-        # A domain's name lives as long as the domain, which NVTX keeps to the end.
-        found = self._domain_by_ptr.get(ptr)
-        if found is None:
-            if len(self._domain_by_ptr) >= _MAX_NAME_POINTERS:
-                self._domain_by_ptr = {0: 0}
-            found = self._domain_by_ptr[ptr] = self._text_id(ctypes.string_at(ptr))
-        return found
-
-    def _text_id(self, raw: bytes) -> int:
-        found = self._names.get(raw)
-        if found is None:
-            found = self._names[raw] = self._sink.intern(raw.decode("utf-8", "replace"))
-        return found
-
-    def _fill_memory(self, recs: Any) -> np.ndarray:
-        import numpy as np
-
-        out = np.zeros((NUM_COLUMNS, len(recs)), dtype=np.int64)
-        out[_C["kind"]] = RecordKind.MEMORY
-        out[_C["start_ns"]] = recs["timestamp"].astype(np.int64)
-        out[_C["device"]] = recs["device_id"]
-        out[_C["context"]] = recs["context_id"]
-        out[_C["stream"]] = recs["stream_id"]
-        out[_C["correlation"]] = recs["correlation_id"]
-        out[_C["bytes"]] = recs["bytes"].astype(np.int64)
-        out[_C["address"]] = recs["address"].astype(np.int64)
-        out[_C["memory_op"]] = recs["memory_operation_type"]
-        out[_C["src_kind"]] = recs["memory_kind"]
-        return out
-
     def _devices_of_contexts(self, contexts: np.ndarray) -> np.ndarray:
         # CONTEXT records precede the SYNC records of their context (CUPTI emits one when
         # the context is created); an unseen context falls back to device 0.
@@ -389,42 +292,6 @@ class RecordConverter:
         import numpy as np
 
         return np.array([lookup(c, 0) for c in contexts.tolist()], dtype=np.int64)
-
-    def _name_ids(self, pointers: np.ndarray) -> np.ndarray:
-        # CUPTI points all records of one kernel at one shared name string, and the
-        # strings stay put while CUPTI runs: look each distinct pointer up once, cached
-        # by pointer (reading a C string costs about a microsecond), then by content.
-        return self._map_distinct(pointers, self._name_id)
-
-    @staticmethod
-    def _map_distinct(values: np.ndarray, fn: Any) -> np.ndarray:
-        """``fn`` of each value, called once per distinct value (a buffer holds few).
-        A sort rather than np.unique, which imports numpy.ma on first use."""
-        import numpy as np
-
-        order = np.argsort(values)
-        ordered = values[order]
-        first = np.empty(len(ordered), dtype=bool)
-        first[0] = True
-        np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
-        distinct = ordered[first].tolist()
-        ids = np.array(list(map(fn, distinct)), dtype=np.int64)
-        out = np.empty(len(ordered), dtype=np.int64)
-        out[order] = ids[np.cumsum(first) - 1]
-        return out
-
-    def _name_id(self, ptr: int) -> int:
-        by_ptr = self._name_by_ptr
-        found = by_ptr.get(ptr)
-        if found is None:
-            raw = ctypes.string_at(ptr) if ptr else b""
-            found = self._names.get(raw)
-            if found is None:
-                found = self._names[raw] = self._sink.intern(raw.decode("utf-8", "replace"))
-            if len(by_ptr) >= _MAX_NAME_POINTERS:
-                by_ptr.clear()
-            by_ptr[ptr] = found
-        return found
 
     def _add_devices(self, recs: Any) -> None:
         infos = []
@@ -448,119 +315,3 @@ class RecordConverter:
             )
         if infos:
             self._sink.add_devices(infos)
-
-    # -- attribute path (classes without a usable dtype; also the benchmark baseline) ---
-
-    def convert_by_attributes(self, activities: Sequence[Any]) -> RecordTable | None:
-        rows = self._convert_by_attributes(activities)
-        return RecordTable(list(rows)) if rows.shape[1] else None
-
-    def _convert_by_attributes(self, activities: Sequence[Any]) -> np.ndarray:
-        import numpy as np
-
-        table = RecordTable()
-        family_of_kind = self._family_of_kind
-        names = self._names
-        markers: list[tuple[int, int, int, int, str, str]] = []
-        for rec in activities:
-            family = family_of_kind.get(rec.kind)
-            if family == KERNEL:
-                raw = rec.name.encode()
-                name = names.get(raw)
-                if name is None:
-                    name = names[raw] = self._sink.intern(rec.name)
-                table.add_kernel(
-                    start_ns=rec.start,
-                    end_ns=max(rec.end, rec.start),
-                    device=rec.device_id,
-                    context=rec.context_id,
-                    stream=rec.stream_id,
-                    correlation=rec.correlation_id,
-                    name=name,
-                    grid=(rec.grid_x, rec.grid_y, rec.grid_z),
-                    block=(rec.block_x, rec.block_y, rec.block_z),
-                    registers=rec.registers_per_thread,
-                    static_smem=rec.static_shared_memory,
-                    dynamic_smem=rec.dynamic_shared_memory,
-                )
-            elif family in (MEMCPY, PEER_COPY):
-                peer = family == PEER_COPY
-                table.add_memcpy(
-                    start_ns=rec.start,
-                    end_ns=max(rec.end, rec.start),
-                    device=rec.src_device_id if peer else rec.device_id,
-                    dst_device=rec.dst_device_id if peer else 0,
-                    context=rec.context_id,
-                    stream=rec.stream_id,
-                    correlation=rec.correlation_id,
-                    nbytes=rec.bytes,
-                    copy_kind=rec.copy_kind,
-                    src_kind=rec.src_kind,
-                    dst_kind=rec.dst_kind,
-                )
-            elif family == MEMSET:
-                table.add_memset(
-                    start_ns=rec.start,
-                    end_ns=max(rec.end, rec.start),
-                    device=rec.device_id,
-                    context=rec.context_id,
-                    stream=rec.stream_id,
-                    correlation=rec.correlation_id,
-                    nbytes=rec.bytes,
-                    memory_kind=rec.memory_kind,
-                )
-            elif family == SYNC:
-                table.add_sync(
-                    start_ns=rec.start,
-                    end_ns=max(rec.end, rec.start),
-                    device=self.context_device.get(rec.context_id, 0),
-                    context=rec.context_id,
-                    stream=rec.stream_id,
-                    correlation=rec.correlation_id,
-                    sync_type=int(rec.type),
-                )
-            elif family == CONTEXT:
-                self.context_device[rec.context_id] = rec.device_id
-            elif family == API:
-                category = API_RUNTIME if rec.kind == self._runtime_kind else API_DRIVER
-                table.add_api(
-                    start_ns=rec.start,
-                    end_ns=max(rec.end, rec.start),
-                    thread=rec.thread_id,
-                    cbid=rec.cbid,
-                    category=category,
-                    name=self._api_name_id(category << 32 | rec.cbid),
-                    correlation=rec.correlation_id,
-                    return_value=rec.return_value,
-                )
-            elif family == MARKER:
-                on_thread = rec.object_kind == OBJECT_THREAD
-                thread = rec.object_id.pt.thread_id if on_thread else 0
-                markers.append((rec.flags_, rec.timestamp, rec.id, thread, rec.name, rec.domain))
-            elif family == MEMORY and hasattr(rec, "memory_operation_type"):
-                address = rec.address
-                table.add_memory(
-                    timestamp_ns=rec.timestamp,
-                    device=rec.device_id,
-                    nbytes=rec.bytes,
-                    address=address - (1 << 64) if address >> 63 else address,  # as int64
-                    memory_op=rec.memory_operation_type,
-                    memory_kind=rec.memory_kind,
-                    context=rec.context_id,
-                    stream=rec.stream_id,
-                    correlation=rec.correlation_id,
-                )
-            # DEVICE records of an unknown struct version and other kinds: ignored.
-        n = len(table)
-        rows = np.zeros((NUM_COLUMNS, n), dtype=np.int64)
-        if n:
-            for i, col in enumerate(table.columns):
-                rows[i] = np.frombuffer(col, dtype=np.int64, count=n)
-        if markers:
-            text = self._intern_text  # names come as str here, not pointers
-            ranges = self._marker_rows(self.markers.add(markers, text, text))
-            rows = np.concatenate((rows, ranges), axis=1)
-        return rows
-
-    def _intern_text(self, text: str) -> int:
-        return self._text_id(text.encode()) if text else 0
