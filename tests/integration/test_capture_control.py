@@ -25,7 +25,7 @@ import grpc
 import pytest
 
 from tests.integration.conftest import agent_cmd, clean_env
-from tfprof.agent.inprocess.sources.replay import LOOP_GAP_NS
+from tfprof.agent.inprocess.sources.replay_plan import LOOP_GAP_NS
 from tfprof.agent.relay.collector_client import CollectorClient
 from tfprof.agent.relay.process_link import ProcessLink
 from tfprof.agent.relay.socket_server import RelayServer

@@ -67,7 +67,7 @@ def step_markers(
 def next_boundary(trace_path: Path, name: str, start: int) -> int:
     """When the replayed step after ``name`` (which started at ``start``) starts: the
     next ProfilerStep of the trace, or the first one of the next loop."""
-    from tfprof.agent.inprocess.sources.replay import LOOP_GAP_NS
+    from tfprof.agent.inprocess.sources.replay_plan import LOOP_GAP_NS
 
     trace = load_trace(trace_path)
     offsets = {

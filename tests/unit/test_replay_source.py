@@ -17,9 +17,10 @@ import pytest
 
 from tests.traces import TRACES, needs_traces
 from tfprof.agent.inprocess import frames
-from tfprof.agent.inprocess.sources import replay
+from tfprof.agent.inprocess.sources import replay_plan
 from tfprof.agent.inprocess.sources.base import SourceUnavailable
-from tfprof.agent.inprocess.sources.replay import LOOP_GAP_NS, ReplaySource
+from tfprof.agent.inprocess.sources.replay import ReplaySource
+from tfprof.agent.inprocess.sources.replay_plan import LOOP_GAP_NS
 from tfprof.core.records import COLUMNS, DeviceInfo, RecordKind, RecordTable
 from tfprof.readers import RecordedTrace, load_trace
 
@@ -166,13 +167,13 @@ def test_repeat_shifts_loops_forward_without_overlap() -> None:
 def test_many_loops_of_a_short_trace(monkeypatch: pytest.MonkeyPatch, use_numpy: bool) -> None:
     # 98 records tile 83 loops per batch; 1000 loops end on a partial block.
     if not use_numpy:
-        monkeypatch.setattr(replay, "_numpy", lambda: None)
+        monkeypatch.setattr(replay_plan, "_numpy", lambda: None)
     path = _trace_file("kineto-hta/simple_add.json.gz")
     trace = load_trace(path)
     sink, _, _ = _run(path, speed=1e6, repeat=1000)  # 16.5 ms of pacing: timing stays exact
     rows = sink.rows()
     assert len(rows) == 1000 * len(trace)
-    assert all(len(t) <= replay.CHUNK_RECORDS for t in sink.tables)
+    assert all(len(t) <= replay_plan.CHUNK_RECORDS for t in sink.tables)
     starts = [r["start_ns"] for r in rows]
     assert starts == sorted(starts)
     t0, period = starts[0], trace.span_ns + LOOP_GAP_NS
@@ -275,7 +276,7 @@ def test_stop_does_not_wait_for_a_blocked_sink() -> None:
     path = _trace_file("tf-timeline-ikhlestov/GPU_timeline_02_step_1.json")
     sink = FakeSink(block=True)
     n = len(load_trace(path))  # 125: 44 GPU records and 81 host op ranges
-    total, batch = 400 * n, (replay.CHUNK_RECORDS // n) * n
+    total, batch = 400 * n, (replay_plan.CHUNK_RECORDS // n) * n
     source = ReplaySource(path, speed=None, repeat=400)
     source.start(sink)
     assert sink.entered.wait(10)
@@ -349,9 +350,9 @@ def test_column_shifts_match_with_and_without_numpy(monkeypatch: pytest.MonkeyPa
     starts = array.array("q", range(0, 1000 * 7, 7))
     corr = array.array("q", [0, 1, 2, (1 << 32) - 2] * 250)
     shift = (1 << 32) - 3  # wraps past uint32, skipping 0 ("no correlation")
-    fast = (replay._shift_starts(starts, 10**18), replay._shift_correlations(corr, shift))
-    monkeypatch.setattr(replay, "_numpy", lambda: None)
-    slow = (replay._shift_starts(starts, 10**18), replay._shift_correlations(corr, shift))
+    fast = (replay_plan.shift_starts(starts, 10**18), replay_plan.shift_correlations(corr, shift))
+    monkeypatch.setattr(replay_plan, "_numpy", lambda: None)
+    slow = (replay_plan.shift_starts(starts, 10**18), replay_plan.shift_correlations(corr, shift))
     assert fast == slow
     assert all(type(col) is array.array for col in fast + slow)
     assert list(slow[1][:4]) == [0, (1 << 32) - 2, (1 << 32) - 1, (1 << 32) - 4]
@@ -392,7 +393,7 @@ def test_stop_from_another_thread_during_start_never_joins_an_unstarted_thread(
 
 def test_check_replay_trace_reads_only_the_start(tmp_path: Path) -> None:
     from tfprof.agent.inprocess.errors import UsageError
-    from tfprof.agent.inprocess.sources.replay import check_replay_trace
+    from tfprof.agent.inprocess.sources.replay_trace import check_replay_trace
 
     good = tmp_path / "t.json.gz"
     good.write_bytes(gzip.compress(b'  {"traceEvents": [' + b" " * 10_000_000))

@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 
 from tfprof.agent.inprocess.config import AgentConfig, validate_job_name
 from tfprof.agent.inprocess.errors import CommandNotExecutable, CommandNotFound, ScriptNotFound
-from tfprof.agent.inprocess.sources.replay import check_replay_trace
+from tfprof.agent.inprocess.sources.replay_trace import check_replay_trace
 from tfprof.agent.launch import bundle
 
 

@@ -31,10 +31,6 @@ faster replays run ahead of it and see only the windows known so far.
 Steps: the trace's ``ProfilerStep#N`` host ranges are its steps; ``step_boundaries``
 gives their starts as replayed, ahead of time, so capture by steps opens and closes at
 them (``step_capture``).
-
-Cost: the chunk tables are built once per trace (short traces are tiled several loops
-per block so batches stay large); each loop then only rebuilds the start and
-correlation columns.
 """
 
 from __future__ import annotations
@@ -43,124 +39,29 @@ import array
 import bisect
 import contextlib
 import functools
-import os
-import re
-import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
 
 from tfprof.agent.inprocess import clock
 from tfprof.agent.inprocess.sources.base import Sink, SourceUnavailable
+from tfprof.agent.inprocess.sources.replay_plan import (
+    CORRELATION_COL,
+    START_COL,
+    ReplayPlan,
+    ReplayTiming,
+    loops_per_block,
+    shift_correlations,
+    shift_starts,
+)
 from tfprof.agent.inprocess.sources.replay_stacks import StackReplay
+from tfprof.agent.inprocess.sources.replay_trace import replay_devices, step_starts
 from tfprof.agent.inprocess.step_capture import median_gap
-from tfprof.core.records import COLUMNS, DeviceInfo, RecordKind, RecordTable
+from tfprof.core.records import RecordTable
 from tfprof.readers import RecordedTrace, TraceFormatError, load_trace
-from tfprof.readers.load import looks_like_json_trace
 
-CHUNK_RECORDS = 8192
-PACE_WINDOW_S = 0.01
-LOOP_GAP_NS = 1_000_000
 CAPTURE_LEAD_NS = 500_000_000
 _FOREVER = 1 << 63
-_CORRELATION_MOD = (1 << 32) - 1  # correlation is uint32 on the wire; ids 1 .. 2**32-1
-_STEP_NAME = re.compile(r"ProfilerStep#\d+")
-
-
-_numpy_module: Any = False  # False: not looked for yet; None: not installed
-
-
-def _numpy() -> Any:
-    """numpy if installed, imported on first use by the replay thread, not at import
-    time: this module loads inside the user's process at start-up, and numpy's import is
-    the slowest of ours (bench/results/cpu-design-choices.txt)."""
-    global _numpy_module
-    if _numpy_module is False:
-        try:
-            import numpy
-        except ImportError:  # pragma: no cover - a dependency, but the hook must not need it
-            _numpy_module = None
-        else:
-            _numpy_module = numpy
-    return _numpy_module
-
-
-def _shift_starts(col: array.array[int], shift: int) -> array.array[int]:
-    np = _numpy() if len(col) > 64 else None
-    if np is not None:
-        return array.array("q", (np.frombuffer(col, dtype=np.int64) + shift).tobytes())
-    return array.array("q", [v + shift for v in col])
-
-
-def _shift_correlations(col: array.array[int], shift: int) -> array.array[int]:
-    # Wrap within 1 .. 2**32-1 so a long replay never emits 0 ("no correlation").
-    np = _numpy() if len(col) > 64 else None
-    if np is not None:
-        c = np.frombuffer(col, dtype=np.int64)
-        out = np.where(c != 0, (c - 1 + shift) % _CORRELATION_MOD + 1, 0).astype(np.int64)
-        return array.array("q", out.tobytes())
-    return array.array("q", [(c - 1 + shift) % _CORRELATION_MOD + 1 if c else 0 for c in col])
-
-
-def check_replay_trace(path: str) -> None:
-    """Raise ``UsageError`` (one line) unless ``path`` looks like a trace replay can read.
-
-    Reads only the file's start (gzip magic, then the first bytes of JSON), so it stays
-    cheap for big traces; the launcher calls it before the job starts.
-    """
-    from tfprof.agent.inprocess.errors import UsageError
-
-    if not os.path.isfile(path):
-        raise UsageError(f"replay trace not found: {path}")
-    try:
-        readable = looks_like_json_trace(path)
-    except OSError as exc:
-        raise UsageError(f"replay trace {path}: cannot read it ({exc.strerror or exc})") from None
-    except TraceFormatError as exc:
-        raise UsageError(f"replay trace {exc}") from None
-    if not readable:
-        raise UsageError(
-            f"replay trace {path}: not a trace replay can read (Chrome, TF timeline or "
-            "Kineto JSON, gzip or not)"
-        )
-
-
-class _Chunk:
-    """One batch of a block: every column but start and correlation is final."""
-
-    __slots__ = ("columns", "due_ns", "size")
-
-    def __init__(self, columns: list[array.array[int]], due_ns: int) -> None:
-        self.columns = columns
-        self.due_ns = due_ns  # offset (within the block) of its last record
-        self.size = len(columns[0])
-
-
-_START = COLUMNS.index("start_ns")
-_DURATION = COLUMNS.index("duration_ns")
-_CORRELATION = COLUMNS.index("correlation")
-
-
-class _Timing:
-    """Where a record of the trace lands: its offset stretched, loops one period apart,
-    and (at max speed with repeats) time compressed N-fold, as ``_Plan`` lays them out."""
-
-    def __init__(self, span_ns: int, repeat: int, speed: float | None, stretch: float) -> None:
-        self.stretch = stretch
-        self.compression = repeat if speed is None else 1
-        self.raw_period_ns = self.scaled(span_ns) + LOOP_GAP_NS  # one loop, uncompressed
-        self.period_ns = -(-self.raw_period_ns // self.compression)  # rounded up
-        self.repeat = repeat
-
-    def scaled(self, ns: int) -> int:
-        return ns if self.stretch == 1 else round(ns * self.stretch)
-
-    def at(self, loop: int, offset: int, per_block: int) -> int:
-        """Replayed time (from ``t0``) of a record at stretched ``offset`` in ``loop``
-        (``per_block`` loops are tiled per block, as ``_Plan`` does)."""
-        within = loop % per_block * self.raw_period_ns + offset
-        return loop // per_block * per_block * self.period_ns + within // self.compression
 
 
 class ReplaySource:
@@ -192,7 +93,7 @@ class ReplaySource:
         self.stretch = stretch
         self.origin_ns = origin_ns
         self._t0 = 0  # host realtime of replayed time 0, fixed by start()
-        self._timing = _Timing(0, repeat, speed, stretch)
+        self._timing = ReplayTiming(0, repeat, speed, stretch)
         self._per_block = 1
         self._step_offsets: list[int] = []  # the trace's step starts, stretched
         self._thread: threading.Thread | None = None
@@ -219,10 +120,10 @@ class ReplaySource:
                 f"replay: cannot read {self.path}: {exc.strerror or exc}"
             ) from None
         names = array.array("q", [sink.intern(text) for text in trace.names])
-        sink.add_devices(_devices(trace))
-        self._timing = _Timing(trace.span_ns, self.repeat, self.speed, self.stretch)
-        self._per_block = _loops_per_block(len(trace), self.repeat)
-        self._step_offsets = sorted(self._timing.scaled(t) for t in _step_starts(trace))
+        sink.add_devices(replay_devices(trace))
+        self._timing = ReplayTiming(trace.span_ns, self.repeat, self.speed, self.stretch)
+        self._per_block = loops_per_block(len(trace), self.repeat)
+        self._step_offsets = sorted(self._timing.scaled(t) for t in step_starts(trace))
         self._t0 = clock.now_ns() if self.origin_ns is None else self.origin_ns
         stacks = self._stacks(sink, trace)
         thread = threading.Thread(
@@ -292,10 +193,10 @@ class ReplaySource:
     def _captured(self, columns: list[array.array[int]]) -> list[array.array[int]] | None:
         """The records of a chunk whose start falls inside a capture window (starts are
         sorted); None when there are none."""
-        ranges = self._kept(columns[_START])
+        ranges = self._kept(columns[START_COL])
         if not ranges:
             return None
-        if ranges == [(0, len(columns[_START]))]:
+        if ranges == [(0, len(columns[START_COL]))]:
             return columns
         out = []
         for col in columns:
@@ -339,7 +240,7 @@ class ReplaySource:
         try:
             # Built here, off the caller's thread: tiling a big trace takes a moment.
             self._replay(
-                sink, _Plan(trace, names, self._timing, self._per_block, self.speed), stacks
+                sink, ReplayPlan(trace, names, self._timing, self._per_block, self.speed), stacks
             )
         except Exception as exc:
             with self._lock:
@@ -350,7 +251,7 @@ class ReplaySource:
                 f" {left} of {self._total} records not replayed",
             )
 
-    def _replay(self, sink: Sink, plan: _Plan, stacks: StackReplay | None = None) -> None:
+    def _replay(self, sink: Sink, plan: ReplayPlan, stacks: StackReplay | None = None) -> None:
         t0 = self._t0  # on the host realtime clock, as CUPTI timestamps are
         # The monotonic instant of t0 (in the past when the run's origin is): pacing
         # keeps each record at or before the wall clock.
@@ -365,9 +266,11 @@ class ReplaySource:
                     while (now := time.monotonic_ns()) < due and not self._cut:
                         self._wake.wait((due - now) / 1e9)
                 columns = list(chunk.columns)
-                columns[_START] = _shift_starts(columns[_START], start_shift)
+                columns[START_COL] = shift_starts(columns[START_COL], start_shift)
                 if plan.has_correlation and corr_shift:
-                    columns[_CORRELATION] = _shift_correlations(columns[_CORRELATION], corr_shift)
+                    columns[CORRELATION_COL] = shift_correlations(
+                        columns[CORRELATION_COL], corr_shift
+                    )
                 captured = self._captured(columns)
                 with self._lock:
                     if self._cut:
@@ -400,123 +303,3 @@ class ReplaySource:
         ``loop``: where that loop's records go."""
         timing = self._timing
         return self._t0 + timing.at(loop, timing.scaled(offset), self._per_block)
-
-
-class _Plan:
-    """Chunk tables for one block of ``loops_per_block`` back-to-back loops, built once."""
-
-    def __init__(
-        self,
-        trace: RecordedTrace,
-        names: array.array[int],
-        timing: _Timing,
-        loops_per_block: int,
-        speed: float | None,
-    ) -> None:
-        n = len(trace)
-        repeat = self.repeat = timing.repeat
-        # Time compression at max with repeats (see the module docstring).
-        self.compression = timing.compression
-        self.period_ns = timing.raw_period_ns
-        correlation = trace.column("correlation")
-        self.has_correlation = any(correlation)
-        self.correlation_stride = max(correlation, default=0)
-        # Tile short traces so a batch carries ~CHUNK_RECORDS records, not one loop's few.
-        self.loops_per_block = loops_per_block
-        k = self.loops_per_block
-        block: list[array.array[int]] = []
-        for col_name in COLUMNS:
-            base = trace.column(col_name)
-            if col_name == "name":
-                base = array.array("q", [names[i] for i in base])
-            elif col_name == "category":  # a MARKER's category is a string too
-                kinds = trace.column("kind")
-                base = array.array(
-                    "q", [names[c] if k == RecordKind.MARKER else c for k, c in zip(kinds, base)]
-                )
-            elif col_name == "collective":  # and so is a collective's description
-                base = array.array("q", [names[c] if c else 0 for c in base])
-            elif col_name in ("start_ns", "duration_ns") and timing.stretch != 1:
-                base = array.array("q", [timing.scaled(v) for v in base])
-            if col_name == "start_ns":
-                tiled = array.array("q")
-                for j in range(k):
-                    tiled.extend(_shift_starts(base, j * self.period_ns))
-            elif col_name == "correlation" and self.has_correlation:
-                tiled = array.array("q", base)
-                for j in range(1, k):
-                    tiled.extend(_shift_correlations(base, j * self.correlation_stride))
-            else:
-                tiled = base * k
-            block.append(tiled)
-        if self.compression > 1:
-            c = self.compression
-            block[_START] = array.array("q", [v // c for v in block[_START]])
-            # A record keeps at least 1 ns: a zero duration would read as an instant.
-            block[_DURATION] = array.array(
-                "q", [max(1, v // c) if v else 0 for v in block[_DURATION]]
-            )
-            self.period_ns = timing.period_ns  # rounded up: loops never overlap
-        window_ns = None if speed is None else int(PACE_WINDOW_S * 1e9 * speed)
-        self._full = _chunks(block, len(block[0]), window_ns)
-        rest = repeat % k
-        self._partial = _chunks(block, rest * n, window_ns) if rest else []
-
-    def blocks(self) -> Iterator[tuple[int, list[_Chunk]]]:
-        """(index of the block's first loop, its chunks) for every block, in order."""
-        k = self.loops_per_block
-        full_blocks = self.repeat // k
-        for b in range(full_blocks):
-            yield b * k, self._full
-        if self._partial:
-            yield full_blocks * k, self._partial
-
-
-def _chunks(block: list[array.array[int]], limit: int, window_ns: int | None) -> list[_Chunk]:
-    """Split the first ``limit`` records of a block into batches by count and trace time."""
-    starts = block[_START]
-    chunks: list[_Chunk] = []
-    lo = 0
-    while lo < limit:
-        hi = min(limit, lo + CHUNK_RECORDS)
-        if window_ns is not None:
-            edge = starts[lo] + window_ns
-            for i in range(lo + 1, hi):  # starts are sorted
-                if starts[i] >= edge:
-                    hi = i
-                    break
-        chunks.append(_Chunk([col[lo:hi] for col in block], starts[hi - 1]))
-        lo = hi
-    return chunks
-
-
-def _loops_per_block(records: int, repeat: int) -> int:
-    return max(1, min(repeat, CHUNK_RECORDS // max(1, records)))
-
-
-def _step_starts(trace: RecordedTrace) -> list[int]:
-    """Starts of the trace's host step ranges (``ProfilerStep#N`` on a host thread)."""
-    kinds, names, threads = trace.column("kind"), trace.column("name"), trace.column("thread")
-    steps = {i for i, text in enumerate(trace.names) if _STEP_NAME.fullmatch(text)}
-    if not steps:
-        return []
-    starts = trace.column("start_ns")
-    return [
-        starts[i]
-        for i in range(len(trace))
-        if kinds[i] == RecordKind.MARKER and names[i] in steps and threads[i]
-    ]
-
-
-def _devices(trace: RecordedTrace) -> list[DeviceInfo]:
-    # Deterministic per host and ordinal: two jobs replaying on one host share "a GPU",
-    # which is what the contention view groups by.
-    host = socket.gethostname()
-    devices: list[DeviceInfo] = []
-    for recorded in trace.devices:
-        info = recorded.copy()  # a DeviceInfo still; the trace's own stays untouched
-        ordinal = recorded["ordinal"]
-        info["uuid"] = f"GPU-replay-{host}-{ordinal}"
-        info.setdefault("name", "replayed GPU")
-        devices.append(info)
-    return devices

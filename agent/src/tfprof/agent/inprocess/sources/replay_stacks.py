@@ -63,9 +63,9 @@ class StackReplay:
             return 0
         correlations = self.correlations
         if correlation_shift:
-            from tfprof.agent.inprocess.sources.replay import _shift_correlations
+            from tfprof.agent.inprocess.sources.replay_plan import shift_correlations
 
-            correlations = _shift_correlations(correlations, correlation_shift)
+            correlations = shift_correlations(correlations, correlation_shift)
         columns = [times, self.threads, self.stacks, correlations, self.kinds]
         out = [array.array("q") for _ in columns]
         for lo, hi in ranges:
