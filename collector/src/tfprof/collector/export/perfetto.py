@@ -58,9 +58,9 @@ from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pftrace
 
 from tfprof.collector.export.flow_ends import TrackFlows
 from tfprof.collector.export.output import BinaryOutput, BlockPipeline
+from tfprof.collector.export.perfetto_interning import Interned
 from tfprof.collector.export.perfetto_rows import (
     SEQUENCE_ID,
-    Interned,
     Packets,
     kind_blocks,
     slice_layout,
