@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tfprof.agent.inprocess.sources.cupti import interpreter_abi
+from tfprof.agent.inprocess.sources.cupti_loading import interpreter_abi
 from tfprof.agent.launch import bundle
 
 from .conftest import (

@@ -22,7 +22,8 @@ import pytest
 from tfprof.agent import cli
 from tfprof.agent.inprocess import config
 from tfprof.agent.inprocess.errors import ConfigError
-from tfprof.agent.inprocess.sources.cupti import CuptiSource, libcupti_path
+from tfprof.agent.inprocess.sources.cupti import CuptiSource
+from tfprof.agent.inprocess.sources.cupti_loading import libcupti_path
 
 LIBCUPTI = libcupti_path()
 NVTX = config.NVTX_INJECTION_VARIABLE
@@ -87,7 +88,8 @@ def test_libcupti_path_is_the_installed_wheels_library() -> None:
 
 POINT_HERE = """
 import ctypes, json, os, sys
-from tfprof.agent.inprocess.sources.cupti import CuptiSource, loaded_libcupti
+from tfprof.agent.inprocess.sources.cupti import CuptiSource
+from tfprof.agent.inprocess.sources.cupti_loading import loaded_libcupti
 ctypes.CDLL(sys.argv[1])  # what cupti-python does when CUPTI is first called
 CuptiSource(launcher_nvtx=sys.argv[2]).point_nvtx_here()
 print(json.dumps([loaded_libcupti(), os.environ.get("NVTX_INJECTION64_PATH", "")]))

@@ -11,7 +11,11 @@ import pytest
 
 from tfprof.agent.inprocess.config import load
 from tfprof.agent.inprocess.sources.base import SourceUnavailable
-from tfprof.agent.inprocess.sources.cupti import import_cupti, interpreter_abi, not_installed
+from tfprof.agent.inprocess.sources.cupti_loading import (
+    import_cupti,
+    interpreter_abi,
+    not_installed,
+)
 from tfprof.agent.launch import bundle
 from tfprof.agent.launch.prestart import resolve_source
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tfprof.agent.inprocess.sources.cupti import interpreter_abi
+from tfprof.agent.inprocess.sources.cupti_loading import interpreter_abi
 from tfprof.agent.launch import bundle
 
 

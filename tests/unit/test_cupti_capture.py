@@ -16,25 +16,25 @@ from cupti import cupti
 
 from tests.unit.agent_cupti_fakes import AK, RecordingSink, bound_source
 from tfprof.agent.inprocess.sources.base import SourceUnavailable
-from tfprof.agent.inprocess.sources.cupti import (
-    CuptiSource,
-    _arming_kinds,
-    _kinds_to_enable,
-    _optional_kinds,
-    _window_kinds,
-)
+from tfprof.agent.inprocess.sources.cupti import CuptiSource
 from tfprof.agent.inprocess.sources.cupti_errors import driver_cuda_version
+from tfprof.agent.inprocess.sources.cupti_kinds import (
+    arming_kinds,
+    kinds_to_enable,
+    optional_kinds,
+    window_kinds,
+)
 
 HAVE_DRIVER = driver_cuda_version() is not None
 
 
 def test_windows_switch_per_operation_kinds_and_arming_keeps_device_kinds() -> None:
-    window = set(_window_kinds(cupti)) | set(_optional_kinds(cupti))
-    arming = set(_arming_kinds(cupti))
+    window = set(window_kinds(cupti)) | set(optional_kinds(cupti))
+    arming = set(arming_kinds(cupti))
     assert int(AK.CONCURRENT_KERNEL) in window and int(AK.MEMCPY) in window
     assert arming == {int(AK.DEVICE), int(AK.CONTEXT)}  # no per-operation record
     assert not window & arming
-    assert set(_kinds_to_enable(cupti)) == set(_window_kinds(cupti)) | arming
+    assert set(kinds_to_enable(cupti)) == set(window_kinds(cupti)) | arming
 
 
 @pytest.mark.skipif(HAVE_DRIVER, reason="a CUDA driver is present")

@@ -20,8 +20,9 @@ from tests.unit.agent_cupti_fakes import (
     fill_memcpy,
 )
 from tfprof.agent.inprocess.sources.base import SourceUnavailable
-from tfprof.agent.inprocess.sources.cupti import CuptiSource, not_installed
+from tfprof.agent.inprocess.sources.cupti import CuptiSource
 from tfprof.agent.inprocess.sources.cupti_errors import driver_cuda_version
+from tfprof.agent.inprocess.sources.cupti_loading import not_installed
 from tfprof.core.records import RecordKind
 
 HAVE_DRIVER = driver_cuda_version() is not None
@@ -154,7 +155,7 @@ def test_traces_a_real_cuda_workload() -> None:
 
 
 def test_synchronization_is_among_the_kinds_tried() -> None:
-    from tfprof.agent.inprocess.sources.cupti import _kinds_to_enable, _optional_kinds
+    from tfprof.agent.inprocess.sources.cupti_kinds import kinds_to_enable, optional_kinds
 
-    assert int(AK.SYNCHRONIZATION) in _optional_kinds(cupti)
-    assert int(AK.SYNCHRONIZATION) not in _kinds_to_enable(cupti)  # never fatal
+    assert int(AK.SYNCHRONIZATION) in optional_kinds(cupti)
+    assert int(AK.SYNCHRONIZATION) not in kinds_to_enable(cupti)  # never fatal

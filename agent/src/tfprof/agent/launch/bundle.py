@@ -12,7 +12,7 @@ installation into the run's scratch directory:
   tfprof hook of its own;
 - ``cupti-python/``, for CUPTI runs only: links to the launcher's cupti-python and its
   requirements, which a job without cupti-python of its own may use when its
-  interpreter's ABI matches the launcher's (``sources.cupti.interpreter_abi``).
+  interpreter's ABI matches the launcher's (``sources.cupti_loading.interpreter_abi``).
 
 ``tfprof-agent bundle DIR`` (``write_bundle``) writes the same folder for jobs that no
 launcher starts (the node daemon's, a pod mounting it read-only): real copies instead of
@@ -31,7 +31,7 @@ from collections.abc import Callable, Sequence
 from importlib import metadata
 from pathlib import Path
 
-from tfprof.agent.inprocess.sources.cupti import interpreter_abi
+from tfprof.agent.inprocess.sources.cupti_loading import interpreter_abi
 
 # What runs inside the job's process, shipped whole to whatever interpreter the job uses.
 # This is the one definition of the in-process boundary: pyproject.toml holds these

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 from tfprof.agent.inprocess import clock
 from tfprof.agent.inprocess.config import AgentConfig, child_environment
 from tfprof.agent.inprocess.errors import CommandNotExecutable, CommandNotFound, UsageError
-from tfprof.agent.inprocess.sources.cupti import interpreter_abi, libcupti_path
+from tfprof.agent.inprocess.sources.cupti_loading import interpreter_abi, libcupti_path
 from tfprof.agent.launch import bundle
 from tfprof.agent.launch.prestart import (
     check_command,

@@ -3,138 +3,31 @@
 Imported inside the user's process at start-up, so nothing heavy happens at import time:
 cupti-python (and with it numpy and cuda.bindings) is imported in ``bind`` / ``start``.
 This module owns the source's lifecycle (bind, start, the buffer callbacks, flush at
-stop); turning a completed buffer into records is ``cupti_records.RecordConverter``'s.
+stop); turning a completed buffer into records is ``cupti_records.RecordConverter``'s,
+finding and importing cupti-python ``cupti_loading``'s, the kinds it enables
+``cupti_kinds``'s.
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
-import os
-import shlex
-import sys
 import threading
 from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from tfprof.agent.inprocess.sources.base import Sink, SourceUnavailable
+from tfprof.agent.inprocess.sources.cupti_kinds import (
+    arming_kinds,
+    host_kinds,
+    optional_kinds,
+    window_kinds,
+)
+from tfprof.agent.inprocess.sources.cupti_loading import import_cupti, loaded_libcupti
 
 if TYPE_CHECKING:
     from tfprof.agent.inprocess.sources.cupti_records import RecordConverter
-
-
-def interpreter_abi() -> str:
-    """What a compiled extension such as cupti-python needs of the interpreter running
-    it: implementation and version, ABI flags (e.g. free-threaded) and platform."""
-    import sysconfig
-
-    tag = sys.implementation.cache_tag or sys.implementation.name
-    return f"{tag}{getattr(sys, 'abiflags', '')}-{sysconfig.get_platform()}"
-
-
-def not_installed(why: str = "") -> str:
-    """The one line a job without cupti-python gets: the install command for its Python."""
-    return (
-        f"cupti-python is not installed in this interpreter{why} (install it with "
-        f"`{shlex.quote(sys.executable)} -m pip install cupti-python`)"
-    )
-
-
-# In TFPROF_CUPTI_PATH: this interpreter's ABI (the bundle's folder for it).
-ABI_PLACEHOLDER = "{abi}"
-
-
-def import_cupti(launcher_path: str = "", launcher_abi: str = "") -> ModuleType:
-    """cupti-python's ``cupti`` module: the job's own, else the launcher's (``launcher_path``,
-    built for ``launcher_abi``) when this interpreter can load it."""
-    try:
-        from cupti import cupti
-
-        return cupti
-    except ImportError as exc:
-        if exc.name != "cupti" or not launcher_path:
-            # Installed but broken (a missing library, say) is its own problem.
-            raise SourceUnavailable(not_installed() if exc.name == "cupti" else str(exc)) from exc
-    abi = interpreter_abi()
-    if ABI_PLACEHOLDER in launcher_path:
-        # A bundle (tfprof-agent bundle) holds one cupti-python folder per ABI.
-        launcher_path = launcher_path.replace(ABI_PLACEHOLDER, abi)
-        if not os.path.isdir(launcher_path):
-            raise SourceUnavailable(not_installed(f", and the tfprof bundle has none for {abi}"))
-        launcher_abi = abi
-    if launcher_abi != abi:
-        raise SourceUnavailable(
-            not_installed(f", and the launcher's is built for {launcher_abi}, not {abi}")
-        )
-    # Last on the path: the job's own packages (numpy, say) still come first.
-    sys.path.append(launcher_path)
-    try:
-        from cupti import cupti
-    except ImportError as exc:
-        raise SourceUnavailable(not_installed(f", and the launcher's failed: {exc}")) from exc
-    return cupti
-
-
-def _arming_kinds(cupti: ModuleType) -> list[int]:
-    """Kinds that make a record only when a device or context appears, never per
-    operation: on from start in every capture mode, so a window's records carry the
-    GPU's identity even when the window opens long after CUDA initialised."""
-    kind = cupti.ActivityKind
-    return [int(kind.DEVICE), int(kind.CONTEXT)]
-
-
-def _window_kinds(cupti: ModuleType) -> list[int]:
-    """Kinds that make a record per GPU operation: what a capture window turns on."""
-    kind = cupti.ActivityKind
-    # CONCURRENT_KERNEL, never KERNEL: the latter serialises every kernel on the GPU.
-    return [int(kind.CONCURRENT_KERNEL), int(kind.MEMCPY), int(kind.MEMCPY2), int(kind.MEMSET)]
-
-
-def _kinds_to_enable(cupti: ModuleType) -> list[int]:
-    return _window_kinds(cupti) + _arming_kinds(cupti)
-
-
-def _optional_kinds(cupti: ModuleType) -> list[int]:
-    """Kinds enabled when the driver accepts them; refusing one never stops tracing."""
-    return [int(cupti.ActivityKind.SYNCHRONIZATION)]
-
-
-def _host_kinds(cupti: ModuleType) -> list[int]:
-    """The host-side kinds a capture window also switches (enabled per their switches)."""
-    ak = cupti.ActivityKind
-    return [int(getattr(ak, name)) for name in ("RUNTIME", "DRIVER", "MARKER", "MEMORY2")]
-
-
-def libcupti_path() -> str:
-    """The libcupti of the cupti-python installed here (the NVIDIA wheel it requires),
-    found from package metadata without loading anything; "" when there is none.
-
-    cupti-python loads this library (through cuda-pathfinder, which looks in the
-    installed wheels first), so NVTX pointed at it injects into the same copy."""
-    from importlib import metadata
-
-    for dist in metadata.distributions():
-        name = (dist.metadata["Name"] or "").lower().replace("_", "-")
-        if not name.startswith("nvidia-cuda-cupti"):
-            continue
-        for file in dist.files or ():
-            if file.name.startswith("libcupti.so"):
-                return os.path.realpath(file.locate())
-    return ""
-
-
-def loaded_libcupti() -> str:
-    """The libcupti this process has loaded (from /proc/self/maps); "" when none."""
-    try:
-        with open("/proc/self/maps") as maps:
-            for line in maps:
-                path = line.rstrip("\n").partition("/")[2]
-                if path and "/libcupti.so" in f"/{path}":
-                    return f"/{path}"
-    except OSError:
-        pass
-    return ""
 
 
 class CuptiSource:
@@ -229,7 +122,7 @@ class CuptiSource:
         assert cupti is not None
         cupti.activity_register_callbacks(self.buffer_requested, self.buffer_completed)
         self._finalized = False
-        for kind in _arming_kinds(cupti):
+        for kind in arming_kinds(cupti):
             cupti.activity_enable(kind)
             self._enabled.append(kind)
         if self.flush_period_ms > 0:
@@ -240,10 +133,10 @@ class CuptiSource:
     def _enable_window_kinds(self) -> None:
         cupti = self._cupti
         assert cupti is not None
-        for kind in _window_kinds(cupti):
+        for kind in window_kinds(cupti):
             cupti.activity_enable(kind)
             self._enabled.append(kind)
-        for kind in _optional_kinds(cupti):
+        for kind in optional_kinds(cupti):
             self._enable_optional(kind)  # e.g. an old driver: host waits go unrecorded
         self._enable_host_side(cupti)
 
@@ -271,7 +164,7 @@ class CuptiSource:
                 if not self._capturing:
                     return
                 self._capturing = False
-                window = set(_window_kinds(cupti) + _optional_kinds(cupti) + _host_kinds(cupti))
+                window = set(window_kinds(cupti) + optional_kinds(cupti) + host_kinds(cupti))
                 self._disable(lambda kind: kind in window)
                 self._flush(cupti)
                 if self.finalize_after_window:
@@ -285,7 +178,7 @@ class CuptiSource:
     def _window_failed(self, on: bool, exc: BaseException) -> None:
         cupti = self._cupti
         if on and cupti is not None:
-            window = set(_window_kinds(cupti) + _optional_kinds(cupti) + _host_kinds(cupti))
+            window = set(window_kinds(cupti) + optional_kinds(cupti) + host_kinds(cupti))
             self._disable(lambda kind: kind in window)
         if self._sink is None or self._window_warned:
             return
