@@ -44,12 +44,13 @@ def code_connection(args: argparse.Namespace) -> Iterator[tuple[duckdb.DuckDBPyC
 def _import(files: list[str], root: str) -> None:
     """Each file as a job of its own, named as ``summary FILE`` names it."""
     from tfprof.collector.store import Store
-    from tfprof.collector.store.importer import _unused, import_files, job_name
+    from tfprof.collector.store.file_streams import unused_name
+    from tfprof.collector.store.importer import import_files, job_name
 
     store = Store(root)
     taken: dict[str, object] = {}
     for path in files:
-        job = _unused(job_name(path), taken)
+        job = unused_name(job_name(path), taken)
         taken[job] = path
         import_files(store, [path], job)
 
