@@ -40,227 +40,26 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
 import numpy as np
 
-from tfprof.collector.jobdata import StreamData
-from tfprof.collector.store.loader import load_stream
-from tfprof.readers import load_trace
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.capture_kit.cluster import Bench, can_name_hosts, collector, env_with
+from bench.capture_kit.readings import FirstBytes, ReplayTiming, stored_streams
 
 REPO = Path(__file__).resolve().parent.parent
 TRACE = REPO / "tests/data/traces/tf-timeline-ikhlestov/GPU_timeline_03_merged_5_runs.json"
-LOOP_GAP_NS = 1_000_000  # the replay source's gap between loops (sources/replay.py)
 MS = 1e6
 FIGURES = ("true", "first", "missed", "end", "stored")
-
-
-def agent(*args: str) -> list[str]:
-    return [sys.executable, "-m", "tfprof.agent.cli", *args]
-
-
-def collector(*args: str) -> list[str]:
-    return [sys.executable, "-m", "tfprof.collector.cli", *args]
-
-
-def env_with(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TFPROF_")}
-    env.update(extra)
-    return env
-
-
-def can_name_hosts() -> bool:
-    if os.geteuid() != 0 or shutil.which("unshare") is None:
-        return False
-    probe = subprocess.run(
-        ["unshare", "--uts", "sh", "-c", "hostname tfprof-probe"], capture_output=True, timeout=30
-    )
-    return probe.returncode == 0
-
-
-def wait_line(proc: subprocess.Popen[str], marker: str, timeout: float = 120) -> str:
-    """The first line of ``proc``'s stdout containing ``marker``."""
-    assert proc.stdout is not None
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if marker in line:
-            return line
-        if not line and proc.poll() is not None:
-            break
-    raise SystemExit(f"no {marker!r} from {proc.args!r}")
-
-
-class Bench:
-    def __init__(self, args: argparse.Namespace, tmp: Path) -> None:
-        self.args = args
-        self.tmp = tmp
-        self.data = tmp / "data"
-        self.sentinel = tmp / "stop"
-        self.procs: list[subprocess.Popen[str]] = []  # the collector, then the daemons
-        self.ranks: list[subprocess.Popen[bytes]] = []
-        self.address = ""
-        self.skews = [round(float(s) * 1e9) for s in args.skews.split(",")]
-
-    def skew_of(self, rank: int) -> int:
-        return self.skews[rank % len(self.skews)]
-
-    def start_collector(self) -> None:
-        proc = subprocess.Popen(
-            collector("serve", "--listen", "127.0.0.1:0", "--data-dir", str(self.data),
-                      "--log-level", "WARNING"),
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env_with(),
-        )  # fmt: skip
-        self.procs.append(proc)
-        self.address = wait_line(proc, "listening on ").split()[-1]
-
-    def start_host(self, index: int, skew_ns: int, named: bool) -> Path:
-        """A node daemon for simulated host ``index``; its socket."""
-        folder = self.tmp / f"h{index}"
-        folder.mkdir()
-        sock = folder / "agent.sock"
-        cmd = agent("daemon", "--collector", self.address, "--socket", str(sock), "--spool-dir",
-                    str(folder / "spool"), "--host-metrics-interval", "0")  # fmt: skip
-        if named:
-            script = f'hostname sim-host-{index} && exec "$@"'
-            cmd = ["unshare", "--uts", "sh", "-c", script, "sh", *cmd]
-        proc = subprocess.Popen(
-            cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-            env=env_with(TFPROF_TEST_CLOCK_SKEW_NS=str(skew_ns)),
-        )  # fmt: skip
-        self.procs.append(proc)
-        assert proc.stderr is not None
-        deadline = time.monotonic() + 120
-        while "daemon listening on" not in proc.stderr.readline():
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit(f"daemon {index} did not start")
-        return sock
-
-    def start_rank(self, sock: Path, rank: int, skew_ns: int, named: bool, index: int) -> None:
-        exports = subprocess.run(
-            agent("env", "--socket", str(sock), "--job", "aligned", "--format", "json"),
-            capture_output=True, text=True, timeout=60, check=True, env=env_with(),
-        )  # fmt: skip
-        env = env_with(**json.loads(exports.stdout))
-        env.update(
-            TFPROF_SOURCE=f"replay:{self.args.trace}", TFPROF_REPLAY_SPEED="1",
-            TFPROF_REPLAY_REPEAT=str(self.args.repeat), TFPROF_EXIT_TIMEOUT="3",
-            TFPROF_TEST_CLOCK_SKEW_NS=str(skew_ns),
-            RANK=str(rank),
-        )  # fmt: skip
-        code = (
-            "import os, time\n"
-            f"while not os.path.exists({str(self.sentinel)!r}):\n"
-            "    time.sleep(0.05)\n"
-        )
-        cmd = [sys.executable, "-c", code]
-        if named:
-            cmd = ["unshare", "--uts", "sh", "-c", f'hostname sim-host-{index} && exec "$@"',
-                   "sh", *cmd]  # fmt: skip
-        self.ranks.append(
-            subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        )
-
-    def logs(self) -> list[Path]:
-        return sorted(self.data.glob("jobs/*/*/*/batches.log"))
-
-    def wait_streams(self, n: int) -> None:
-        deadline = time.monotonic() + 180
-        while len(self.logs()) < n:
-            if time.monotonic() > deadline:
-                raise SystemExit(f"only {len(self.logs())} of {n} streams reached the collector")
-            time.sleep(0.2)
-
-    def stop(self) -> None:
-        """Ranks first (through the sentinel), then the daemons, then the collector."""
-        self.sentinel.touch()
-        for rank in self.ranks:
-            try:
-                rank.wait(30)
-            except subprocess.TimeoutExpired:
-                rank.kill()
-                rank.wait()
-        for proc in reversed(self.procs):
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-
-
-class FirstBytes:
-    """Polls every stream's log and notes when each first grows past its size now."""
-
-    def __init__(self, logs: list[Path]) -> None:
-        self.base = {p: p.stat().st_size for p in logs}
-        self.first: dict[Path, int] = {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._poll, daemon=True)
-        self._thread.start()
-
-    def _poll(self) -> None:
-        while not self._stop.wait(0.005):
-            now = time.time_ns()
-            for path, size in self.base.items():
-                if path not in self.first and path.stat().st_size > size:
-                    self.first[path] = now
-
-    def stop(self) -> dict[Path, int]:
-        self._stop.set()
-        self._thread.join()
-        return self.first
-
-
-class ReplayTiming:
-    """The replayed trace's record times: t0 + loop * period + offset on the host clock."""
-
-    def __init__(self, path: Path) -> None:
-        trace = load_trace(path)
-        self.offsets = np.sort(np.asarray(trace.column("start_ns"), dtype=np.int64))
-        self.period = int(trace.span_ns) + LOOP_GAP_NS
-        self.widest_gap = int(
-            max(np.diff(self.offsets).max(), self.period - (self.offsets[-1] - self.offsets[0]))
-        )
-
-    def phase(self, captured: np.ndarray) -> int | None:
-        """t0 mod period of a process, from its captured records (None if ambiguous)."""
-        sample = captured[:: max(1, len(captured) // 50)]
-        allowed = set((self.offsets % self.period).tolist())
-        for offset in np.unique(self.offsets):
-            phase = int((captured[0] - offset) % self.period)
-            if all(int((t - phase) % self.period) in allowed for t in sample):
-                return phase
-        return None
-
-    def first_at_or_after(self, phase: int, t: int) -> int:
-        k = (t - phase - int(self.offsets[-1])) // self.period
-        while True:
-            times = phase + k * self.period + self.offsets
-            later = times[times >= t]
-            if len(later):
-                return int(later[0])
-            k += 1
-
-    def last_before(self, phase: int, t: int) -> int:
-        k = (t - phase - int(self.offsets[0])) // self.period
-        while True:
-            times = phase + k * self.period + self.offsets
-            earlier = times[times < t]
-            if len(earlier):
-                return int(earlier[-1])
-            k -= 1
 
 
 def capture_once(bench: Bench, timing: ReplayTiming, number: int) -> dict[str, list[float]]:
@@ -341,27 +140,6 @@ def capture_once(bench: Bench, timing: ReplayTiming, number: int) -> dict[str, l
             f"per stream median {statistics.median(stored):.1f}, last {stored[-1]:.1f} ms"
         )
     return figures
-
-
-class StoredStream:
-    """One stored stream of the job, with the log file it grows in."""
-
-    def __init__(self, stream: StreamData, log: Path) -> None:
-        self.host = stream.host
-        self.task = stream.task
-        self.records = stream.records
-        self.record_shift_ns = int(stream.record_shift_ns)
-        self.log = log
-        self.stream_dir = log.parent
-
-
-def stored_streams(data: Path) -> list[StoredStream]:
-    out = []
-    for directory in sorted(data.glob("jobs/aligned/*/*")):
-        stream = load_stream(directory) if (directory / "hello.pb").exists() else None
-        if stream is not None:
-            out.append(StoredStream(stream, directory / "batches.log"))
-    return sorted(out, key=lambda s: (s.host, int(s.task)))
 
 
 def main(argv: list[str] | None = None) -> int:
