@@ -21,8 +21,8 @@ from tfprof.readers.trace import (
     Event,
     NotStreamable,
     RecordedTrace,
-    TraceBuilder,
 )
+from tfprof.readers.trace_builder import TraceBuilder
 
 
 def load_events(

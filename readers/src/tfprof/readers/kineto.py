@@ -32,6 +32,7 @@ from tfprof.core import collectives
 from tfprof.core.cupti_labels import COPY_KINDS, MEMORY_KINDS, SYNC_TYPES
 from tfprof.core.records import SYNC_NO_STREAM, DeviceInfo, RecordKind
 from tfprof.core.slice_args import ArgType, SliceArg, args_of, parse_value
+from tfprof.readers.event_fields import arg_plan, event_args, non_negative
 from tfprof.readers.kineto_host import (
     API_CATEGORIES,
     FLOW_CATEGORY,
@@ -41,7 +42,8 @@ from tfprof.readers.kineto_host import (
     external_id,
 )
 from tfprof.readers.kineto_stacks import PYTHON_FUNCTION, PythonStacks
-from tfprof.readers.trace import Event, TraceBuilder, arg_plan, event_args, non_negative
+from tfprof.readers.trace import Event
+from tfprof.readers.trace_builder import TraceBuilder
 
 _CATEGORIES = {
     "kernel": RecordKind.KERNEL,

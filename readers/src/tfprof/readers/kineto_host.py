@@ -19,7 +19,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from tfprof.core.records import RecordKind
-from tfprof.readers.trace import Event, TraceBuilder, non_negative
+from tfprof.readers.event_fields import non_negative
+from tfprof.readers.trace import Event
+from tfprof.readers.trace_builder import TraceBuilder
 
 API_RUNTIME = 1  # ``category`` of API records: CUPTI's RUNTIME activity kind
 API_DRIVER = 2  # and DRIVER

@@ -31,7 +31,9 @@ from tfprof.core.code_stacks import (
     StackBatch,
     StackKind,
 )
-from tfprof.readers.trace import Event, Layout, TraceBuilder, non_negative
+from tfprof.readers.event_fields import non_negative
+from tfprof.readers.trace import Event
+from tfprof.readers.trace_builder import Layout, TraceBuilder
 
 _FRAME_NAME = re.compile(r"^(?P<file>.*)\((?P<line>\d+)\): (?P<function>.*)$", re.S)
 PYTHON_FUNCTION = "python_function"

@@ -26,9 +26,10 @@ from typing import Any
 
 from tfprof.core.counters import counter_parts, title_series
 from tfprof.core.errors import FormatUnavailable, TraceFormatError
+from tfprof.readers.event_fields import metadata_event, ns_to_us
 from tfprof.readers.events import load_events
 from tfprof.readers.tfprof_chrome import TOOL_NAME, gpu_track
-from tfprof.readers.trace import Event, RecordedTrace, metadata_event, ns_to_us
+from tfprof.readers.trace import Event, RecordedTrace
 
 PERFETTO_SUFFIXES = (".pftrace", ".perfetto-trace", ".perfetto")
 _PACKET_TAG = 0x0A  # Trace: repeated TracePacket packet = 1 (length-delimited)

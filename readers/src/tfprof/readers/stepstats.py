@@ -18,10 +18,11 @@ from typing import Any
 from tfprof.core.errors import TraceFormatError
 from tfprof.core.records import RecordKind
 from tfprof.core.slice_args import CATEGORIES
+from tfprof.readers.event_fields import metadata_event, ns_to_us
 from tfprof.readers.events import load_events
 from tfprof.readers.tfprof_chrome import TOOL_NAME, gpu_track
 from tfprof.readers.tfprotos import step_stats
-from tfprof.readers.trace import Event, RecordedTrace, metadata_event, ns_to_us
+from tfprof.readers.trace import Event, RecordedTrace
 
 STEPSTATS_SUFFIXES = (".pb", ".pbtxt")
 # Our StepStats export writes node names as "<name>:<name>" (TF's timeline shows the

@@ -44,7 +44,9 @@ from typing import Any
 from tfprof.core.cupti_labels import COPY_KINDS, MEMORY_KINDS
 from tfprof.core.errors import TraceFormatError
 from tfprof.core.records import RecordKind
-from tfprof.readers.trace import Event, NotStreamable, TraceBuilder, event_args
+from tfprof.readers.event_fields import event_args
+from tfprof.readers.trace import Event, NotStreamable
+from tfprof.readers.trace_builder import TraceBuilder
 
 _GPU_TRACK = re.compile(r"/(?:stream:(all|\d+)|memcpy)(?:\s|$)", re.IGNORECASE)
 # The executor's op track of a device: "/job:localhost/replica:0/task:0/gpu:0 Compute".

@@ -36,7 +36,9 @@ from tfprof.core.counters import HOST_SERIES, memory_device, series_of
 from tfprof.core.records import RecordKind
 from tfprof.core.slice_args import CATEGORY_KINDS, HOST_CATEGORIES, OTHER_CATEGORY, args_of
 from tfprof.core.tracks import TrackKey, TrackKind
-from tfprof.readers.trace import Event, TraceBuilder, arg_columns, event_args
+from tfprof.readers.event_fields import arg_columns, event_args
+from tfprof.readers.trace import Event
+from tfprof.readers.trace_builder import TraceBuilder
 
 TOOL_NAME = "tfprof-agent"  # otherData.tool.name of our exports
 _TRACK_START = "/job:"

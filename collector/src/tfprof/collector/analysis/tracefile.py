@@ -31,9 +31,10 @@ from tfprof.collector.store.importer import Loaded, job_name, load_files, stream
 from tfprof.core.counters import series_of
 from tfprof.core.tracks import TrackKey, TrackKind
 from tfprof.readers import FORMAT_TFPROF, TraceFormatError, load_events, read_json_trace
+from tfprof.readers.event_fields import event_args, us_to_ns
 from tfprof.readers.load import json_trace_head
 from tfprof.readers.tfprof_chrome import TOOL_NAME, origin_ns
-from tfprof.readers.trace import Event, RecordedTrace, event_args, us_to_ns
+from tfprof.readers.trace import Event, RecordedTrace
 
 
 def job_from_trace(path: str | os.PathLike[str]) -> JobData:
