@@ -9,13 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tfprof.collector.service.batch_figures import batch_figures, union_busy_ns
 from tfprof.collector.service.ingest import IngestStream
-from tfprof.collector.service.live_figures import (
-    OTHER,
-    LiveAccounting,
-    batch_figures,
-    union_busy_ns,
-)
+from tfprof.collector.service.live_figures import OTHER, LiveAccounting
 from tfprof.collector.service.metrics import LIVE_FAMILIES, CollectorMetrics
 from tfprof.collector.store import Store
 from tfprof.core.version import PROTOCOL_VERSION
@@ -257,7 +253,7 @@ def test_busy_is_the_gpu_union_of_kernels_copies_memsets_across_batches() -> Non
     import numpy as np
 
     from tfprof.collector.analysis.intervals import merge_intervals
-    from tfprof.collector.service.live_figures import GpuUnion
+    from tfprof.collector.service.batch_figures import GpuUnion
 
     rng = np.random.default_rng(7)
     rows = []
