@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from tests.traces import shared_traces
+from tests.unit.merge_rows import STRINGS, kernel, stream
 from tests.unit.pftrace_tracks import PftraceTracks
-from tests.unit.test_merge import STRINGS, kernel, stream
 from tfprof.collector.export.chrome import ChromeReporter
 from tfprof.collector.jobdata import JobData
 from tfprof.collector.store.importer import jobs_from_files

@@ -288,7 +288,7 @@ def test_large_chrome_json_warns(
 def test_perfetto_keeps_touching_slices_of_different_kinds_in_time_order() -> None:
     # A memset ends exactly when the next kernel begins on the same stream: the end must
     # come first, or a timestamp sort would nest the kernel inside the memset.
-    from tests.unit.test_merge import kernel, memset, stream
+    from tests.unit.merge_rows import kernel, memset, stream
 
     timeline = build_timeline(
         [JobData("j", "r", [stream([kernel(100, 50), memset(0, 100), kernel(150, 10)])])]

@@ -218,7 +218,7 @@ def test_a_gathered_selection_encodes_each_slice_as_alone() -> None:
 
 
 def _stream_track(rows: list[dict[str, int]]) -> Any:
-    from tests.unit.test_merge import stream
+    from tests.unit.merge_rows import stream
     from tfprof.collector.jobdata import JobData
     from tfprof.collector.timeline.build import build_timeline
 
@@ -230,7 +230,7 @@ def test_a_chunk_of_several_kinds_goes_a_kind_at_a_time_unless_times_touch() -> 
     """A stream's kernels, copies and memsets are encoded a kind at a time (rows of one
     kind are all as wide), unless one kind's slice begins when another's begins or ends:
     trace_processor orders equal times by the file, so those keep their time order."""
-    from tests.unit.test_merge import kernel, memcpy, memset
+    from tests.unit.merge_rows import kernel, memcpy, memset
     from tfprof.collector.export.perfetto_rows import kind_blocks
 
     apart = [kernel(0, 10), memcpy(20, 5), kernel(30, 10), memset(50, 5), kernel(60, 10)]
@@ -256,7 +256,7 @@ def test_a_chunk_of_several_kinds_goes_a_kind_at_a_time_unless_times_touch() -> 
 def test_slices_of_kinds_encoded_apart_read_back_as_in_time_order() -> None:
     """Read as trace_processor reads them, a stream encoded a kind at a time gives the
     slices that one time-ordered run gives."""
-    from tests.unit.test_merge import kernel, memcpy, memset, stream
+    from tests.unit.merge_rows import kernel, memcpy, memset, stream
     from tfprof.collector.jobdata import JobData
     from tfprof.collector.timeline.build import build_timeline
 
