@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
+from tests.unit.replay_sink import FakeSink
 from tests.unit.stack_outlet import Outlet
-from tests.unit.test_replay_source import FakeSink
 from tfprof.agent.inprocess.sources.replay import ReplaySource
 from tfprof.agent.inprocess.stacks.code_capture import CodeCapture
 from tfprof.collector.cli import main as collector

@@ -9,7 +9,7 @@ import itertools
 import time
 
 from tests.traces import needs_traces, shared_traces
-from tests.unit.test_replay_source import FakeSink
+from tests.unit.replay_sink import FakeSink
 from tfprof.agent.inprocess.sources.replay import ReplaySource
 from tfprof.agent.inprocess.sources.replay_plan import LOOP_GAP_NS
 from tfprof.core.records import COLUMNS, RecordTable

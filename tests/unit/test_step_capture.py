@@ -11,7 +11,7 @@ import time
 import pytest
 
 from tests.traces import shared_traces
-from tests.unit.test_replay_source import FakeSink
+from tests.unit.replay_sink import FakeSink
 from tfprof.agent.inprocess import frames
 from tfprof.agent.inprocess.capture_control import ON_DEMAND, CaptureController, CaptureMode
 from tfprof.agent.inprocess.capture_control import CaptureSchedule as Schedule
