@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -95,3 +96,13 @@ def standalone_cluster(workers: int, work_dir: Path) -> Iterator[str]:
             except subprocess.TimeoutExpired:
                 daemon.proc.kill()
                 daemon.proc.wait()
+
+
+def wait_for_executors(spark: Any, wanted: int, timeout: float = 120) -> int:
+    """Executors registered with ``spark``'s driver (the driver itself not counted)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        executors = int(spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size()) - 1
+        if executors >= wanted or time.monotonic() > deadline:
+            return executors
+        time.sleep(0.5)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -13,7 +12,7 @@ from typing import Any
 import pytest
 
 from tests.integration.conftest import clean_env, collector_cmd
-from tests.integration.spark_cluster import standalone_cluster
+from tests.integration.spark_cluster import standalone_cluster, wait_for_executors
 from tests.integration.two_collectors import RUNS, write_lake
 from tfprof.collector.lake.schema import RECORD_TABLES
 from tfprof.collector.lake.views import KERNEL_SUMMARY
@@ -115,7 +114,7 @@ def test_spark_standalone_cluster_gets_exactly_duckdbs_answer(
             .getOrCreate()
         )
         try:
-            executors = _wait_for_executors(spark, 2)
+            executors = wait_for_executors(spark, 2)
             path = str(cluster.lake / "kernels")
             spark.read.option("basePath", path).parquet(path).createOrReplaceTempView("kernels")
             rows = spark.sql(ORDERED_SUMMARY).collect()
@@ -126,13 +125,3 @@ def test_spark_standalone_cluster_gets_exactly_duckdbs_answer(
     duck_rows = sql(ORDERED_SUMMARY, cluster.lake)
     assert len(spark_rows) == len(duck_rows) > 0
     assert spark_rows == duck_rows
-
-
-def _wait_for_executors(spark: Any, wanted: int, timeout: float = 120) -> int:
-    """Executors registered with the driver (the driver itself not counted)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        executors = int(spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size()) - 1
-        if executors >= wanted or time.monotonic() > deadline:
-            return executors
-        time.sleep(0.5)
