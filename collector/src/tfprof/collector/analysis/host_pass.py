@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Protocol, TypeVar, runtime_checkable
 import numpy as np
 
 from tfprof.collector.allocator import reusing_heap
+from tfprof.collector.analysis.clipped_rows import ProcessHost, clip_to_window
 from tfprof.collector.analysis.host_records import HOST_KINDS, HostRecords, LaunchCalls
 from tfprof.collector.jobdata import StreamData
 from tfprof.collector.timeline.prepare import TimeWindow, prepare_stream, rows_of
@@ -244,8 +245,6 @@ def _read_host(
     select: HostSelector,
     batch_rows: int,
 ) -> RecordSet:
-    from tfprof.collector.analysis.records import ProcessHost, _clip
-
     n = len(rs)
     # Narrow while every value fits (calls are fewer than GPU rows; a latency over 2 s
     # makes the column int64 from then on).
@@ -266,7 +265,7 @@ def _read_host(
                 kind = prep.column("kind")
                 name = table.names.intern_column(batch.strings, prep.column("name"), unnamed=0)
                 calls_in = rows_of(np.flatnonzero(kind == RecordKind.API), kind.shape[0])
-                start, end, _ = _clip(prep.start, prep.end, window)
+                start, end, _ = clip_to_window(prep.start, prep.end, window)
                 links.add(prep.column("correlation")[calls_in], prep.end[calls_in],
                           end[calls_in] - start[calls_in], name[calls_in])  # fmt: skip
                 m = kind.shape[0]

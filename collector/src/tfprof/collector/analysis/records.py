@@ -15,13 +15,14 @@ API call that launched it, the op it ran for, its launch latency and queue depth
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
 from tfprof.collector.allocator import reusing_heap
+from tfprof.collector.analysis.clipped_rows import ProcessHost, clip_to_window
 from tfprof.collector.analysis.host_pass import BATCH_ROWS, ProcessSpan, read_host
 from tfprof.collector.analysis.host_records import (
     HOST_COLUMNS,
@@ -135,17 +136,6 @@ class RecordSet:
         """The timeline track of records of ``process`` on ``device`` and ``stream``."""
         ref = self.processes[process]
         return TrackKey.for_stream(self.jobs[ref.job].label, ref.task, device, stream)
-
-
-@dataclass(frozen=True)
-class ProcessHost:
-    """A batch of one process's host rows in the window, as ``RecordSet.host`` would
-    hold them: ``columns`` are ``kind``, ``start``, ``end``, ``job``, ``process``,
-    ``thread`` and ``name`` of ``HOST_COLUMNS`` (global job, process and names ids);
-    ``names`` is the name table so far (every id in ``columns`` indexes it)."""
-
-    columns: Mapping[str, np.ndarray]
-    names: Sequence[str]
 
 
 class HostSelector(Protocol):
@@ -325,25 +315,6 @@ def _loaded(streams: Sequence[StreamData], host: bool) -> Iterator[None]:
         yield
 
 
-def _clip(
-    start: np.ndarray, end: np.ndarray, window: TimeWindow
-) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
-    """``[start, end)`` clipped to the window, and the share of each record kept (None: all)."""
-    if window.is_open:
-        return start, end, None
-    whole = end - start
-    if window.lo is not None:
-        start, end = np.maximum(start, window.lo), np.maximum(end, window.lo)
-    if window.hi is not None:
-        end = np.minimum(end, window.hi)
-    # A clipped copy keeps the share of its bytes that fits its clipped time, so rates
-    # (bytes / time) stay the copy's own.
-    cut = (end - start) < whole  # whole > 0 wherever this holds
-    if not cut.any():
-        return start, end, None
-    return start, end, np.where(cut, (end - start) / np.maximum(whole, 1), 1.0)
-
-
 class _Gpus:
     """Physical GPUs by UUID, numbered in order of appearance."""
 
@@ -469,7 +440,7 @@ class _Table:
         if m == 0:
             return
         rows = rows_of(idx, prep.start.shape[0])  # all, in a read without the host side
-        start, end, fraction = _clip(prep.start[rows], prep.end[rows], window)
+        start, end, fraction = clip_to_window(prep.start[rows], prep.end[rows], window)
         parts = self._parts
         parts["kind"].append(prep.column("kind")[rows].astype(np.int8, copy=False))
         parts["start"].append(start)
@@ -502,7 +473,7 @@ class _Table:
         if m == 0:
             return np.zeros(0, dtype=np.int64)
         kind = prep.column("kind")[idx]
-        start, end, _ = _clip(prep.start[idx], prep.end[idx], window)
+        start, end, _ = clip_to_window(prep.start[idx], prep.end[idx], window)
         marker = kind == RecordKind.MARKER
         category = prep.column("category")[idx]
         domain = self.names.intern_column(
