@@ -20,7 +20,7 @@ import pytest
 from tfprof.agent.inprocess import config, frames
 from tfprof.agent.inprocess.frames import FrameType
 from tfprof.agent.inprocess.process_hook import Hook
-from tfprof.agent.relay.daemon import NodeDaemon
+from tfprof.agent.launch.daemon import NodeDaemon
 from tfprof.agent.relay.socket_server import RelayServer
 from tfprof.collector.jobdata import StreamData
 from tfprof.collector.service.server import CollectorServer

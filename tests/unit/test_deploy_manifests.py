@@ -13,7 +13,7 @@ import pytest
 
 from tfprof.agent import cli
 from tfprof.agent.inprocess import config, identity
-from tfprof.agent.relay import daemon_env
+from tfprof.agent.launch import daemon_env
 from tfprof.collector import config as collector_config
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"

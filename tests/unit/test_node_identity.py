@@ -11,7 +11,7 @@ import pytest
 
 from tfprof.agent.inprocess import config, identity
 from tfprof.agent.inprocess.errors import UsageError
-from tfprof.agent.relay import daemon, daemon_env
+from tfprof.agent.launch import daemon, daemon_env
 from tfprof.core.names import is_safe_name
 
 

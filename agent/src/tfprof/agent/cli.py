@@ -161,8 +161,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _add_node_commands(sub: argparse._SubParsersAction[GuessingParser]) -> None:
     """``daemon``, ``env`` and ``bundle``: tracing without a launcher."""
-    from tfprof.agent.relay.daemon import DEFAULT_SOCKET
-    from tfprof.agent.relay.daemon_env import CAPTURE_MODES
+    from tfprof.agent.launch.daemon import DEFAULT_SOCKET
+    from tfprof.agent.launch.daemon_env import CAPTURE_MODES
 
     socket_help = (
         f"the daemon's Unix socket (default: {DEFAULT_SOCKET}) [env {config.OPTIONS['socket'].env}]"
@@ -261,8 +261,7 @@ def _add_node_commands(sub: argparse._SubParsersAction[GuessingParser]) -> None:
 
 def node_command(args: argparse.Namespace, cfg: config.AgentConfig) -> int:
     """``daemon``, ``env`` and ``bundle``."""
-    from tfprof.agent.launch import bundle
-    from tfprof.agent.relay import daemon, daemon_env
+    from tfprof.agent.launch import bundle, daemon, daemon_env
 
     if args.command == "bundle":
         for line in bundle.write_bundle(args.dir, args.python_abi):

@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from tfprof.agent.relay.run_owners import RunOwners
     from tfprof.agent.relay.socket_server import ConnectionLimits
 
-log = logging.getLogger("tfprof.agent.relay.daemon")
+log = logging.getLogger("tfprof.agent.launch.daemon")
 
 DEFAULT_SOCKET = "/run/tfprof/agent.sock"
 BOOTSTRAP_DIR = "bootstrap"  # beside the socket, unless --bootstrap-dir says otherwise
