@@ -115,8 +115,6 @@ def tile(source: Path, events: int, out: Path) -> int:
 
 def child_ours(path: str) -> dict[str, Any]:
     # Imports first, as HTA's child imports TraceAnalysis before its clock starts.
-    import tfprof.collector.analysis.tracefile
-    import tfprof.collector.commands.summary  # noqa: F401
     from tfprof.collector.cli import main
 
     with tempfile.NamedTemporaryFile(suffix=".json") as report:

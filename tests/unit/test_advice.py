@@ -17,11 +17,11 @@ from tfprof.collector.advice import RULE_NAMES, advise
 from tfprof.collector.advice.advice_render import JsonReporter, TextReporter
 from tfprof.collector.advice.base import Finding
 from tfprof.collector.analysis import AnalysisError
-from tfprof.collector.analysis.tracefile import job_from_trace
 from tfprof.collector.jobdata import JobData
 from tfprof.collector.read import engine
 from tfprof.collector.read.gpu_spans import GpuSpans, overlapping_time
 from tfprof.collector.read.needs import Got, Query, Sweep
+from tfprof.collector.read.trace_job import job_from_trace
 
 from .analysis_data import T0, US, copy, job, kernel, stream, sync
 from .stored_jobs import catalog_of

@@ -13,13 +13,13 @@ import pytest
 from tests.traces import shared_traces
 from tfprof.collector.advice import RULE_NAMES, advise
 from tfprof.collector.advice.base import Finding
-from tfprof.collector.analysis.tracefile import job_from_trace
 from tfprof.collector.lake.location import lake_of
 from tfprof.collector.lake.publish import compact_data_dir
 from tfprof.collector.lake.reader import open_jobs
 from tfprof.collector.lake.segments import collector_id
 from tfprof.collector.read import time_chunks
 from tfprof.collector.read.lake_catalog import catalog
+from tfprof.collector.read.trace_job import job_from_trace
 from tfprof.collector.store import Store
 from tfprof.collector.store.importer import import_files
 from tfprof.collector.timeline.prepare import TimeWindow

@@ -21,9 +21,9 @@ import pytest
 
 from tfprof.collector.analysis.intervals import gaps, merge_intervals
 from tfprof.collector.cli import main as collector
-from tfprof.collector.read.captured_time import Captured
 from tfprof.collector.read.carried_unions import NEVER, Unions
 from tfprof.collector.store import Store
+from tfprof.collector.timeline.captured_time import Captured
 from tfprof.proto import collector_pb2 as pb
 
 S = 10**9

@@ -13,8 +13,8 @@ import pytest
 
 from tests.unit.raw_stream import RawStream
 from tests.unit.test_server import batch, goodbye
-from tfprof.collector.service.capture_windows import CAPTURES_FILE
 from tfprof.collector.service.server import CollectorServer
+from tfprof.collector.store.capture_log import CAPTURES_FILE
 from tfprof.core.version import PROTOCOL_VERSION
 from tfprof.proto import collector_pb2 as pb
 from tfprof.proto import collector_pb2_grpc as pb_grpc

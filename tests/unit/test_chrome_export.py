@@ -111,7 +111,7 @@ def test_document_shape() -> None:
 
 
 def test_the_head_names_the_tool_before_any_event(tmp_path: Path) -> None:
-    from tfprof.collector.analysis.tracefile import _starts_like_our_export
+    from tfprof.collector.read.trace_job import _starts_like_our_export
     from tfprof.readers.load import json_trace_head
 
     out = write_timeline(sample_timeline(), tmp_path / "t.json")

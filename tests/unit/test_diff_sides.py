@@ -14,8 +14,8 @@ from tests.traces import shared_traces
 from tfprof.collector.cli import main
 from tfprof.collector.compare.diff_steps import Steps, parse_numbers, select_steps
 from tfprof.collector.errors import InvalidArgument, NotFound
-from tfprof.collector.service.capture_windows import CaptureLog
 from tfprof.collector.store import Store
+from tfprof.collector.store.capture_log import CaptureLog
 from tfprof.collector.store.importer import import_files
 from tfprof.proto import collector_pb2 as pb
 

@@ -24,8 +24,8 @@ from tfprof.collector.advice import (
     memory_capacity,
     sync_per_step,
 )
-from tfprof.collector.analysis.tracefile import job_from_trace
 from tfprof.collector.read.stall_gaps import SYNC_CALL
+from tfprof.collector.read.trace_job import job_from_trace
 
 from .stored_jobs import catalog_of
 

@@ -26,9 +26,9 @@ from tfprof.collector.analysis.host_records import queue_depth
 from tfprof.collector.analysis.memory_view import NO_MEMORY, memory_rows
 from tfprof.collector.analysis.ops import NO_RANGES, op_rows
 from tfprof.collector.analysis.scopes import scope_path, scope_rows
-from tfprof.collector.analysis.tracefile import job_from_trace
 from tfprof.collector.cli import main
 from tfprof.collector.errors import AnalysisError
+from tfprof.collector.read.trace_job import job_from_trace
 
 KINETO = ["simple_add.json.gz", "event_sync_multi_stream.json.gz"]
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")

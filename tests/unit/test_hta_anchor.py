@@ -32,7 +32,7 @@ from tfprof.collector.analysis.kernels import kernel_rows
 from tfprof.collector.analysis.launch import launch_rows
 from tfprof.collector.analysis.memcpy import memcpy_rows
 from tfprof.collector.analysis.streams import stream_rows
-from tfprof.collector.analysis.tracefile import job_from_trace
+from tfprof.collector.read.trace_job import job_from_trace
 
 hta_trace_analysis = pytest.importorskip("hta.trace_analysis")
 

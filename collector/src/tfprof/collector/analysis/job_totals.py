@@ -14,9 +14,9 @@ import numpy as np
 
 from tfprof.collector.analysis.records import RecordSet
 from tfprof.collector.analysis.units import us
-from tfprof.collector.lake.captured import union_ns
 from tfprof.collector.read.engine import SPANS, Read
 from tfprof.collector.read.needs import Got, Query, Sweep
+from tfprof.collector.store.traced_windows import union_ns
 from tfprof.core.records import RecordKind
 
 NAME_FIELD = "job"

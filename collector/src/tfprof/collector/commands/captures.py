@@ -41,8 +41,8 @@ def read_captures(args: argparse.Namespace) -> list[pb.Capture]:
     import grpc
 
     from tfprof.collector.errors import InvalidArgument
-    from tfprof.collector.service.capture_windows import CaptureLog
     from tfprof.collector.store import Store
+    from tfprof.collector.store.capture_log import CaptureLog
     from tfprof.proto import collector_pb2 as pb
 
     if args.data_dir:
@@ -71,7 +71,8 @@ def window_length(capture: pb.Capture) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tfprof.collector.service.capture_windows import describe_targets, to_json
+    from tfprof.collector.service.capture_windows import describe_targets
+    from tfprof.collector.store.capture_log import to_json
     from tfprof.collector.terminal import TextWriter
 
     captures = read_captures(args)

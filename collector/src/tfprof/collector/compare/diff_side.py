@@ -90,7 +90,7 @@ def _capture(
     role: str, text: str, data_dirs: tuple[str, ...]
 ) -> tuple[str, str, TimeWindow, frozenset[tuple[str, str]], str]:
     """The capture's job, run, window and (host, task) processes."""
-    from tfprof.collector.service.capture_windows import CaptureLog
+    from tfprof.collector.store.capture_log import CaptureLog
 
     wanted = text[len(CAPTURE_PREFIX) :]
     found = [c for d in data_dirs for c in CaptureLog(d).read() if c.capture_id == wanted]

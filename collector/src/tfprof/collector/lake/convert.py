@@ -10,7 +10,7 @@ holds a chunk's columns, never the whole range's. Times come out on the collecto
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,10 +20,10 @@ from google.protobuf.message import DecodeError
 
 from tfprof.collector.jobdata import HOST_COLUMNS, RECORD_COLUMNS
 from tfprof.collector.lake.arrays import arrow_numbers, arrow_strings
-from tfprof.collector.lake.captured import Row, edge_of, stream_windows, window_table
 from tfprof.collector.lake.collective_columns import expand
 from tfprof.collector.lake.logstate import LogNotes, notes_of
 from tfprof.collector.lake.schema import (
+    CAPTURE_WINDOWS,
     DEVICES,
     GOODBYES,
     HOST_SAMPLES,
@@ -37,6 +37,7 @@ from tfprof.collector.lake.schema import (
 )
 from tfprof.collector.lake.stack_rows import StackRows
 from tfprof.collector.store.loader import check_int64, record_shift
+from tfprof.collector.store.traced_windows import Row, edge_of, stream_windows
 from tfprof.core import batchlog
 from tfprof.proto import collector_pb2 as pb
 
@@ -377,3 +378,14 @@ def _names(indices: np.ndarray, strings: list[str]) -> pa.DictionaryArray:
     return pa.DictionaryArray.from_arrays(
         arrow_numbers(local.astype(np.int32).reshape(-1), pa.int32()), arrow_strings(names)
     )
+
+
+def window_table(stream_id: str, rows: Sequence[Row]) -> pa.Table:
+    columns = {
+        "stream_id": arrow_strings([stream_id] * len(rows)),
+        "mode": arrow_strings([r[0] for r in rows]),
+        "capture_id": arrow_strings([r[1] for r in rows]),
+        "start_ns": arrow_numbers(np.array([r[2] for r in rows], np.int64), pa.int64()),
+        "end_ns": arrow_numbers(np.array([r[3] for r in rows], np.int64), pa.int64()),
+    }
+    return pa.Table.from_arrays(list(columns.values()), schema=CAPTURE_WINDOWS.schema)

@@ -123,7 +123,7 @@ WITH s AS (
   SELECT job, run, count(DISTINCT stream_id) AS live FROM live_streams GROUP BY job, run
 ), w AS (
   -- Captured time: the union of the run's capture windows (a stream traced throughout
-  -- has one, its span), as lake/captured.py's union_ns measures it.
+  -- has one, its span), as store/traced_windows.py's union_ns measures it.
   SELECT job, run, sum(e - s) AS captured_ns FROM (
     SELECT job, run, island, min(start_ns) AS s, max(end_ns) AS e FROM (
       SELECT *, sum(CASE WHEN reach IS NULL OR start_ns > reach THEN 1 ELSE 0 END)

@@ -21,7 +21,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from tfprof.collector.read.captured_time import Captured
+from tfprof.collector.timeline.captured_time import Captured
 
 NONE = int(np.iinfo(np.int64).min)
 NEVER = int(np.iinfo(np.int64).max)

@@ -28,11 +28,11 @@ import numpy as np
 from tfprof.collector.lake.damaged import DamagedFile, damaged_file, probe, report
 from tfprof.collector.lake.reader import GPU_TABLES
 from tfprof.collector.read import clipped_sql
-from tfprof.collector.read.captured_time import Captured, captured_of
 from tfprof.collector.read.lake_catalog import Catalog
 from tfprof.collector.read.needs import Got, Need, Query, Sweep, SweepState
 from tfprof.collector.read.refs import GpuRef, JobRef, ProcessRef
 from tfprof.collector.read.time_chunks import ALWAYS, UNKNOWN, Damage, Run, chunks, plan_runs
+from tfprof.collector.timeline.captured_time import Captured, captured_of
 from tfprof.collector.timeline.prepare import NameTable
 
 log = logging.getLogger("tfprof.collector.read")

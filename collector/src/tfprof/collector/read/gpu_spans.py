@@ -23,12 +23,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tfprof.collector.read.captured_time import Captured
 from tfprof.collector.read.engine import SPANS, Read
 from tfprof.collector.read.island_stream import Islands, IslandStream
 from tfprof.collector.read.needs import Query
 from tfprof.collector.read.settled_chunks import Settled
 from tfprof.collector.read.time_chunks import Chunk
+from tfprof.collector.timeline.captured_time import Captured
 
 GPU_TABLES = frozenset({"kernels", "copies", "memsets", "syncs"})
 KERNEL, WORK = 1, (1, 2, 3)

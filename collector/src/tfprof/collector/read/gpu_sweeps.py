@@ -16,10 +16,10 @@ from typing import Any
 
 import numpy as np
 
-from tfprof.collector.read.captured_time import Captured
 from tfprof.collector.read.carried_unions import Unions
 from tfprof.collector.read.engine import Read
 from tfprof.collector.read.time_chunks import Chunk
+from tfprof.collector.timeline.captured_time import Captured
 
 GPU_TABLES = frozenset({"kernels", "copies", "memsets", "syncs"})
 KERNEL, COPY, SYNC = 1, 2, 4

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from tfprof.collector.jobdata import JobData, StreamData
-from tfprof.collector.read.captured_time import Captured, captured_of
+from tfprof.collector.timeline.captured_time import Captured, captured_of
 from tfprof.collector.timeline.prepare import TimeWindow, host_samples
 
 

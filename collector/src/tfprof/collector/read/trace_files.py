@@ -1,7 +1,7 @@
 """Trace files read the way stored jobs are: each imported into a lake held in memory.
 
 A file (embedded mode's output, an export of ours, a Kineto or TF timeline trace) is
-read by the importer and given its identity by ``analysis.tracefile`` (our own export
+read by the importer and given its identity by ``read.trace_job`` (our own export
 says its job, run, task, host, pid, GPUs and host samples; other files are named after
 the file, their GPUs too), then converted into the lake's tables exactly as compaction
 converts a stream's batches (``lake.convert.lake_table``) and handed to the read as a
@@ -19,15 +19,15 @@ import numpy as np
 
 from tfprof.collector.errors import InvalidArgument
 from tfprof.collector.jobdata import JobData, StreamData
-from tfprof.collector.lake.captured import ALWAYS
 from tfprof.collector.lake.convert import OutOfRange, lake_table
 from tfprof.collector.lake.reader import LakeJobs, LakeStream, StreamParts
 from tfprof.collector.lake.schema import HOST_SAMPLES, RECORD_TABLES
+from tfprof.collector.store.traced_windows import ALWAYS
 
 
 def read_trace_files(paths: Sequence[str | os.PathLike[str]]) -> LakeJobs:
     """Each file as one job of lake streams (its identity as ``job_from_trace`` gives it)."""
-    from tfprof.collector.analysis.tracefile import job_from_trace
+    from tfprof.collector.read.trace_job import job_from_trace
 
     jobs = []
     for path in paths:

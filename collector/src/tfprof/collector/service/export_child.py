@@ -21,8 +21,8 @@ from tfprof.proto import collector_pb2 as pb
 
 def export_to(data_dir: str, request: pb.ExportRequest, out: BinaryIO) -> pb.ExportDone:
     """Write the trace ``request`` asks for of ``data_dir``'s jobs into ``out``."""
-    from tfprof.collector.commands.export import stored_jobs, time_window
     from tfprof.collector.export import gzip_name_of, make_reporter, render_to
+    from tfprof.collector.export.selection import stored_jobs, time_window
     from tfprof.collector.timeline.build import timeline_parts
 
     names = list(request.jobs) or None

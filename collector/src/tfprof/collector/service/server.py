@@ -30,7 +30,6 @@ from tfprof.collector.config import CollectorConfig, read_file_text, read_token,
 from tfprof.collector.errors import AddressInUse, CannotListen
 from tfprof.collector.service.auth import Authorizer, TokenAuthInterceptor
 from tfprof.collector.service.byte_budget import ByteBudget
-from tfprof.collector.service.capture_windows import CaptureLog
 from tfprof.collector.service.messages import OVERSIZE_HEADROOM
 from tfprof.collector.service.metrics import CollectorMetrics
 from tfprof.collector.service.servicer import (
@@ -41,6 +40,7 @@ from tfprof.collector.service.servicer import (
     status_for,
 )
 from tfprof.collector.store import Store
+from tfprof.collector.store.capture_log import CaptureLog
 from tfprof.core.redact import patterns_from
 
 __all__ = ["DEFAULT_MAX_MESSAGE_BYTES", "SERVICE_NAME", "CollectorServer", "status_for"]

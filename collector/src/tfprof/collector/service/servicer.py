@@ -57,6 +57,7 @@ from tfprof.collector.service.stream_call import StreamCall
 from tfprof.collector.service.streams_registry import LiveStream, StreamRegistry
 from tfprof.collector.service.tokens import Scope
 from tfprof.collector.store import Store
+from tfprof.collector.store.capture_log import CaptureLog, matches
 from tfprof.core.errors import InputError, TfprofError
 from tfprof.core.ratelimit import RateLimitedLog
 from tfprof.core.redact import DEFAULT_PATTERNS
@@ -129,7 +130,7 @@ class CollectorServicer:
         budget: ByteBudget,
         storage: ThreadPoolExecutor,
         control: ThreadPoolExecutor,
-        capture_log: capture_windows.CaptureLog,
+        capture_log: CaptureLog,
         access: Access | None = None,
     ) -> None:
         self.store = store
@@ -208,7 +209,7 @@ class CollectorServicer:
             capture_windows.check_request(request)
             now = time.time_ns()
             capture = capture_windows.new_capture(request, now)
-            targets = [s for s in self.registry if capture_windows.matches(request, s.identity)]
+            targets = [s for s in self.registry if matches(request, s.identity)]
             if not targets:
                 raise capture_windows.no_match(request, len(self.registry))
             capture.streams.extend(s.identity for s in targets)
@@ -273,7 +274,7 @@ class CollectorServicer:
         """A stream said hello: make it reachable, and send it the windows still open."""
         self.registry.add(stream)
         for capture in capture_windows.still_open(self.open_captures, time.time_ns()):
-            if capture_windows.matches(capture.request, stream.identity):
+            if matches(capture.request, stream.identity):
                 stream.push(capture_windows.window_of(capture))
 
     async def _control(self, fn: Callable[..., T], *args: object) -> T:

@@ -13,10 +13,10 @@ from pathlib import Path
 
 from google.protobuf.message import DecodeError
 
-from tfprof.collector.lake.captured import stream_windows, union_ns
 from tfprof.collector.store.files import is_streaming, size_and_mtime
 from tfprof.collector.store.loader import UnreadableStream, check_int64, record_shift, stream_dirs
 from tfprof.collector.store.stream_counts import StreamSummary, read_log_state
+from tfprof.collector.store.traced_windows import stream_windows, union_ns
 from tfprof.proto import collector_pb2 as pb
 
 log = logging.getLogger("tfprof.collector.store")
@@ -70,7 +70,7 @@ class JobInfo:
     # Streams whose process ended without its goodbye, as their relay saw it: "ended by
     # signal 15" and the like, with how many.
     ended: dict[str, int] = field(default_factory=dict)
-    # The windows its streams were traced in, collector clock (lake/captured.py), and
+    # The windows its streams were traced in, collector clock (store/traced_windows.py), and
     # their union's length: what analyses count as captured time.
     windows: list[tuple[int, int]] = field(default_factory=list)
     captured_ns: int = 0

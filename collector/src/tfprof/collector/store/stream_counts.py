@@ -36,7 +36,7 @@ class StreamSummary:
     dropped_queue: int = 0
     lost_records: int = 0  # in entries found damaged since (not in ``records``)
     # Capture edges the hook reported: [on, at_ns (host clock), the clock offset that
-    # batch carried (None: the hello's)], so listing knows the windows (lake/captured.py).
+    # batch carried (None: the hello's)], so listing knows the windows (store/traced_windows.py).
     edges: list[list[Any]] = field(default_factory=list)
     clock_offset_ns: int | None = None  # the latest Batch.clock_offset_ns
 

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from tfprof.collector.jobdata import DropCounts, JobData, StreamData
-from tfprof.collector.lake.captured import ALWAYS, union_ns
+from tfprof.collector.store.traced_windows import ALWAYS, union_ns
 from tfprof.collector.timeline.model import GroupBy
 from tfprof.collector.timeline.prepare import PreparedStream, TimeWindow
 from tfprof.core.records import RecordKind

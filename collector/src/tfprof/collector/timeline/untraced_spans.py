@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from tfprof.collector.jobdata import RECORD_COLUMNS, StreamData
-from tfprof.collector.read.captured_time import captured_of
+from tfprof.collector.timeline.captured_time import captured_of
 from tfprof.collector.timeline.layout import Layout
 from tfprof.collector.timeline.model import SliceTrack
 from tfprof.collector.timeline.prepare import NameTable, TimeWindow

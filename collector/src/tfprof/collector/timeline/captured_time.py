@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from tfprof.collector.jobdata import StreamData
-from tfprof.collector.lake.captured import follows_windows
+from tfprof.collector.store.traced_windows import follows_windows
 
 
 class Captured:

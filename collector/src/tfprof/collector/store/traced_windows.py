@@ -16,11 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import numpy as np
-import pyarrow as pa
-
-from tfprof.collector.lake.arrays import arrow_numbers, arrow_strings
-from tfprof.collector.lake.schema import CAPTURE_WINDOWS
+from tfprof.collector.store.capture_log import CaptureLog
 from tfprof.proto import collector_pb2 as pb
 
 if TYPE_CHECKING:
@@ -66,8 +62,6 @@ def window_rows(
 def captures_of(data_dir: Path, hello: pb.Hello) -> list[tuple[str, int, int]]:
     """(capture id, start, end) of each capture the collector sent the stream: captures
     name a stream by its process (job, run, host, pid, task), never by its stream id."""
-    from tfprof.collector.service.capture_windows import CaptureLog
-
     me = (hello.job, hello.run_id, hello.host, hello.pid, hello.task)
     found = []
     for capture in CaptureLog(data_dir).read():
@@ -77,17 +71,6 @@ def captures_of(data_dir: Path, hello: pb.Hello) -> list[tuple[str, int, int]]:
                 (capture.capture_id, capture.start_ns, capture.start_ns + capture.duration_ns)
             )
     return found
-
-
-def window_table(stream_id: str, rows: Sequence[Row]) -> pa.Table:
-    columns = {
-        "stream_id": arrow_strings([stream_id] * len(rows)),
-        "mode": arrow_strings([r[0] for r in rows]),
-        "capture_id": arrow_strings([r[1] for r in rows]),
-        "start_ns": arrow_numbers(np.array([r[2] for r in rows], np.int64), pa.int64()),
-        "end_ns": arrow_numbers(np.array([r[3] for r in rows], np.int64), pa.int64()),
-    }
-    return pa.Table.from_arrays(list(columns.values()), schema=CAPTURE_WINDOWS.schema)
 
 
 def edge_of(edge: pb.CaptureEdge, shift_ns: int) -> tuple[bool, int]:
