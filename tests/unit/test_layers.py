@@ -8,22 +8,28 @@
   job's interpreter) import, wherever they import, only each other and, at module level,
   the standard library; pyproject.toml holds exactly their folders to Python 3.9;
 - no agent module imports the collector's third-party dependencies at module level.
+
+The imports are read by ``tests/import_graph.py``; ``test_import_graph.py`` checks the
+layers inside the collector and the agent, and that no imports form a cycle.
 """
 
 from __future__ import annotations
 
-import ast
 import sys
-from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 import tomllib
 
+from tests.import_graph import (
+    ROOT,
+    SOURCE_ROOTS,
+    Import,
+    all_imports,
+    first_party_modules,
+    imports_of,
+)
 from tfprof.agent.launch import bundle
 
-ROOT = Path(__file__).resolve().parents[2]
-SOURCE_ROOTS = [ROOT / d / "src" for d in ("proto", "readers", "agent", "collector")]
 EMBEDDED_FACADE = "tfprof.collector.embedded"
 # The collector's third-party dependencies, none of which a training image needs.
 COLLECTOR_ONLY = {
@@ -32,75 +38,6 @@ COLLECTOR_ONLY = {
 # Imported by the bootstrap in every traced process, before user code.
 HOOK_ENTRY = "tfprof.agent.inprocess.hook"
 IN_PROCESS = bundle.IN_PROCESS_PACKAGES
-
-
-@dataclass(frozen=True)
-class Import:
-    module: str  # importing module
-    target: str  # imported module (absolute)
-    top_level: bool  # executed at import time (not inside a function)
-    line: int
-
-
-def module_name(path: Path, root: Path) -> str:
-    parts = list(path.relative_to(root).with_suffix("").parts)
-    if parts[-1] == "__init__":
-        parts.pop()
-    return ".".join(parts)
-
-
-def imports_of(source: str, module: str, is_package: bool) -> list[Import]:
-    tree = ast.parse(source)
-    found: list[Import] = []
-
-    def visit(node: ast.AST, top: bool) -> None:
-        for child in ast.iter_child_nodes(node):
-            inner = top and not isinstance(
-                child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda
-            )
-            if isinstance(child, ast.Import):
-                found.extend(Import(module, a.name, top, child.lineno) for a in child.names)
-            elif isinstance(child, ast.ImportFrom):
-                base = child.module or ""
-                if child.level:
-                    package = module.split(".") if is_package else module.split(".")[:-1]
-                    package = package[: len(package) - (child.level - 1)]
-                    base = ".".join([*package, base] if base else package)
-                found.append(Import(module, base, top, child.lineno))
-                # `from tfprof.agent.inprocess import hook` imports tfprof.agent.inprocess.hook
-                found.extend(
-                    Import(module, f"{base}.{a.name}", top, child.lineno) for a in child.names
-                )
-            elif isinstance(child, ast.If) and _is_type_checking(child):
-                continue  # typing-only imports never run
-            visit(child, inner)
-
-    visit(tree, True)
-    return found
-
-
-def _is_type_checking(node: ast.If) -> bool:
-    test = node.test
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
-    )
-
-
-def first_party_modules() -> dict[str, Path]:
-    modules: dict[str, Path] = {}
-    for root in SOURCE_ROOTS:
-        for path in root.rglob("*.py"):
-            if path.name.endswith(("_pb2.py", "_pb2_grpc.py")):
-                continue
-            modules[module_name(path, root)] = path
-    return modules
-
-
-def all_imports(modules: dict[str, Path]) -> list[Import]:
-    result: list[Import] = []
-    for name, path in modules.items():
-        result.extend(imports_of(path.read_text(), name, path.name == "__init__.py"))
-    return result
 
 
 def top(name: str) -> str:
