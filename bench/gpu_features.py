@@ -34,6 +34,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from tfprof.collector.lake.dist_sql import COMM_NAME
+
 Check = tuple[str, Any, Any, bool]  # what, wanted, got, passed
 
 HERE = Path(__file__).resolve()
@@ -50,6 +52,8 @@ for step in range(STEPS):
     loss.backward()
     for p in model.parameters():
         dist.all_reduce(p.grad)
+        # An average: on one rank NCCL runs it as a kernel (oneRankReduce), a sum as none.
+        dist.all_reduce(p.grad, op=dist.ReduceOp.AVG)
     opt.step()
 torch.cuda.synchronize()
 dist.destroy_process_group()
@@ -150,29 +154,36 @@ def on_demand(collector: str, data_dir: str) -> list[Check]:
     ]
 
 
-def torch_steps(collector: str, data_dir: str, tmp: str) -> list[Check]:
+def torch_steps(collector: str, data_dir: str, tmp: str, keep: Path | None) -> list[Check]:
     script = Path(tmp) / "torch_job.py"
     script.write_text(TORCH_JOB.replace("STEPS", str(STEPS)))
     agent_run(collector, "torch-steps", [], [sys.executable, str(script)])
     cli("tfprof.collector.cli", "compact", "--data-dir", data_dir)
     steps = sql(data_dir, "SELECT count(*) AS n FROM steps WHERE job = 'torch-steps'")[0]["n"]
-    nccl = sql(data_dir, "SELECT count(*) AS n FROM kernels WHERE job = 'torch-steps' "
-                         "AND name LIKE 'nccl%'")[0]["n"]  # fmt: skip
+    nccl = sql(data_dir, "SELECT count(*) AS n FROM kernels WHERE job = 'torch-steps' AND "
+                         f"{COMM_NAME.replace('@N@', 'name')}")[0]["n"]  # fmt: skip
     view = cli("tfprof.collector.cli", "summary", "--data-dir", data_dir, "--job", "torch-steps",
                "--view", "collectives", "--format", "json")  # fmt: skip
-    classified = 0
+    classified = annotated = 0
     if view.returncode == 0:
-        classified = sum(int(r.get("calls") or r.get("count") or 0)
-                         for r in json.loads(view.stdout).get("rows", []))  # fmt: skip
-    # NCCL runs a one-rank all_reduce without a kernel (nothing to exchange), and two
-    # ranks cannot share one GPU: on one GPU the collectives view has nothing to classify.
-    want_nccl = "none (1 GPU)" if torch_gpus() < 2 else "> 0"
+        for r in json.loads(view.stdout).get("rows", []):
+            classified += int(r.get("calls") or 0)
+            annotated += sum(int(x.split()[1]) for x in r.get("source", [])
+                             if x.startswith("annotation"))  # fmt: skip
+    if keep is not None:
+        keep.mkdir(parents=True, exist_ok=True)
+        cli("tfprof.collector.cli", "export", "--data-dir", data_dir, "--job", "torch-steps",
+            "-o", str(keep / "torch_nccl_one_rank.trace.json.gz"))  # fmt: skip
+    # Two ranks cannot share one GPU; on one, a sum runs as no kernel at all and an
+    # average as NCCL's oneRankReduce kernel, one per all_reduce(AVG) call.
+    want_nccl = STEPS * 2 if torch_gpus() < 2 else 0
     return [
         # The first step's start and the last step's end are seen by no hook
         # (step_markers.py): N optimizer steps make N - 1 STEP records.
         ("STEP records of optimizer steps", STEPS - 1, steps, steps == STEPS - 1),
-        ("NCCL kernels stored", want_nccl, nccl, nccl > 0 or torch_gpus() < 2),
+        ("NCCL kernels stored", f">= {want_nccl or 1}", nccl, nccl >= (want_nccl or 1)),
         ("collectives view calls", f"= {nccl}", classified, classified == nccl),
+        ("typed by NCCL's NVTX range", f"= {nccl}", annotated, annotated == nccl),
     ]
 
 
@@ -186,6 +197,8 @@ def torch_gpus() -> int:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", type=Path, help="also write the results here")
+    parser.add_argument("--keep", type=Path, help="write the PyTorch/NCCL job's trace here "
+                        "(Chrome JSON; tests/data/traces/gpu-h200's fixture)")  # fmt: skip
     args = parser.parse_args()
     try:
         import importlib
@@ -210,7 +223,7 @@ def main() -> int:
             features: list[tuple[str, Callable[[], list[Check]]]] = [
                 ("launch stacks", partial(launch_stacks, address, data_dir)),
                 ("on-demand with finalize", partial(on_demand, address, data_dir)),
-                ("torch steps and NCCL", partial(torch_steps, address, data_dir, tmp)),
+                ("torch steps and NCCL", partial(torch_steps, address, data_dir, tmp, args.keep)),
             ]
             for name, check in features:
                 try:

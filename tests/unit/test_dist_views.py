@@ -45,6 +45,9 @@ NAMES = [
     ("ncclSymkDevKernel_AllReduce_RSxLD_AGxST_sum_bf16(ncclSymkDevWorkArgs4K)", "AllReduce",
      "RSxLD_AGxST"),
     ("nccldevkernel_allreduce_sum_f32_ring_ll", "AllReduce", "not TREE"),
+    # NCCL 2.28 on one rank, an average (recorded on an H200): no collective in the name
+    ("__nv_static_32__b4148644_10_onerank_cu_fdf47990__ZN43_GLOBAL__N__b4148644_10_onerank_cu"
+     "_fdf4799013oneRankReduceI13FuncPreMulSumIfEEEvPvS3_mmb", "Generic", ""),
 ]  # fmt: skip
 
 
@@ -66,7 +69,7 @@ def test_compute_kernels_are_not_communication() -> None:
 
     for name, *_ in NAMES:
         sql = COMM_NAME.replace("@N@", "?")
-        assert duckdb.execute(f"SELECT {sql}", [name, name]).fetchone() == (True,)
+        assert duckdb.execute(f"SELECT {sql}", [name] * sql.count("?")).fetchone() == (True,)
 
 
 def test_collectives_of_the_ddp_trace_come_from_kineto_args() -> None:

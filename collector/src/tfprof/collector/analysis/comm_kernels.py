@@ -9,10 +9,12 @@
 - NCCL 2.27+ symmetric kernels: ``ncclSym[k]DevKernel_<Coll>_<algo>[_<red>_<type>]``: one
   operation per launch, its algorithm exact.
 - RCCL (ROCm 6): ``ncclDevKernel_Generic`` for everything: no collective in the name.
+- A one-rank communicator: no ring kernel; a reduction other than a plain sum runs
+  ``oneRankReduce<FuncPreMulSum<T>>`` (a C++ name, mangled), the rest are copies.
 
 A name says at best the first collective of its launch (NCCL's own words): the type a
-view reports comes from Kineto's args or PyTorch's ``nccl:<op>`` range when there is
-one (``lake.collective_sql``); the name gives the algorithm, never the protocol.
+view reports comes from Kineto's args, PyTorch's ``nccl:<op>`` range or NCCL's own NVTX
+range when there is one (``lake.collective_sql``); the name gives the algorithm, never the protocol.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import re
 from dataclasses import dataclass
 
 COMM = re.compile(r"^(nccl|rccl)\w*kernel", re.IGNORECASE)
+ONE_RANK = "onerankreduce"
 _FAMILY = re.compile(
     r"^(ncclSymkDevKernel|ncclSymDevKernel|ncclDevKernelDebug|ncclDevKernel|ncclKernel|"
     r"rcclKernel)_(\w+)",
@@ -39,9 +42,10 @@ class CommKernel:
 
 
 def is_comm(name: str) -> bool:
-    """HTA's communication class (``^nccl.*Kernel``), RCCL and lower case too; the SQL
-    side's LIKE test (``dist_sql.COMM_NAME``) is the same on every NCCL/RCCL name."""
-    return COMM.match(name) is not None
+    """HTA's communication class (``^nccl.*Kernel``), RCCL and lower case too, and NCCL's
+    one-rank reduction (``oneRankReduce`` anywhere in the mangled name); the SQL side's
+    LIKE test (``dist_sql.COMM_NAME``) is the same on every such name."""
+    return COMM.match(name) is not None or ONE_RANK in name.lower()
 
 
 def parse(name: str) -> CommKernel | None:

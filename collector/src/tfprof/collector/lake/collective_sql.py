@@ -3,8 +3,9 @@ inputs and adapters; DuckDB for the CLI and ``sql``, Spark SQL over the same fil
 
 A collective call is one communication kernel (NCCL ``ncclKernel_*``/``ncclDevKernel_*``,
 RCCL). Its type comes, in this order, from Kineto's collective args on the kernel, from
-the ``nccl:<op>`` range the launching call ran inside (PyTorch's annotation: a kernel
-name only says the first operation of a launch, e.g. ``SendRecv`` for an all-to-all),
+the ``nccl:<op>`` range (PyTorch's annotation) or NCCL's own NVTX range (``ncclAllReduce``)
+the launching call ran inside (a kernel name only says the first operation of a launch,
+e.g. ``SendRecv`` for an all-to-all),
 and from the kernel's name. Its process group is Kineto's process group name, else the
 kernel's CUDA stream (ProcessGroupNCCL runs each group on its own stream). The k-th call
 of a process group on each rank (in launch order) is one collective across the ranks;
@@ -13,7 +14,14 @@ its *arrival* on a rank is the kernel's start on the collector's clock.
 
 from __future__ import annotations
 
-from tfprof.collector.lake.dist_sql import LAUNCHED, PERIODIC, RANGES, type_of_args, type_of_name
+from tfprof.collector.lake.dist_sql import (
+    LAUNCHED,
+    PERIODIC,
+    RANGE_OP,
+    RANGES,
+    type_of_args,
+    type_of_name,
+)
 
 # Bytes per element of Kineto's dtype names.
 DTYPE_BYTES = {"Float": 4, "Half": 2, "BFloat16": 2, "Double": 8, "Long": 8, "Int": 4,
@@ -47,7 +55,7 @@ encl AS (
 comm0 AS (
   SELECT g.rk, g.jb, g.device, g.stream, g.s, g.e, g.name, g.ls, o.num AS step,
          CASE WHEN g.coll IS NOT NULL THEN {type_of_args("g.coll")}
-              WHEN n.rname IS NOT NULL THEN {type_of_args("substr(n.rname, 6)")}
+              WHEN n.rname IS NOT NULL THEN {type_of_args(RANGE_OP.replace("@N@", "n.rname"))}
               ELSE {type_of_name("g.name")} END AS ctype,
          CASE WHEN g.coll IS NOT NULL THEN 'args' WHEN n.rname IS NOT NULL THEN 'annotation'
               ELSE 'name' END AS source,

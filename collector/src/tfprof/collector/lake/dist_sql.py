@@ -11,7 +11,8 @@ read engine, ``LAKE`` for the lake's tables):
 - ``calls``: CUDA API calls (``rk``, ``thread``, ``name``, ``s``, ``e``, ``corr``);
 - ``marks``: step starts (``rk``, ``num``, ``s``, ``e``, ``src``: 1 a framework step
   range ``ProfilerStep#N``, 2 a STEP record of the hook's zero-code markers);
-- ``ranges``: host ranges named ``nccl:<op>`` (``rk``, ``thread``, ``name``, ``s``, ``e``).
+- ``ranges``: host ranges named ``nccl:<op>`` or after an NCCL call (``RANGE_NAME``;
+  ``rk``, ``thread``, ``name``, ``s``, ``e``).
 
 Only portable SQL: window functions with ROWS frames, CASE, LIKE, joins on equality, no
 ASOF or range joins (a launch finds its step by a running max over one time order), and
@@ -25,8 +26,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-# Communication kernels by name: HTA's ``^nccl.*Kernel`` class, RCCL and lower case too.
-COMM_NAME = "(lower(@N@) LIKE 'nccl%kernel%' OR lower(@N@) LIKE 'rccl%kernel%')"
+# Communication kernels by name: HTA's ``^nccl.*Kernel`` class, RCCL and lower case too;
+# and NCCL's ``oneRankReduce``, what a one-rank communicator runs for a reduction that
+# is not a plain sum (an average: PreMulSum) instead of a ring kernel (seen on an H200,
+# NCCL 2.28: bench/results/gpu_features-h200.txt).
+COMM_NAME = (
+    "(lower(@N@) LIKE 'nccl%kernel%' OR lower(@N@) LIKE 'rccl%kernel%' "
+    "OR lower(@N@) LIKE '%onerankreduce%')"
+)
+# Host ranges that say which collective a launch ran: PyTorch's ``nccl:<op>`` annotation
+# and NCCL's own NVTX ranges, named after its API call (``ncclAllReduce``).
+NCCL_CALLS = ("ncclAllReduce", "ncclAllGather", "ncclReduceScatter", "ncclBroadcast",
+              "ncclBcast", "ncclReduce", "ncclAlltoAll", "ncclAllToAll", "ncclAlltoAllv",
+              "ncclSend", "ncclRecv", "ncclGather", "ncclScatter")  # fmt: skip
+RANGE_NAME = f"(name LIKE 'nccl:%' OR name IN ({', '.join(repr(n) for n in NCCL_CALLS)}))"
+# A range's operation: ``nccl:all_reduce`` -> ``all_reduce``, ``ncclAllReduce`` -> ``AllReduce``.
+RANGE_OP = "CASE WHEN @N@ LIKE 'nccl:%' THEN substr(@N@, 6) ELSE substr(@N@, 5) END"
 # Kineto's "Collective name" and a kernel's name, as one collective type.
 _TYPES = (
     ("allreduce", ("allreduce", "all_reduce", "allreduce_coalesced", "nccl:all_reduce")),
@@ -35,8 +50,8 @@ _TYPES = (
                    "allgather_coalesced")),
     ("reducescatter", ("reducescatter", "reduce_scatter", "_reduce_scatter_base",
                        "reduce_scatter_tensor_coalesced")),
-    ("alltoall", ("all_to_all", "all_to_allv", "alltoall", "alltoall_base")),
-    ("broadcast", ("broadcast",)),
+    ("alltoall", ("all_to_all", "all_to_allv", "alltoall", "alltoall_base", "alltoallv")),
+    ("broadcast", ("broadcast", "bcast")),
     ("reduce", ("reduce",)),
     ("sendrecv", ("send", "recv", "sendrecv")),
     ("barrier", ("barrier",)),
@@ -95,7 +110,7 @@ ENGINE = Adapter(
     f"WHERE kind = 6 AND {_PROFILER_STEP} "
     "UNION ALL SELECT process AS rk, external_id AS num, s, e, 2 AS src FROM {st}",
     ranges="SELECT process AS rk, thread, name, s, e FROM {h} WHERE kind = 6 "
-    "AND name LIKE 'nccl:%' AND (domain IS NULL OR domain <> 'gpu_user_annotation')",
+    f"AND {RANGE_NAME} AND (domain IS NULL OR domain <> 'gpu_user_annotation')",
 )
 
 # The lake's tables as ``sql`` (DuckDB) and Spark name them: one rank is (job, run, task).
@@ -111,7 +126,7 @@ LAKE = Adapter(
     calls=f"SELECT {_RK} AS rk, thread, name, {_T}, correlation AS corr FROM api_calls",
     marks=f"SELECT {_RK} AS rk, {_STEP_NUM} AS num, {_T}, 1 AS src FROM markers "
     f"WHERE {_PROFILER_STEP} UNION ALL SELECT {_RK}, step, {_T}, 2 FROM steps",
-    ranges=f"SELECT {_RK} AS rk, thread, name, {_T} FROM markers WHERE name LIKE 'nccl:%' "
+    ranges=f"SELECT {_RK} AS rk, thread, name, {_T} FROM markers WHERE {RANGE_NAME} "
     "AND (domain IS NULL OR domain <> 'gpu_user_annotation')",
 )
 
