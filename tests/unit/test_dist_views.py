@@ -22,6 +22,10 @@ from tfprof.collector.timeline.prepare import TimeWindow
 DIST = Path(__file__).resolve().parents[1] / "data" / "traces" / "kineto-hta-dist"
 OF2 = DIST / "nccl_allreduce_rank0_of2.json.gz"
 OF16 = DIST / "rank0_of16.json.gz"
+# A one-rank PyTorch/NCCL job recorded live on an H200 (tests/data/recorded/README.md).
+ONE_RANK = (
+    Path(__file__).resolve().parents[1] / "data/recorded/h200/torch_nccl_one_rank.trace.json.gz"
+)
 
 
 def _read(path: Path, need: Need[Any]) -> Any:
@@ -148,3 +152,12 @@ def test_steps_without_markers_come_from_the_kernel_period(tmp_path: Path) -> No
     assert len(found) == len(marked) == 2
     for a, b in zip(found, marked, strict=True):
         assert a.duration_us == pytest.approx(b.duration_us, rel=0.05)
+
+
+def test_one_rank_nccl_averages_are_all_reduces_by_nccls_own_ranges() -> None:
+    """Live CUPTI records carry no collective args; NCCL's NVTX range (``ncclAllReduce``)
+    the launching call ran inside says what its ``oneRankReduce`` kernel did: the 24
+    averaged all-reduces of the job (12 steps x 2 gradients; its sums ran no kernel)."""
+    (row,) = _read(ONE_RANK, CollectivesNeed())
+    assert (row.collective, row.calls, row.source) == ("allreduce", 24, ["annotation 24"])
+    assert row.ranks == 1 and row.bytes is None
