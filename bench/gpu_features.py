@@ -173,7 +173,7 @@ def torch_steps(collector: str, data_dir: str, tmp: str, keep: Path | None) -> l
     if keep is not None:
         keep.mkdir(parents=True, exist_ok=True)
         cli("tfprof.collector.cli", "export", "--data-dir", data_dir, "--job", "torch-steps",
-            "-o", str(keep / "torch_nccl_one_rank.trace.json.gz"))  # fmt: skip
+            "-o", str(keep / "torch_nccl_one_rank.json.gz"))  # fmt: skip
     # Two ranks cannot share one GPU; on one, a sum runs as no kernel at all and an
     # average as NCCL's oneRankReduce kernel, one per all_reduce(AVG) call.
     want_nccl = STEPS * 2 if torch_gpus() < 2 else 0

@@ -24,7 +24,7 @@ OF2 = DIST / "nccl_allreduce_rank0_of2.json.gz"
 OF16 = DIST / "rank0_of16.json.gz"
 # A one-rank PyTorch/NCCL job recorded live on an H200 (tests/data/recorded/README.md).
 ONE_RANK = (
-    Path(__file__).resolve().parents[1] / "data/recorded/h200/torch_nccl_one_rank.trace.json.gz"
+    Path(__file__).resolve().parents[1] / "data/recorded/h200/torch_nccl_one_rank.json.gz"
 )
 
 
