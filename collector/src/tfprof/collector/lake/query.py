@@ -9,8 +9,6 @@ never overlap).
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import duckdb
 import pyarrow as pa
 import pyarrow.dataset as ds
@@ -21,6 +19,7 @@ from tfprof.collector.lake.damaged import DamagedFile, damaged_file, probe, repo
 from tfprof.collector.lake.fs import Lake
 from tfprof.collector.lake.location import Source, distinct_lakes, resolve
 from tfprof.collector.lake.schema import PARTITION, TABLES, Table
+from tfprof.collector.lake.spill_dir import spill_dir
 from tfprof.collector.lake.tails import Tails, published, read_tails
 from tfprof.collector.lake.views import LIVE_STREAMS, VIEWS
 from tfprof.collector.store.catalog import runs
@@ -149,9 +148,7 @@ class Engine:
 
 
 def _temp_directory() -> str:
-    import tempfile
-
-    return str(Path(tempfile.gettempdir()) / "tfprof-duckdb").replace("'", "''")
+    return spill_dir()
 
 
 class _ReadFailed(Exception):

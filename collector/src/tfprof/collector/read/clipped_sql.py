@@ -25,19 +25,18 @@ and round in Python (``analysis.units``).
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
 
-from tfprof.collector.lake.arrays import arrow_numbers
+from tfprof.collector.lake.arrays import arrow_numbers, arrow_strings
 from tfprof.collector.lake.fs import Lake
 from tfprof.collector.lake.reader import GPU_TABLES, HOST_TABLES
 from tfprof.collector.lake.schema import TABLES
-from tfprof.collector.read.lake_catalog import Catalog, TableRows
+from tfprof.collector.lake.spill_dir import spill_dir
+from tfprof.collector.read.lake_catalog import Catalog
 from tfprof.core.records import RecordKind
 
 if TYPE_CHECKING:
@@ -78,11 +77,9 @@ def connect(threads: int | None = None) -> duckdb.DuckDBPyConnection:
     if threads:
         con.execute(f"SET threads = {int(threads)}")
     con.execute("SET preserve_insertion_order = false")  # no ORDER BY depends on it
-    # No memory_limit: 512MB (and 1GB) made an advise query (a launch rule's join over
-    # 25M API calls, 64 ranks) fail with DuckDB's Out of Memory where it cannot spill;
-    # the temp directory lets what can spill do so before DuckDB's default limit.
-    spill = str(Path(tempfile.gettempdir()) / "tfprof-duckdb").replace("'", "''")
-    con.execute(f"SET temp_directory = '{spill}'")
+    # The memory limit is the staged runner's (``staged_sql``); past it, sorts, joins,
+    # aggregates and the stages' tables spill here.
+    con.execute(f"SET temp_directory = '{spill_dir()}'")
     return con
 
 
@@ -142,31 +139,41 @@ class Relations:
         self.con.register(name, data)
         return name
 
-    def _scans(self, rows: TableRows, process: int, job: int, columns: Sequence[str]) -> list[str]:
-        """SELECTs of one process's rows of one table, as raw columns of the relation."""
+    def _head(self, table: str, columns: Sequence[str], src: str, process: str, job: str) -> str:
+        """The SELECT list of one table's rows as raw columns of the relation."""
         cols = []
         for c in columns:
-            lake = lake_column(rows.table, c)
+            lake = lake_column(table, c)
             if lake is not None:
-                cols.append(f"{lake} AS {c}")
+                cols.append(f"{src}{lake} AS {c}")
             else:
                 cols.append(f"NULL::VARCHAR AS {c}" if c in _STRINGS else f"0 AS {c}")
-        head = (
-            f"SELECT {KIND[rows.table]} AS kind, {process} AS process, {job} AS job, "
-            f"start_ns AS s0, greatest(duration_ns, 0) AS d0, duration_ns < 0 AS negative, "
-            f"{', '.join(cols)}"
+        return (
+            f"SELECT {KIND[table]} AS kind, {process} AS process, {job} AS job, "
+            f"{src}start_ns AS s0, greatest({src}duration_ns, 0) AS d0, "
+            f"{src}duration_ns < 0 AS negative, {', '.join(cols)}"
         )
-        selects = []
-        local = [path for lake, path in rows.files if lake.local]
-        if local:
-            files = ", ".join(_literal(p) for p in local)
-            selects.append(f"{head} FROM read_parquet([{files}], union_by_name = true)")
-        remote = [(lake, path) for lake, path in rows.files if not lake.local]
-        if remote:
-            selects.append(f"{head} FROM {self._remote(rows.table, remote)}")
-        if rows.tails:
-            selects.append(f"{head} FROM {self._register(pa.concat_tables(rows.tails))}")
-        return selects
+
+    def _local(self, table: str, files: Sequence[tuple[str, int, int]],
+               columns: Sequence[str]) -> str:  # fmt: skip
+        """One scan of a table's local files, every process's: each row's process and job
+        from its file (a file holds one stream's rows, a stream is one process's).
+
+        One ``read_parquet`` per table, not one per process: DuckDB sinks each scan of a
+        UNION ALL separately, and 64 ranks' scans feeding one aggregate held 64 partial
+        hash tables that could not spill (Out of Memory at 512MB, bench/dist_scale.py)."""
+        owner = {
+            "tfp_file": arrow_strings([f for f, _, _ in files]),
+            "tfp_process": arrow_numbers(np.array([p for _, p, _ in files], np.int64), pa.int64()),
+            "tfp_job": arrow_numbers(np.array([j for _, _, j in files], np.int64), pa.int64()),
+        }
+        owners = self._register(pa.table(owner))
+        paths = ", ".join(_literal(f) for f, _, _ in files)
+        return (
+            f"{self._head(table, columns, 'r.', 'o.tfp_process', 'o.tfp_job')} FROM "
+            f"read_parquet([{paths}], union_by_name = true, filename = 'tfp_file') r "
+            f"JOIN {owners} o ON r.tfp_file = o.tfp_file"
+        )
 
     def _remote(self, table: str, files: Sequence[tuple[Lake, str]]) -> str:
         import pyarrow.dataset as ds
@@ -183,9 +190,19 @@ class Relations:
 
     def _relation(self, tables: Sequence[str], columns: Sequence[str], clip: bool) -> str:
         selects = []
+        local: dict[str, list[tuple[str, int, int]]] = {}
         for p, ref in enumerate(self.cat.processes):
             for rows in self.cat.tables_of(p, tables):
-                selects += self._scans(rows, p, ref.job, columns)
+                local.setdefault(rows.table, []).extend(
+                    (path, p, ref.job) for lake, path in rows.files if lake.local
+                )
+                remote = [(lake, path) for lake, path in rows.files if not lake.local]
+                head = self._head(rows.table, columns, "", str(p), str(ref.job))
+                if remote:
+                    selects.append(f"{head} FROM {self._remote(rows.table, remote)}")
+                if rows.tails:
+                    selects.append(f"{head} FROM {self._register(pa.concat_tables(rows.tails))}")
+        selects += [self._local(t, files, columns) for t, files in local.items() if files]
         if not selects:
             empty = ", ".join(
                 f"NULL::VARCHAR AS {c}" if c in _STRINGS else f"0 AS {c}" for c in columns
