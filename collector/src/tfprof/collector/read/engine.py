@@ -27,10 +27,11 @@ import numpy as np
 
 from tfprof.collector.lake.damaged import DamagedFile, damaged_file, probe, report
 from tfprof.collector.lake.reader import GPU_TABLES
-from tfprof.collector.read import clipped_sql
+from tfprof.collector.read import clipped_sql, staged_sql
 from tfprof.collector.read.lake_catalog import Catalog
 from tfprof.collector.read.needs import Got, Need, Query, Sweep, SweepState
 from tfprof.collector.read.refs import GpuRef, JobRef, ProcessRef
+from tfprof.collector.read.staged_sql import StagedRunner
 from tfprof.collector.read.time_chunks import ALWAYS, UNKNOWN, Damage, Run, chunks, plan_runs
 from tfprof.collector.timeline.captured_time import Captured, captured_of
 from tfprof.collector.timeline.prepare import NameTable
@@ -312,7 +313,7 @@ def _queries(
     con = clipped_sql.connect(threads)
     try:
         relations = clipped_sql.Relations(con, cat)
-        out = {}
+        texts = []
         for q in queries:
             text = q.sql
             for name in clipped_sql.RELATIONS:
@@ -320,8 +321,9 @@ def _queries(
                     text = text.replace("{" + name + "}", f"({relations.text(name)})")
             for name, value in zip(clipped_sql.BOUNDS, (cat.window.lo, cat.window.hi), strict=True):
                 text = text.replace("{" + name + "}", clipped_sql.bound(value))
-            out[q] = con.sql(text).fetchall()
-        return out
+            texts.append(text)
+        runner = StagedRunner(con)
+        return {queries[i]: runner.rows(texts[i]) for i in staged_sql.order(texts)}
     finally:
         con.close()  # DuckDB's memory goes back before the sweep: the peaks never add
 

@@ -1,0 +1,90 @@
+"""The read's SQL a stage at a time (``read.staged_sql``) on real DuckDB: the same rows as
+the statement run whole, stages shared by statements that begin alike, a statement that
+runs out of memory under the limit run again without it; and the private spill
+directory (``lake.spill_dir``)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import stat
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from tfprof.collector.lake.spill_dir import spill_dir
+from tfprof.collector.read import staged_sql
+from tfprof.collector.read.staged_sql import StagedRunner
+
+BASE = (
+    "WITH t AS (SELECT range AS i, range % 7 AS k FROM range(100000)), "
+    "u AS (SELECT k, count(*) AS n, sum(i) AS s FROM t GROUP BY k)"
+)
+BY_K = f"{BASE} SELECT k, n, s FROM u ORDER BY k"
+TOP = f"{BASE}, v AS (SELECT k, s FROM u WHERE n > 14285) SELECT max(s) FROM v"
+
+
+def test_stages_give_the_rows_of_the_whole_statement() -> None:
+    con = duckdb.connect()
+    runner = StagedRunner(con)
+    assert runner.rows(BY_K) == con.sql(BY_K).fetchall()
+    assert runner.rows(TOP) == con.sql(TOP).fetchall()
+    assert runner.rows("SELECT 41 + 1") == [(42,)]
+
+
+def test_a_shared_prefix_is_made_once() -> None:
+    con = duckdb.connect()
+    runner = StagedRunner(con)
+    made: list[str] = []
+    execute = con.execute
+
+    class Spy:
+        def __getattr__(self, name: str) -> object:
+            return getattr(con, name)
+
+        def execute(self, sql: str) -> object:
+            if sql.startswith("CREATE TEMP TABLE"):
+                made.append(sql.split()[3])
+            return execute(sql)
+
+    runner.con = Spy()  # type: ignore[assignment]
+    texts = [TOP, "SELECT 1", BY_K]
+    order = staged_sql.order(texts)
+    for i in order:
+        runner.rows(texts[i])
+    assert [texts[i] for i in order] == ["SELECT 1", BY_K, TOP]
+    assert made == ["t", "u", "v"]  # t and u once, for both statements
+
+
+def test_out_of_memory_runs_again_without_the_limit(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(staged_sql, "MEMORY_LIMIT", "1MB")
+    con = duckdb.connect()
+    con.execute("SET threads = 1")
+    runner = StagedRunner(con)
+    limit = "SELECT current_setting('memory_limit')"
+    (capped,) = con.execute(limit).fetchall()
+    big = ("WITH t AS (SELECT range AS i, repeat('x', 64) || range AS s FROM range(200000)) "
+           "SELECT count(DISTINCT s), max(i) FROM t")  # fmt: skip
+    with caplog.at_level(logging.WARNING, "tfprof.collector.read"):
+        assert runner.rows(big) == [(200000, 199999)]
+    (line,) = [r.getMessage() for r in caplog.records]
+    assert "stage t" in line and "ran out of DuckDB's 1MB" in line
+    assert con.execute(limit).fetchall() == [capped]  # the limit is back for the next
+
+
+def test_spill_directory_is_private(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    mine = Path(spill_dir())
+    assert mine == tmp_path / f"tfprof-duckdb-{os.getuid()}"
+    assert stat.S_IMODE(mine.stat().st_mode) == 0o700
+    assert Path(spill_dir()) == mine  # kept for the next read
+    mine.chmod(0o777)  # made by someone else first, open to all: not used
+    other = Path(spill_dir())
+    assert other != mine and other.parent == tmp_path
+    assert stat.S_IMODE(other.stat().st_mode) == 0o700
