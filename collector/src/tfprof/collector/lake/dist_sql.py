@@ -309,7 +309,10 @@ islands AS (
 
 # Elementary segments: between consecutive instants, which classes are open and which
 # window holds it (window marks 2N at its start, 2N+1 at its end: the running max is the
-# latest, odd outside every window).
+# latest, odd outside every window). A class's islands never overlap or touch, so at
+# most one of each is open: the open classes are one running sum of 2^class per event
+# (a bit set), one window aggregate where a count per class took six, which a 10M-record
+# rank could not sort under the read's memory limit.
 _SEGMENTS = """
 ev AS (
   SELECT rk, device, s AS t, cls, 1 AS delta, -1 AS w FROM islands
@@ -320,19 +323,20 @@ ev AS (
 running AS (
   SELECT rk, device, t,
          max(w) OVER x AS wv,
-         sum(CASE WHEN cls = 1 THEN delta ELSE 0 END) OVER x AS c1,
-         sum(CASE WHEN cls = 2 THEN delta ELSE 0 END) OVER x AS c2,
-         sum(CASE WHEN cls = 3 THEN delta ELSE 0 END) OVER x AS c3,
-         sum(CASE WHEN cls = 4 THEN delta ELSE 0 END) OVER x AS c4,
-         sum(CASE WHEN cls = 5 THEN delta ELSE 0 END) OVER x AS c5,
-         sum(CASE WHEN cls = 6 THEN delta ELSE 0 END) OVER x AS c6,
+         sum(delta * CASE cls WHEN 1 THEN 2 WHEN 2 THEN 4 WHEN 3 THEN 8 WHEN 4 THEN 16
+                              WHEN 5 THEN 32 WHEN 6 THEN 64 ELSE 0 END) OVER x AS bits,
          lead(t) OVER (PARTITION BY rk, device ORDER BY t, w, cls, delta) AS nt
   FROM ev
   WINDOW x AS (PARTITION BY rk, device ORDER BY t, w, cls, delta ROWS UNBOUNDED PRECEDING)
 ),
 seg AS (
   SELECT rk, device, CAST(floor(wv / 2.0) AS BIGINT) AS ord, nt - t AS len,
-         c1, c2, c3, c4, c5, c6
+         CASE WHEN (bits & 2) > 0 THEN 1 ELSE 0 END AS c1,
+         CASE WHEN (bits & 4) > 0 THEN 1 ELSE 0 END AS c2,
+         CASE WHEN (bits & 8) > 0 THEN 1 ELSE 0 END AS c3,
+         CASE WHEN (bits & 16) > 0 THEN 1 ELSE 0 END AS c4,
+         CASE WHEN (bits & 32) > 0 THEN 1 ELSE 0 END AS c5,
+         CASE WHEN (bits & 64) > 0 THEN 1 ELSE 0 END AS c6
   FROM running WHERE nt IS NOT NULL AND nt > t AND wv >= 0 AND wv % 2 = 0
 ),
 agg AS (
