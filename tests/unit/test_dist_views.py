@@ -23,9 +23,7 @@ DIST = Path(__file__).resolve().parents[1] / "data" / "traces" / "kineto-hta-dis
 OF2 = DIST / "nccl_allreduce_rank0_of2.json.gz"
 OF16 = DIST / "rank0_of16.json.gz"
 # A one-rank PyTorch/NCCL job recorded live on an H200 (tests/data/recorded/README.md).
-ONE_RANK = (
-    Path(__file__).resolve().parents[1] / "data/recorded/h200/torch_nccl_one_rank.json.gz"
-)
+ONE_RANK = Path(__file__).resolve().parents[1] / "data/recorded/h200/torch_nccl_one_rank.json.gz"
 
 
 def _read(path: Path, need: Need[Any]) -> Any:
