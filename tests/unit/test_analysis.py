@@ -186,7 +186,7 @@ def test_a_copy_clipped_by_the_window_keeps_its_own_rate() -> None:
 
 
 def test_id_columns_take_the_smallest_type_that_holds_them() -> None:
-    from tfprof.collector.analysis.records import _smallest
+    from tfprof.collector.analysis.record_table import _smallest
 
     for values, dtype in (([0, 127], np.int8), ([-1, 128], np.int16), ([-129, 5], np.int16),
                           ([0, 32768], np.int32), ([0, 2**31], np.int64)):  # fmt: skip

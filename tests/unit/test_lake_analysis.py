@@ -11,7 +11,8 @@ import pytest
 from tests.traces import shared_traces
 from tfprof.collector.advice import RULE_NAMES, advise
 from tfprof.collector.analysis import VIEWS, read_view_report, view_report
-from tfprof.collector.analysis.records import RecordSet, prepare
+from tfprof.collector.analysis.record_set import RecordSet
+from tfprof.collector.analysis.records import prepare
 from tfprof.collector.analysis.view_render import ViewReport
 from tfprof.collector.cli import main
 from tfprof.collector.lake.location import lake_of

@@ -1,5 +1,5 @@
 """Summaries of collected GPU records: one analysis per module, pure functions over the
-columnar ``RecordSet`` (records.py), and this thin facade that names the views.
+columnar ``RecordSet`` (record_set.py), and this thin facade that names the views.
 
     rs = prepare(jobs, since_ns, until_ns)
     rows = VIEWS["kernels"].rows(rs)
@@ -27,7 +27,8 @@ from tfprof.collector.analysis import (
 )
 from tfprof.collector.analysis.filters import Filters, apply_filters
 from tfprof.collector.analysis.notes import job_notes, notes
-from tfprof.collector.analysis.records import RecordSet, prepare
+from tfprof.collector.analysis.record_set import RecordSet
+from tfprof.collector.analysis.records import prepare
 from tfprof.collector.analysis.view_render import ViewReport
 from tfprof.collector.analysis.view_rows import ViewRows
 from tfprof.collector.errors import AnalysisError

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from tfprof.collector.analysis.intervals import gaps, merge_intervals
-from tfprof.collector.analysis.records import GPU_KINDS, RecordSet, gpu_busy
+from tfprof.collector.analysis.record_set import GPU_KINDS, RecordSet, gpu_busy
 from tfprof.collector.analysis.units import pct, us
 from tfprof.collector.read.gpu_sweeps import GpuBusy, JobGpuBusy
 from tfprof.collector.read.needs import Got, Query, Sweep

@@ -28,7 +28,8 @@ from tfprof.collector.timeline.prepare import TimeWindow, prepare_stream, rows_o
 from tfprof.core.records import RecordKind
 
 if TYPE_CHECKING:
-    from tfprof.collector.analysis.records import HostSelector, RecordSet, _Table
+    from tfprof.collector.analysis.record_set import HostSelector, RecordSet
+    from tfprof.collector.analysis.record_table import RecordTable
 
 _T = TypeVar("_T")
 # Rows per batch: a few tens of MB of columns whatever the stream's size, and up to
@@ -221,7 +222,7 @@ def popcount(words: np.ndarray) -> np.ndarray:
 
 def read_host(
     rs: RecordSet,
-    table: _Table,
+    table: RecordTable,
     spans: Sequence[ProcessSpan],
     window: TimeWindow,
     select: HostSelector,
@@ -239,7 +240,7 @@ def read_host(
 
 def _read_host(
     rs: RecordSet,
-    table: _Table,
+    table: RecordTable,
     spans: Sequence[ProcessSpan],
     window: TimeWindow,
     select: HostSelector,

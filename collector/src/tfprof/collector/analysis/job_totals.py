@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from tfprof.collector.analysis.records import RecordSet
+from tfprof.collector.analysis.record_set import RecordSet
 from tfprof.collector.analysis.units import us
 from tfprof.collector.read.engine import SPANS, Read
 from tfprof.collector.read.needs import Got, Query, Sweep

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tfprof.collector.analysis.intervals import group_keys
-from tfprof.collector.analysis.records import RecordSet, gpu_busy
+from tfprof.collector.analysis.record_set import RecordSet, gpu_busy
 from tfprof.collector.analysis.units import pct, us
 from tfprof.collector.read.gpu_sweeps import GpuBusy, GpuIdle
 from tfprof.collector.read.needs import Got, Query, Sweep

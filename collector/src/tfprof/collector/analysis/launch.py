@@ -25,7 +25,7 @@ import numpy as np
 from tfprof.collector.analysis.api import NO_API
 from tfprof.collector.analysis.group_stats import group_stats
 from tfprof.collector.analysis.intervals import group_keys
-from tfprof.collector.analysis.records import RecordSet
+from tfprof.collector.analysis.record_set import RecordSet
 from tfprof.collector.analysis.units import us
 from tfprof.collector.analysis.view_rows import ViewRows
 from tfprof.collector.read.launch_totals import LaunchFigures, LaunchTotals

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from tfprof.collector.analysis.records import RecordSet
+from tfprof.collector.analysis.record_set import RecordSet
 from tfprof.collector.analysis.units import pct
 from tfprof.collector.analysis.view_rows import ViewRows
 from tfprof.collector.read.device_memory import Level, MemoryLevels

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from tfprof.collector.analysis.records import GPU_KINDS, RecordSet
+from tfprof.collector.analysis.record_set import GPU_KINDS, RecordSet
 from tfprof.collector.analysis.units import pct, us
 from tfprof.collector.analysis.view_rows import ViewRows
 from tfprof.collector.read.launch_totals import LaunchFigures, LaunchTotals

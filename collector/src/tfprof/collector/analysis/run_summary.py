@@ -18,7 +18,8 @@ from tfprof.collector.analysis.gpus import gpu_rows
 from tfprof.collector.analysis.job_totals import job_rows
 from tfprof.collector.analysis.kernels import kernel_rows
 from tfprof.collector.analysis.notes import notes
-from tfprof.collector.analysis.records import RecordSet, prepare
+from tfprof.collector.analysis.record_set import RecordSet
+from tfprof.collector.analysis.records import prepare
 from tfprof.collector.jobdata import JobData
 from tfprof.collector.terminal import TextWriter
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tfprof.collector.analysis.ops import OpsNeed, OpTotals, notes_of, op_totals, op_totals_of
-from tfprof.collector.analysis.records import RecordSet
+from tfprof.collector.analysis.record_set import RecordSet
 from tfprof.collector.analysis.units import us
 from tfprof.collector.analysis.view_rows import ViewRows
 from tfprof.collector.read.needs import Got, Query, Sweep

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from tfprof.collector.analysis.intervals import group_keys, merge_intervals
-from tfprof.collector.analysis.records import RecordSet
+from tfprof.collector.analysis.record_set import RecordSet
 from tfprof.collector.analysis.units import pct, us
 from tfprof.collector.read.gpu_sweeps import StreamBusy
 from tfprof.collector.read.needs import Got, Query, Sweep

@@ -9,13 +9,8 @@ import sys
 from collections.abc import Iterator
 from typing import TextIO
 
-from tfprof.collector.analysis.records import (
-    GpuFirst,
-    HostSelector,
-    RecordSet,
-    prepare,
-    prepare_gpu_first,
-)
+from tfprof.collector.analysis.record_set import HostSelector, RecordSet
+from tfprof.collector.analysis.records import GpuFirst, prepare, prepare_gpu_first
 from tfprof.collector.errors import AnalysisError, InvalidArgument, NotFound, PathError
 from tfprof.collector.jobdata import JobData
 from tfprof.collector.read.lake_catalog import Catalog
