@@ -28,7 +28,7 @@ import numpy as np
 
 from tfprof.collector.export import write_timeline
 from tfprof.collector.jobdata import RECORD_COLUMNS, DeviceMeta, JobData, StreamData
-from tfprof.collector.lake.reader import LOADED_DTYPES
+from tfprof.collector.lake.lake_stream import LOADED_DTYPES
 from tfprof.collector.timeline.build import build_timeline
 from tfprof.core.records import RecordKind
 

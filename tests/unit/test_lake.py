@@ -361,7 +361,8 @@ def test_compacting_an_idle_run_does_not_make_it_look_written(tmp_path: Path) ->
 def test_a_segment_written_before_a_column_existed_reads_it_as_zero(tmp_path: Path) -> None:
     """Segments of an earlier release may lack a column or type one otherwise: the reader
     (not DuckDB's) gives the lake's types, and 0 for what was never written."""
-    from tfprof.collector.lake.reader import READ_COLUMNS, LakeStream, open_jobs
+    from tfprof.collector.lake.lake_stream import READ_COLUMNS, LakeStream
+    from tfprof.collector.lake.reader import open_jobs
 
     data = tmp_path / "data"
     write_stream(data, [first_batch()])

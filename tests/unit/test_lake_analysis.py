@@ -15,9 +15,10 @@ from tfprof.collector.analysis.record_set import RecordSet
 from tfprof.collector.analysis.records import prepare
 from tfprof.collector.analysis.view_render import ViewReport
 from tfprof.collector.cli import main
+from tfprof.collector.lake.lake_stream import LakeStream
 from tfprof.collector.lake.location import lake_of
 from tfprof.collector.lake.publish import compact_data_dir
-from tfprof.collector.lake.reader import LakeStream, open_jobs
+from tfprof.collector.lake.reader import open_jobs
 from tfprof.collector.lake.segments import collector_id
 from tfprof.collector.read.lake_catalog import catalog
 from tfprof.collector.store import Store

@@ -24,7 +24,8 @@ from tfprof.collector.analysis.intervals import covered, gaps, merge_intervals
 from tfprof.collector.analysis.view_render import JsonReporter
 from tfprof.collector.cli import main as collector
 from tfprof.collector.jobdata import RECORD_COLUMNS, JobData, StreamData
-from tfprof.collector.lake.reader import LakeStream, open_jobs
+from tfprof.collector.lake.lake_stream import LakeStream
+from tfprof.collector.lake.reader import open_jobs
 from tfprof.collector.read import time_chunks
 from tfprof.collector.read.carried_unions import NEVER, Unions
 from tfprof.collector.read.lake_catalog import catalog

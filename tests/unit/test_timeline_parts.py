@@ -15,9 +15,10 @@ import pytest
 
 from tfprof.collector.export import FORMATS
 from tfprof.collector.jobdata import RECORD_COLUMNS, JobData
+from tfprof.collector.lake.lake_stream import LakeStream
 from tfprof.collector.lake.location import lake_of
 from tfprof.collector.lake.publish import compact_data_dir
-from tfprof.collector.lake.reader import LakeStream, open_jobs
+from tfprof.collector.lake.reader import open_jobs
 from tfprof.collector.lake.segments import collector_id
 from tfprof.collector.store import Store
 from tfprof.collector.store.importer import import_files

@@ -55,7 +55,7 @@ HOST_READ = (
 
 @runtime_checkable
 class Batched(Protocol):
-    """A stream that reads its host records in batches itself (lake/reader.py)."""
+    """A stream that reads its host records in batches itself (lake/lake_stream.py)."""
 
     def host_batches(
         self, columns: Sequence[str], batch_rows: int

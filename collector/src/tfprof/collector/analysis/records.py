@@ -170,7 +170,7 @@ def _prepare(
 
 @runtime_checkable
 class Deferred(Protocol):
-    """A stream whose records are read only while ``loaded`` (lake/reader.py): with
+    """A stream whose records are read only while ``loaded`` (lake/lake_stream.py): with
     ``host`` its host records too, of its record columns only ``columns``."""
 
     def loaded(

@@ -33,7 +33,7 @@ import pyarrow as pa
 
 from tfprof.collector.lake.arrays import arrow_numbers, arrow_strings
 from tfprof.collector.lake.fs import Lake
-from tfprof.collector.lake.reader import GPU_TABLES, HOST_TABLES
+from tfprof.collector.lake.lake_stream import GPU_TABLES, HOST_TABLES
 from tfprof.collector.lake.schema import TABLES
 from tfprof.collector.lake.spill_dir import spill_dir
 from tfprof.collector.read.lake_catalog import Catalog

@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from tfprof.collector.lake.damaged import DamagedFile, damaged_file, probe, report
-from tfprof.collector.lake.reader import GPU_TABLES
+from tfprof.collector.lake.lake_stream import GPU_TABLES
 from tfprof.collector.read import clipped_sql, staged_sql
 from tfprof.collector.read.lake_catalog import Catalog
 from tfprof.collector.read.needs import Got, Need, Query, Sweep, SweepState

@@ -19,7 +19,7 @@ import pyarrow as pa
 
 from tfprof.collector.jobdata import JobData, StreamData
 from tfprof.collector.lake.fs import Lake
-from tfprof.collector.lake.reader import GPU_TABLES, HOST_TABLES, LakeStream, read_host_samples
+from tfprof.collector.lake.lake_stream import GPU_TABLES, HOST_TABLES, LakeStream, read_host_samples
 from tfprof.collector.read.refs import JobRef, ProcessRef, host_stats, job_ref, sample_stats
 from tfprof.collector.timeline.prepare import TimeWindow, job_labels, task_labels
 

@@ -20,8 +20,10 @@ import numpy as np
 from tfprof.collector.errors import InvalidArgument
 from tfprof.collector.jobdata import JobData, StreamData
 from tfprof.collector.lake.convert import OutOfRange, lake_table
-from tfprof.collector.lake.reader import LakeJobs, LakeStream, StreamParts
+from tfprof.collector.lake.lake_stream import LakeStream
+from tfprof.collector.lake.reader import LakeJobs
 from tfprof.collector.lake.schema import HOST_SAMPLES, RECORD_TABLES
+from tfprof.collector.lake.stream_parts import StreamParts
 from tfprof.collector.store.traced_windows import ALWAYS
 
 

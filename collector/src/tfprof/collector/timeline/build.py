@@ -102,7 +102,7 @@ def timeline_parts(
     it. All times are then made relative to the earliest exported event, found first by
     a pass over times only (``time_origin``).
 
-    A stored stream (``lake.reader.LakeStream``) is loaded while its task's part is
+    A stored stream (``lake.lake_stream.LakeStream``) is loaded while its task's part is
     merged and rendered, and released before the next task's; names are interned in
     task order, so ids are those of a merge of everything at once. With
     ``group_by="gpu"`` a physical GPU's process is made by the first task that uses it

@@ -97,7 +97,7 @@ class SliceTrack:
 
 def widened(values: np.ndarray) -> np.ndarray:
     """Picked record values as int64: a lake-read stream holds some columns narrower
-    (lake/reader.py), and the formats do their arithmetic in int64."""
+    (lake/lake_stream.py), and the formats do their arithmetic in int64."""
     if values.dtype == np.int64:
         return values
     wide: np.ndarray = values.astype(np.int64)

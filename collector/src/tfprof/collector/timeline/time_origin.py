@@ -21,7 +21,7 @@ from tfprof.collector.timeline.prepare import TimeWindow
 
 @runtime_checkable
 class StoredStream(Protocol):
-    """A stream whose records are read only inside ``loaded`` (``lake.reader.LakeStream``)."""
+    """A stream whose records are read only inside ``loaded`` (``lake.lake_stream.LakeStream``)."""
 
     def loaded(
         self, host: bool = True, columns: Sequence[str] = ...
