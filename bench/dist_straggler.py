@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -25,39 +24,20 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench.rank_replay import env, ranks_script, serve
+
 REPO = Path(__file__).resolve().parent.parent
 TRACE = REPO / "tests/data/traces/kineto-hta-dist/nccl_allreduce_rank0_of2.json.gz"
 COLLECTOR = [sys.executable, "-m", "tfprof.collector.cli"]
 
 
-def env() -> dict[str, str]:
-    out = {k: v for k, v in os.environ.items() if not k.startswith("TFPROF_")}
-    out.update(PY=sys.executable)
-    return out
-
-
-def serve(data: Path) -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen(
-        [*COLLECTOR, "serve", "--listen", "127.0.0.1:0", "--data-dir", str(data)],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env(),
-    )  # fmt: skip
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        if line.startswith("listening on "):
-            return proc, line.split()[-1]
-    raise SystemExit("the collector did not start")
-
-
 def replay(address: str, job: str, args: argparse.Namespace, stretch: float) -> None:
-    script = "; ".join(
-        (f"TFPROF_REPLAY_STRETCH={stretch} " if r == args.stretch_rank and stretch != 1 else "")
-        + f"RANK={r} \"$PY\" -c 'import time; time.sleep(1)' & sleep {args.gap}"
-        for r in range(args.ranks)
-    )
+    script = ranks_script(args.ranks, args.gap, args.stretch_rank, stretch)
     done = subprocess.run(
         [sys.executable, "-m", "tfprof.agent.cli", "run", "--collector", address, "--job", job,
          "--source", f"replay:{args.trace}", "--replay-speed", "max", "--", "bash", "-c",
-         script + "; wait"],
+         script],
         env=env(), capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     if done.returncode:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import os
 import shutil
 import subprocess
 import sys
@@ -35,6 +34,9 @@ import numpy as np
 from tfprof.collector.store import Store
 from tfprof.core import collectives
 from tfprof.core.records import RecordKind
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench.rank_replay import env, ranks_script, serve
 
 REPO = Path(__file__).resolve().parent.parent
 TRACE = REPO / "tests/data/traces/kineto-hta-dist/nccl_allreduce_rank0_of2.json.gz"
@@ -50,12 +52,6 @@ for _ in range({n}):
 """
 
 
-def env() -> dict[str, str]:
-    out = {k: v for k, v in os.environ.items() if not k.startswith("TFPROF_")}
-    out.update(TF_CPP_MIN_LOG_LEVEL="3", PY=sys.executable)
-    return out
-
-
 def agent_run(address: str, job: str, source: str, *cmd: str) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "tfprof.agent.cli", "run", "--collector", address, "--job", job,
@@ -66,26 +62,9 @@ def agent_run(address: str, job: str, source: str, *cmd: str) -> None:
         raise SystemExit(f"{job}: {done.stderr}")
 
 
-def serve(data: Path) -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tfprof.collector.cli", "serve", "--listen", "127.0.0.1:0",
-         "--data-dir", str(data)],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env(),
-    )  # fmt: skip
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        if line.startswith("listening on "):
-            return proc, line.split()[-1]
-    raise SystemExit("the collector did not start")
-
-
 def ranks(address: str, data: Path, args: argparse.Namespace) -> None:
-    script = "; ".join(
-        (f"TFPROF_REPLAY_STRETCH={args.stretch} " if r == args.stretch_rank else "")
-        + f"RANK={r} \"$PY\" -c 'import time; time.sleep(1)' & sleep {args.gap}"
-        for r in range(args.ranks)
-    )
-    agent_run(address, "ranks", f"replay:{TRACE}", "bash", "-c", script + "; wait")
+    script = ranks_script(args.ranks, args.gap, args.stretch_rank, args.stretch)
+    agent_run(address, "ranks", f"replay:{TRACE}", "bash", "-c", script)
     (job,) = Store(data).load_jobs(["ranks"])
     by_task = {int(s.task): s for s in job.streams}
     zero = by_task[0]
