@@ -151,13 +151,14 @@ def _write(table: pa.Table, path: Path) -> None:
 
 def measure(argv: list[str]) -> tuple[float, float, int]:
     """Wall seconds, the child's peak RSS (MiB) and exit status of one command."""
-    start = time.perf_counter()
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _pid, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - start
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    assert proc.stderr is not None
-    err = proc.stderr.read().decode()
+    with tempfile.TemporaryFile() as stderr:  # a file: a pipe read after wait4 could fill
+        start = time.perf_counter()
+        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=stderr)
+        _pid, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - start
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        stderr.seek(0)
+        err = stderr.read().decode(errors="replace")
     for line in err.splitlines():
         if "ran out of DuckDB" in line:  # the read's memory limit did not hold: say so
             print(f"   ! {line[:200]}")
