@@ -3,12 +3,11 @@
 A ``WITH a AS (...), b AS (...) SELECT ...`` statement runs as its stages
 (``lake.sql_stages``): each CTE becomes a temporary table, then the final SELECT runs
 over them. DuckDB then runs one operator pipeline at a time, and what a stage holds can
-go to the temp directory while the next runs: under ``MEMORY_LIMIT`` the steps statement
-over 1M GPU records and 2.3M API calls of one rank kept 595 MiB of peak RSS where, run
-whole, it took 2.2 GiB (bench/dist_scale.py). Statements that begin with the same stages
-(the distributed views' launch tagging and step ranges, a rule's steady kernels) share
-them: queries run in the order of their stages, and a stage already made for the
-previous query is kept while the prefix up to it is the same text.
+go to the temp directory while the next runs, so a read's DuckDB memory stays under
+``MEMORY_LIMIT`` (figures: bench/results/cpu-dist-scale.txt). Statements that begin
+with the same stages (the distributed views' launch tagging and step ranges, a rule's
+steady kernels) share them: queries run in the order of their stages, and a stage
+already made for the previous query is kept while the prefix up to it is the same text.
 
 A statement that still runs out of memory under the limit is said in one line and run
 again without it (DuckDB's default, 80 % of RAM): a figure late is better than none.
