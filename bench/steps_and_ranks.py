@@ -36,7 +36,7 @@ from tfprof.core import collectives
 from tfprof.core.records import RecordKind
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench.rank_replay import env, ranks_script, serve
+from bench.replay_kit.ranks import env, ranks_script, serve
 
 REPO = Path(__file__).resolve().parent.parent
 TRACE = REPO / "tests/data/traces/kineto-hta-dist/nccl_allreduce_rank0_of2.json.gz"

@@ -1,0 +1,1 @@
+"""Helpers of the benches that replay one trace as several ranks."""
