@@ -36,7 +36,7 @@ def _islands(source: str, key: str) -> str:
   GROUP BY {key}, island"""
 
 
-# The kernels view without its busy share: what issue 27 timed (0.53 s at 10M).
+# The kernels view without its busy share: the query issue 27 timed as its anchor.
 KERNELS_GROUP_BY = f"""
 SELECT name, count(*), sum(d), avg(d), median(d), min(d), max(d), stddev_samp(d)
 FROM (SELECT name, greatest(duration_ns, 0) AS d FROM {KERNELS}) GROUP BY name

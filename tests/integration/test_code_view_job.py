@@ -20,9 +20,9 @@ TRACE = (
     / "data/traces/tracelens/h100__gaunernst_bert-small-uncased__1016001.json.gz"
 )
 # 1 : 3 : 2 of the main thread's time, interleaved finely; lengths off the GIL's 5 ms switch
-# interval, on whose grid a sample of a CPU-bound thread lands. 10 s of CPU: on the shared
-# 2-core machine six runs were at most 4.5 points off a share (3.3 s of CPU: 5.6); 6 are
-# asked.
+# interval, on whose grid a sample of a CPU-bound thread lands. 10 s of CPU: sampling
+# error shrinks with the samples taken, and a shorter job left too little margin under
+# a loaded machine's scheduling; 6 points are asked.
 JOB = textwrap.dedent(
     """
     import time

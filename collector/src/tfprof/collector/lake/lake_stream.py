@@ -137,8 +137,8 @@ class _Strings:
         out = []
         for chunk in column.chunks:
             if not isinstance(chunk, pa.DictionaryArray):
-                # Imported where used: ~25 ms that reading segments (summary, advise,
-                # export: dictionary columns) does not need.
+                # Imported where used: an import that reading segments (summary,
+                # advise, export: dictionary columns) does not need.
                 import pyarrow.compute as pc
 
                 chunk = pc.dictionary_encode(chunk)
