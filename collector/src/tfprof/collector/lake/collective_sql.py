@@ -75,7 +75,7 @@ comm AS (
          row_number() OVER (PARTITION BY rk, pg
                             ORDER BY CASE WHEN ls IS NULL THEN 0 ELSE 1 END,
                                      coalesce(ls, s), s) - 1 AS k,
-         row_number() OVER (ORDER BY rk, s, e, stream, name) AS cid
+         row_number() OVER (PARTITION BY rk ORDER BY s, e, stream, name) AS cid
   FROM comm0 c
 ),
 cdevs AS (SELECT DISTINCT rk, device FROM comm),
@@ -99,7 +99,8 @@ cisl0 AS (
 ),
 cisl AS (SELECT rk, device, min(s) AS s, max(e) AS e FROM cisl0 GROUP BY rk, device, island),
 -- Compute time covered up to instant t: the lengths of the islands begun before t,
--- less what the last of them runs past t.
+-- less what the last of them runs past t. A call is (rk, cid): numbered per rank, so
+-- Spark sorts each rank's calls apart instead of every call in one task.
 cov AS (
   SELECT rk, device, s AS t, 0 AS pt, e - s AS len, e AS ie, CAST(NULL AS BIGINT) AS cid,
          0 AS sign
@@ -108,21 +109,21 @@ cov AS (
   UNION ALL SELECT rk, device, e, 1, 0, CAST(NULL AS BIGINT), cid, 1 FROM comm
 ),
 cov2 AS (
-  SELECT cid, sign, t,
+  SELECT rk, cid, sign, t,
          sum(len) OVER x AS covered_len, max(ie) OVER x AS last_e, pt
   FROM cov
   WINDOW x AS (PARTITION BY rk, device ORDER BY t, pt ROWS UNBOUNDED PRECEDING)
 ),
 covered AS (
-  SELECT cid, sum(sign * (coalesce(covered_len, 0)
-                          - CASE WHEN last_e > t THEN last_e - t ELSE 0 END)) AS covered_ns
-  FROM cov2 WHERE pt = 1 GROUP BY cid
+  SELECT rk, cid, sum(sign * (coalesce(covered_len, 0)
+                              - CASE WHEN last_e > t THEN last_e - t ELSE 0 END)) AS covered_ns
+  FROM cov2 WHERE pt = 1 GROUP BY rk, cid
 ),
 calls_out AS (
   SELECT c.rk, c.jb, c.device, c.stream, c.pg, c.k, c.step, c.ctype, c.source, c.name,
          c.s, c.e, c.e - c.s AS ns, c.e - c.s - coalesce(v.covered_ns, 0) AS exposed_ns,
          c.bytes, c.group_size, c.dtype
-  FROM comm c LEFT JOIN covered v ON v.cid = c.cid
+  FROM comm c LEFT JOIN covered v ON v.rk = c.rk AND v.cid = c.cid
 )"""
 
 _BODY = ",".join((LAUNCHED, PERIODIC, RANGES, _CALLS))
