@@ -4,6 +4,7 @@ same rows; ``JOB``, ``JOB/RUN`` and ``capture:ID`` in a data dir; the step rules
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 from typing import Any
@@ -107,9 +108,57 @@ def test_without_steps_the_whole_run_is_one_step(tmp_path: Path) -> None:
                    str(root / "GPU_timeline_02_step_1.json"))  # fmt: skip
     assert [s["steps_source"] for s in doc["sides"]] == ["whole run"] * 2
     assert [s["steps"] for s in doc["sides"]] == [[0], [0]]
-    assert "whole run (no STEP records, no ProfilerStep ranges) = 1 step" in doc["notes"][0]
+    whole = "whole run (no STEP records, no ProfilerStep ranges, no kernel period) = 1 step"
+    assert whole in doc["notes"][0]
     kernels = [r for r in doc["rows"] if r["kind"] == "kernel"]
     assert kernels and all(r["base_per_step_us"] == r["base_total_us"] for r in kernels)
+
+
+def _summary_steps(path: Path, tmp_path: Path) -> list[dict[str, Any]]:
+    out = tmp_path / f"{path.name}.steps.json"
+    assert main(["summary", "--view", "steps", str(path), "--select", "step,source,host_us,records",
+                 "--format", "json", "-o", str(out)]) == 0  # fmt: skip
+    rows: list[dict[str, Any]] = json.loads(out.read_text())["rows"]
+    return rows
+
+
+def test_without_step_marks_the_kernel_period_gives_the_steps_views_steps(
+    tmp_path: Path,
+) -> None:
+    """HTA's pair with its ProfilerStep ranges taken out: neither side has step marks, so
+    diff reads the steps the steps view finds from the kernel stream's period, the same
+    ones, and its per-step figures are theirs."""
+    root = shared_traces() / PAIR
+    files = []
+    for side in ("control", "test"):
+        doc = json.loads(gzip.decompress((root / side / f"{side}.json.gz").read_bytes()))
+        marks = [e for e in doc["traceEvents"] if str(e.get("name")).startswith("ProfilerStep#")]
+        assert len(marks) == 6
+        doc["traceEvents"] = [e for e in doc["traceEvents"] if e not in marks]
+        files.append(tmp_path / f"{side}.json.gz")
+        files[-1].write_bytes(gzip.compress(json.dumps(doc).encode()))
+    views = [_summary_steps(f, tmp_path) for f in files]
+    doc = run_json(tmp_path, *map(str, files))
+    assert [s["steps_source"] for s in doc["sides"]] == ["kernel periodicity"] * 2
+    for side, view, note in zip(doc["sides"], views, doc["notes"], strict=True):
+        assert view and {r["source"] for r in view} == {"periodicity"}
+        # One process, one GPU: a row of the view is a step.
+        assert side["steps"] == [r["step"] for r in view] == list(range(len(view)))
+        assert f"steps: kernel periodicity, {len(view)} of {len(view)} read" in note
+    rows = {(r["kind"], r["name"]): r for r in doc["rows"]}
+    for role, view in zip(("base", "test"), views, strict=True):
+        step = rows[("phase", "step")]
+        assert step[f"{role}_count"] == len(view)
+        assert step[f"{role}_total_us"] == pytest.approx(sum(r["host_us"] for r in view), abs=0.01)
+        # Each step's own GPU work (placed by its launch) is what the view counts.
+        work = sum(r[f"{role}_count"] for r in doc["rows"] if r["kind"] in ("kernel", "copy"))
+        assert work == sum(r["records"] for r in view)
+    # --steps picks among the periodic steps: their figures, and only theirs.
+    picked = run_json(tmp_path, *map(str, files), "--steps", "1-2", "--kind", "phase")
+    assert [s["steps"] for s in picked["sides"]] == [[1, 2], [1, 2]]
+    step = next(r for r in picked["rows"] if r["name"] == "step")
+    assert step["base_total_us"] == pytest.approx(views[0][1]["host_us"] + views[0][2]["host_us"],
+                                                  abs=0.01)  # fmt: skip
 
 
 def test_steps_selection() -> None:

@@ -3,10 +3,13 @@
 One small rule per side, said in the output, in the steps view's order of preference:
 PyTorch's ``ProfilerStep#N`` ranges when the side has any (the steps the job itself
 named); else the hook's STEP records (its zero-code optimizer-step and train-function
-markers); else the whole run is one step. Step N of a process is the
-range its record spans. Several processes (ranks) share step numbers: the side's step
-count is the number of distinct step numbers the diff reads, so "per step" means the
-whole job's time in one step.
+markers); else the kernel stream's period, as the steps view finds it (one SQL
+definition: ``lake.dist_sql.PERIODIC_STEPS``); else the whole run is one step. Step N
+of a process is the range its record spans; a periodic step runs from its anchor
+kernel's launch to the next one's (step 0 the first; the last, whose end the capture
+cut off, is not read: the steps view leaves it out too). Several processes (ranks)
+share step numbers: the side's step count is the number of distinct step numbers the
+diff reads, so "per step" means the whole job's time in one step.
 
 ``--steps`` picks the step numbers: ``all`` (default), ``first`` (each side's first:
 HolisticTraceAnalysis' ``TraceDiff`` default), ``shared`` (the numbers both sides have),
@@ -20,13 +23,15 @@ from dataclasses import dataclass
 
 from tfprof.collector.compare.diff_read import read_rows
 from tfprof.collector.errors import InvalidArgument, NotFound
+from tfprof.collector.lake.dist_sql import ENGINE, PERIODIC_STEPS
 from tfprof.collector.read.lake_catalog import Catalog
 from tfprof.collector.read.needs import Query
 
 STEP_RECORDS = "STEP records"
 PROFILER_STEPS = "ProfilerStep ranges"
+PERIODICITY = "kernel periodicity"
 WHOLE_RUN = "whole run"
-SOURCES = {1: PROFILER_STEPS, 2: STEP_RECORDS}
+SOURCES = {1: PROFILER_STEPS, 2: STEP_RECORDS, 3: PERIODICITY}
 # Every step of every source: one row per (source, process, step) with the range it
 # spans (the engine's relations: clipped to the side's window).
 STEP_RANGES = """
@@ -36,12 +41,19 @@ FROM {h} WHERE kind = 6 AND regexp_matches(name, '^ProfilerStep#[0-9]+$')
 UNION ALL
 SELECT 2, process, external_id, s, e FROM {st}
 """
+# The steps view's periodic steps, complete ones only (read only when no process of the
+# side has either of the above: a side's first source is its source for every process).
+PERIODIC_RANGES = (
+    f"SELECT rk AS p, num AS n, lo AS s, hi AS e FROM ({ENGINE.bind(PERIODIC_STEPS)}) AS ps"
+)
 # Per source: its step numbers (``procs`` NULL), and its processes (``n`` NULL).
-_FOUND = Query(
-    f"WITH r AS ({STEP_RANGES}) "
+_FOUND = (
+    "WITH r AS ({ranges}) "
     "SELECT src, n, NULL AS procs FROM r WHERE n IS NOT NULL GROUP BY src, n "
     "UNION ALL SELECT src, NULL, count(DISTINCT p) FROM r WHERE n IS NOT NULL GROUP BY src"
 )
+_FOUND_MARKS = Query(_FOUND.format(ranges=STEP_RANGES))
+_FOUND_PERIODIC = Query(_FOUND.format(ranges=f"SELECT 3 AS src, * FROM ({PERIODIC_RANGES})"))
 # The whole run as one step per process: first start to last end (+1: ranges are
 # half-open and a record may start at the last end).
 _WHOLE = """
@@ -67,7 +79,9 @@ class Steps:
 
 def find_steps(cat: Catalog) -> Steps:
     """The side's step source (the first one it has) and its step numbers."""
-    _, (rows,) = read_rows(cat, _FOUND)
+    _, (rows,) = read_rows(cat, _FOUND_MARKS)
+    if not any(n is not None for _, n, _ in rows):
+        _, (rows,) = read_rows(cat, _FOUND_PERIODIC)
     processes = len(cat.processes)
     for src, source in SOURCES.items():
         numbers = tuple(sorted(int(n) for s, n, _ in rows if s == src and n is not None))
@@ -84,6 +98,8 @@ def steps_sql(steps: Steps, chosen: tuple[int, ...]) -> str:
     src = next(k for k, v in SOURCES.items() if v == steps.source)
     listed = ", ".join(str(int(n)) for n in chosen)
     keep = "" if chosen == steps.numbers else f" AND n IN ({listed})"
+    if steps.source == PERIODICITY:
+        return f"SELECT p, n, s, e FROM ({PERIODIC_RANGES}) AS pr WHERE true{keep}"
     return f"SELECT p, n, s, e FROM ({STEP_RANGES}) WHERE src = {src}{keep}"
 
 
@@ -98,7 +114,8 @@ def select_steps(spec: str, base: Steps, test: Steps) -> tuple[tuple[int, ...], 
         if steps.whole:
             raise InvalidArgument(
                 f"--steps {spec}: the {role} side has no steps (no STEP records, no "
-                "ProfilerStep ranges: the whole run is one step); use all or first"
+                "ProfilerStep ranges, no kernel period: the whole run is one step); use all "
+                "or first"
             )
     if spec == "shared":
         shared = tuple(sorted(set(base.numbers) & set(test.numbers)))
@@ -151,7 +168,10 @@ def _span(numbers: tuple[int, ...]) -> str:
 def describe(steps: Steps, chosen: tuple[int, ...]) -> str:
     """One line for people: the source and the steps read."""
     if steps.whole:
-        return f"steps: {WHOLE_RUN} (no STEP records, no ProfilerStep ranges) = 1 step"
+        return (
+            f"steps: {WHOLE_RUN} (no STEP records, no ProfilerStep ranges, no kernel period) "
+            "= 1 step"
+        )
     text = f"steps: {steps.source}, {len(chosen)} of {len(steps.numbers)} read ({_span(chosen)})"
     if steps.with_steps < steps.processes:
         text += (

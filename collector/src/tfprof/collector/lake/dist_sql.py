@@ -221,7 +221,9 @@ rng AS (
               ELSE coalesce(mark_e, lo) END AS hi,
          CASE WHEN nxt IS NOT NULL OR src = 2 THEN 1 ELSE 0 END AS complete
   FROM ordered_marks
-),
+)"""
+# Each GPU record with the step its launch falls in (``ord``: complete steps only).
+_OWN = """
 tl AS (
   SELECT rk, lo AS t, 0 AS isg, ord, CAST(NULL AS BIGINT) AS device, 0 AS cls,
          CAST(0 AS BIGINT) AS s, CAST(0 AS BIGINT) AS e, CAST(0 AS BIGINT) AS corr
@@ -360,7 +362,7 @@ STEP_COLUMNS = (
     "copy_ns", "copy_exposed_ns", "idle_foreign_ns", "idle_sync_ns", "idle_other_cuda_ns",
 )  # fmt: skip
 STEPS = (
-    ",".join((_LAUNCHED, _PERIODIC, _RANGES, _WINDOWS, _ISLANDS, _SEGMENTS))
+    ",".join((_LAUNCHED, _PERIODIC, _RANGES, _OWN, _WINDOWS, _ISLANDS, _SEGMENTS))
     + """
 SELECT w.rk, w.device, r.num AS step,
        CASE r.src WHEN 1 THEN 'ProfilerStep' WHEN 2 THEN 'hook' ELSE 'periodicity' END
@@ -378,5 +380,12 @@ LEFT JOIN agg a ON a.rk = w.rk AND a.device = w.device AND a.ord = w.ord
 """
 )
 
+# The complete steps of the ranks with no step marks, from the period alone: one row per
+# (rank, step), its host range [lo, hi) (``compare.diff_steps``' third source).
+PERIODIC_STEPS = (
+    ",".join((_LAUNCHED, _PERIODIC, _RANGES))
+    + "\nSELECT rk, num, lo, hi FROM rng WHERE src = 3 AND complete = 1"
+)
+
 # Pieces other statements build on (``collective_sql``).
-LAUNCHED, PERIODIC, RANGES = _LAUNCHED, _PERIODIC, _RANGES
+LAUNCHED, PERIODIC, RANGES = _LAUNCHED, _PERIODIC, ",".join((_RANGES, _OWN))
