@@ -130,11 +130,6 @@ FROM ({attributed(records)}) GROUP BY ALL
 """
 
 
-def gpu_by_stack(scope: Scope) -> str:
-    """``by_stack`` of the kernels, copies and memsets in ``scope``."""
-    return by_stack(gpu_records(scope))
-
-
 def host_by_stack(scope: Scope) -> str:
     """Per (stream, leaf stack): the sampled threads' time there (ns) and samples."""
     return f"""

@@ -168,15 +168,6 @@ def _range_unions(
         yield a, b, ms, me
 
 
-def merged_parts(
-    parts: Sequence[tuple[np.ndarray, np.ndarray]], chunk_rows: int = 1 << 20
-) -> list[tuple[np.ndarray, np.ndarray]]:
-    """The union of ``parts`` (as ``covers_by_parts`` takes them) as parts again, one
-    per time range: disjoint and in order, fewer intervals where the parts overlapped,
-    and never a copy of every interval at once beyond the result."""
-    return [(ms, me) for _, _, ms, me in _range_unions(parts, chunk_rows) if ms.shape[0]]
-
-
 def covers_by_parts(
     parts: Sequence[tuple[np.ndarray, np.ndarray]],
     groups: Sequence[tuple[np.ndarray, np.ndarray]],

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from typing import TextIO
 
 from tfprof.collector.analysis.record_set import HostSelector, RecordSet
-from tfprof.collector.analysis.records import GpuFirst, prepare, prepare_gpu_first
+from tfprof.collector.analysis.records import prepare
 from tfprof.collector.errors import AnalysisError, InvalidArgument, NotFound, PathError
 from tfprof.collector.jobdata import JobData
 from tfprof.collector.read.lake_catalog import Catalog
@@ -75,15 +75,6 @@ def load_catalog(args: argparse.Namespace) -> Catalog:
 def _check_window(since: int | None, until: int | None) -> None:
     if since is not None and until is not None and since >= until:
         raise AnalysisError(f"the window is empty: since {since} >= until {until} (ns)")
-
-
-def load_gpu_first(args: argparse.Namespace) -> GpuFirst:
-    """The GPU table to analyse and its host side, read later (``prepare_gpu_first``)."""
-    from tfprof.collector.terminal import progress
-
-    with progress("loading"):
-        jobs, since, until = _jobs(args)
-        return prepare_gpu_first(jobs, since, until)
 
 
 def _jobs(args: argparse.Namespace) -> tuple[list[JobData], int | None, int | None]:

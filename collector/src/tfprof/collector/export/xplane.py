@@ -68,22 +68,6 @@ from tfprof.readers.tfprotos import xplane
 GPU_PLANE_PREFIX = "/device:GPU:"
 HOST_PLANE = "/host:CPU"
 TASK_ENV_PLANE = "Task Environment"
-_STAT_NAMES = (
-    "correlation_id",
-    "context_id",
-    "tf_op",
-    "kernel_details",
-    "memcpy_details",
-    "memset_details",
-    "tfprof_device",
-    "device_vendor",
-    "compute_cap_major",
-    "compute_cap_minor",
-    "core_count",
-    "memory_size",
-    "profile_start_time",
-    "profile_stop_time",
-)
 
 
 CHUNK_EVENTS = 1 << 14  # events built as protobuf objects at once

@@ -129,8 +129,6 @@ calls_out AS (
 _BODY = ",".join((LAUNCHED, PERIODIC, RANGES, _CALLS))
 
 # One row per collective call.
-CALL_COLUMNS = ("rk", "jb", "device", "stream", "pg", "k", "step", "ctype", "source", "name",
-                "s", "e", "ns", "exposed_ns", "bytes", "group_size", "dtype")  # fmt: skip
 CALLS = _BODY + "\nSELECT * FROM calls_out"
 
 # Per job, process group, type, kernel name and source (the view merges names).
@@ -169,7 +167,6 @@ matched AS (
          a.waited
   FROM arr2 a JOIN runner_up b ON b.jb = a.jb AND b.pg = a.pg AND b.k = a.k
 )"""
-ARRIVAL_COLUMNS = ("rk", "jb", "pg", "k", "step", "n", "skew", "max_skew", "was_last", "waited")
 ARRIVALS = _BODY + "," + _ARRIVALS + "\nSELECT * FROM matched"
 
 # Per rank: collectives matched, mean and largest skew, times last, the others' wait it

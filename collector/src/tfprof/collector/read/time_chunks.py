@@ -50,7 +50,6 @@ Columns = dict[str, np.ndarray]
 ALWAYS = ("kind", "process", "s", "e")
 NAME_COLUMNS = frozenset({"name", "slice_name", "domain"})
 _TIMES = frozenset({"start_ns", "duration_ns"})
-_TABLE_OF = {kind: table for table, kind in KIND.items()}
 
 
 @dataclass

@@ -21,7 +21,6 @@ from dataclasses import dataclass
 
 PREFIX = "tfprof1"
 KINDS = ("job", "node")
-MIN_KEY_BYTES = 32
 
 
 @dataclass(frozen=True)
