@@ -10,7 +10,6 @@ stream's hello carries. Periodic mode needs no collector push at all.
 
 from __future__ import annotations
 
-import itertools
 import queue
 import subprocess
 import sys
@@ -25,19 +24,17 @@ import grpc
 import pytest
 
 from tests.integration.conftest import agent_cmd, clean_env
-from tfprof.agent.inprocess.sources.replay_plan import LOOP_GAP_NS
+from tests.integration.dense_replay import DENSE, widest_gap
 from tfprof.agent.relay.collector_client import CollectorClient
 from tfprof.agent.relay.process_link import ProcessLink
 from tfprof.agent.relay.socket_server import RelayServer
 from tfprof.proto import collector_pb2 as pb
 from tfprof.proto import collector_pb2_grpc as pb_grpc
-from tfprof.readers import load_trace
 
 pytestmark = pytest.mark.timeout(120)
 
 MS = 10**6
 S = 10**9
-DENSE = "tf-timeline-ikhlestov/GPU_timeline_03_merged_5_runs.json"  # 221 records / 0.14 s
 
 
 class WindowCollector(pb_grpc.CollectorServicer):
@@ -130,14 +127,6 @@ def collector() -> Iterator[tuple[WindowCollector, str]]:
         yield servicer, f"127.0.0.1:{port}"
     finally:
         server.stop(grace=None)
-
-
-def widest_gap(path: str) -> int:
-    """The longest stretch without a record start when ``path`` is replayed in loops."""
-    trace = load_trace(path)
-    starts = sorted(trace.column("start_ns"))
-    loop_gap = trace.span_ns - (starts[-1] - starts[0]) + LOOP_GAP_NS
-    return max([b - a for a, b in itertools.pairwise(starts)] + [loop_gap])
 
 
 def assert_inside(got: list[int], window: tuple[int, int], gap: int) -> None:

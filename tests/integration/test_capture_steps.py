@@ -25,8 +25,8 @@ from tfprof.collector.store import Store
 from tfprof.core.records import RecordKind
 from tfprof.readers import load_trace
 
+from .capture_jobs import finish, list_captures, wait_for_streams
 from .conftest import EXAMPLE, Collector, agent_cmd, clean_env, collector_cmd, load_trace_file
-from .test_capture_e2e import finish, list_captures, wait_for_streams
 
 pytestmark = pytest.mark.timeout(420)
 

@@ -17,7 +17,7 @@ import pytest
 
 from tests.integration.collector_proc import start_serve
 from tests.integration.conftest import agent_cmd, clean_env, collector_cmd
-from tests.unit.test_collector_auth import make_cert
+from tests.unit.tls_certs import make_cert
 from tfprof.collector.store import Store
 from tfprof.core.version import PROTOCOL_VERSION
 from tfprof.proto import collector_pb2 as pb

@@ -14,18 +14,16 @@ from pathlib import Path
 
 import numpy as np
 
+from tests.integration.delivery_replay import (
+    REPEAT,
+    TRACE,
+    expected_records,
+    log_bytes,
+    stored_records,
+)
 from tfprof.collector.store import Store
 
 from .conftest import Collector, agent_cmd, clean_env, collector_cmd, start_collector
-
-TRACE = "tf-timeline-ikhlestov/GPU_timeline_03_merged_5_runs.json"
-REPEAT = 1000  # 221 records a loop: 221,000 records
-
-
-def expected_records(traces: Path) -> int:
-    from tfprof.readers import load_trace
-
-    return len(load_trace(traces / TRACE)) * REPEAT
 
 
 def replay_job(
@@ -47,25 +45,10 @@ def replay_job(
     )
 
 
-def stored_records(data_dir: Path, job: str) -> np.ndarray:
-    """(start, duration, stream, correlation) of every stored record of ``job``."""
-    (run,) = Store(data_dir).load_jobs([job])
-    rows = [
-        np.stack([s.records[c] for c in ("start_ns", "duration_ns", "stream", "correlation")], 1)
-        for s in run.streams
-        if s.num_records
-    ]
-    return np.concatenate(rows) if rows else np.zeros((0, 4), np.int64)
-
-
 def assert_exactly_once(data_dir: Path, job: str, expected: int) -> None:
     rows = stored_records(data_dir, job)
     assert len(rows) == expected, f"{len(rows)} records stored, {expected} replayed"
     assert len(np.unique(rows, axis=0)) == expected, "duplicated records"
-
-
-def log_bytes(data_dir: Path) -> int:
-    return sum(p.stat().st_size for p in data_dir.glob("jobs/*/*/*/batches.log"))
 
 
 def test_collector_killed_mid_stream_and_restarted(traces: Path, tmp_path: Path) -> None:

@@ -25,7 +25,7 @@ import pytest
 
 from tests.integration.conftest import clean_env, collector_cmd
 from tests.integration.spark_cluster import standalone_cluster, wait_for_executors
-from tests.unit.test_dist_hta import DIST, _stretched
+from tests.unit.dist_traces import DIST, stretched
 from tfprof.collector.analysis.step_rows import nearest_rank, warmup_flags
 from tfprof.collector.analysis.units import pct, us
 from tfprof.collector.lake.collective_sql import RANK_ARRIVALS, WINDOW_ARRIVALS
@@ -56,8 +56,8 @@ def _cli(*argv: str) -> Any:
 def lake(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tmp = tmp_path_factory.mktemp("dist-spark")
     src = DIST / "nccl_allreduce_rank0_of2.json.gz"
-    _stretched(src, tmp / "rank0.json.gz", 0, 1.0)
-    _stretched(src, tmp / "rank1.json.gz", 1, 1.3)
+    stretched(src, tmp / "rank0.json.gz", 0, 1.0)
+    stretched(src, tmp / "rank1.json.gz", 1, 1.3)
     data = tmp / "data"
     _cli("import", str(tmp / "rank0.json.gz"), str(tmp / "rank1.json.gz"), "--job", "ddp",
          "--data-dir", str(data))  # fmt: skip

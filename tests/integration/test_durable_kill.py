@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from .conftest import agent_cmd, clean_env, collector_cmd, start_collector
-from .test_delivery import TRACE, log_bytes
+from .delivery_replay import TRACE, log_bytes
 
 pytestmark = pytest.mark.timeout(180)
 

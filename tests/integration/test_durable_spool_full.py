@@ -16,7 +16,7 @@ from tests.tmpfs import small_tmpfs
 from tfprof.collector.store import Store
 
 from .conftest import agent_cmd, clean_env, start_collector
-from .test_delivery import TRACE, expected_records
+from .delivery_replay import TRACE, expected_records
 
 pytestmark = pytest.mark.timeout(300)
 

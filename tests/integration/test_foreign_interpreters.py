@@ -19,6 +19,7 @@ import pytest
 from tfprof.agent.inprocess.sources.cupti_loading import interpreter_abi
 from tfprof.agent.launch import bundle
 
+from .agent_runs import run_agent, traced_pids
 from .conftest import (
     REPO,
     Collector,
@@ -29,7 +30,6 @@ from .conftest import (
     load_trace_file,
     track_counts,
 )
-from .test_launcher import run_agent, traced_pids
 
 PYENV = Path("/root/.pyenv/versions")
 FOREIGN_VERSIONS = ["3.9.18", "3.10.13", "3.12.1", "3.13.0"]

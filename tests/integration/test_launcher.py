@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.integration.agent_runs import run_agent, traced_pids
+
 from .conftest import agent_cmd, clean_env, load_trace_file, track_counts
 
 WORKERS = textwrap.dedent(
@@ -34,24 +36,6 @@ WORKERS = textwrap.dedent(
         print("main", os.getpid(), flush=True)
     """
 )
-
-
-def run_agent(
-    tmp_path: Path, *args: str, timeout: float = 120, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        agent_cmd("run", *args),
-        env=env or clean_env(),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        cwd=tmp_path,
-    )
-
-
-def traced_pids(trace_path: Path) -> set[int]:
-    trace = load_trace_file(trace_path)
-    return {t["pid"] for job in trace["otherData"]["jobs"] for t in job["tasks"]}
 
 
 def start_ready_job(tmp_path: Path, script: str) -> subprocess.Popen[str]:

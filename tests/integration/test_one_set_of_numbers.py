@@ -27,9 +27,9 @@ from typing import Any
 
 import pytest
 
+from .capture_jobs import MS, REPEAT, S, capture, finish, job_code, wait_for_streams
 from .conftest import Collector, agent_cmd, clean_env, collector_cmd, load_trace_file
-from .test_capture_control import DENSE
-from .test_capture_e2e import MS, REPEAT, S, capture, finish, job_code, wait_for_streams
+from .dense_replay import DENSE
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -17,7 +17,7 @@ import pytest
 
 from tests.integration.collector_proc import ServeProcess, start_serve
 from tests.integration.conftest import agent_cmd, clean_env, collector_cmd, load_trace_file
-from tests.integration.test_capture_control import DENSE
+from tests.integration.dense_replay import DENSE
 
 pytestmark = pytest.mark.timeout(300)
 KINETO = "kineto-hta/simple_add.json.gz"

@@ -173,7 +173,7 @@ def test_a_closed_port_is_one_plain_line(tmp_path: Path) -> None:
 
 
 def test_tls_to_a_plaintext_collector_prints_no_grpc_log_lines(tmp_path: Path) -> None:
-    from tests.unit.test_collector_auth import make_cert
+    from tests.unit.tls_certs import make_cert
 
     cert, _ = make_cert(tmp_path)
     collector = start_collector(tmp_path / "data")

@@ -22,7 +22,7 @@ from tests.integration.collector_proc import start_serve
 from tests.integration.conftest import agent_cmd, clean_env, collector_cmd
 from tests.integration.memory_cgroup import memory_group
 from tests.integration.node_fixture import TRACE, runs, wait_records
-from tests.unit.test_server import batch, goodbye, hello
+from tests.unit.agent_messages import batch, goodbye, hello
 from tfprof.proto import collector_pb2 as pb
 from tfprof.proto import collector_pb2_grpc as pb_grpc
 from tfprof.readers import load_trace

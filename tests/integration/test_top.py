@@ -16,7 +16,7 @@ import pytest
 
 from tests.integration.collector_proc import start_serve
 from tests.integration.conftest import agent_cmd, clean_env, collector_cmd
-from tests.unit.test_live_metrics import brute_force_union
+from tests.unit.live_records import brute_force_union
 from tfprof.collector.store import Store
 from tfprof.proto import collector_pb2 as pb
 

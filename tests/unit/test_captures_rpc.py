@@ -11,33 +11,17 @@ from pathlib import Path
 import grpc
 import pytest
 
+from tests.unit.agent_messages import batch, goodbye
+from tests.unit.fleet_hello import hello
 from tests.unit.raw_stream import RawStream
-from tests.unit.test_server import batch, goodbye
 from tfprof.collector.service.server import CollectorServer
 from tfprof.collector.store.capture_log import CAPTURES_FILE
-from tfprof.core.version import PROTOCOL_VERSION
 from tfprof.proto import collector_pb2 as pb
 from tfprof.proto import collector_pb2_grpc as pb_grpc
 
 pytestmark = pytest.mark.timeout(60)
 TOKEN = "cap-token-1"
 SECOND = 10**9
-
-
-def hello(job: str, host: str, pid: int) -> pb.AgentMessage:
-    stream_id = f"{job}-{host}-{pid}"
-    return pb.AgentMessage(
-        hello=pb.Hello(
-            protocol_version=PROTOCOL_VERSION,
-            stream_secret=b"s" * 32,
-            job=job,
-            run_id="r1",
-            stream_id=stream_id,
-            host=host,
-            pid=pid,
-            task=str(pid),
-        )
-    )
 
 
 class Fleet:

@@ -5,7 +5,6 @@ and DuckDB as a user's command runs them; and tfprof's display rules on known tr
 
 from __future__ import annotations
 
-import gzip
 import json
 import re
 from pathlib import Path
@@ -13,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from tests.unit.stack_traces import BERT, TRACES, gpu_us, tiny_trace
 from tfprof.collector.analysis.code_tree import (
     NO_STACK,
     Display,
@@ -25,8 +25,6 @@ from tfprof.collector.analysis.code_tree import (
 )
 from tfprof.collector.cli import main as collector
 
-TRACES = Path(__file__).resolve().parents[1] / "data" / "traces" / "tracelens"
-BERT = TRACES / "h100__gaunernst_bert-small-uncased__1016001.json.gz"
 QWEN = TRACES / "h100__Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"
 NORM = TRACES / "perf_model__normalization__normalization_layer_test.json.gz"
 FRAMEWORK = r"torch/|nn\.Module: |<built-in"
@@ -36,13 +34,6 @@ def summary(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, Any]:
     assert collector(["summary", *args, "--format", "json"]) == 0
     doc: dict[str, Any] = json.loads(capsys.readouterr().out)
     return doc
-
-
-def gpu_us(path: Path) -> float:
-    with gzip.open(path) as f:
-        events = json.load(f)["traceEvents"]
-    cats = ("kernel", "gpu_memcpy", "gpu_memset")
-    return float(sum(e["dur"] for e in events if e.get("cat") in cats))
 
 
 def test_bert_gpu_time_goes_to_its_python_lines(capsys: pytest.CaptureFixture[str]) -> None:
@@ -105,57 +96,6 @@ def test_gradient_work_goes_under_the_forward_line(capsys: pytest.CaptureFixture
     tree = summary(capsys, str(NORM), "--view", "code", "--hide-name-regex", FRAMEWORK)["rows"]
     forward = next(r for r in tree if r["code"] == "test_perf_model.py:35:forward")
     assert forward["total_us"] > grad["total_us"]
-
-
-def tiny_trace(path: Path) -> Path:
-    """One thread: main() calls step(); launches inside step, inside main after step, then
-    outside any Python call (the nearest stack before it stands in), and a kernel whose
-    launch was not recorded."""
-
-    def call(ts: int, dur: int, name: str, pid: int, parent: int | None) -> dict[str, Any]:
-        return {
-            "ph": "X",
-            "cat": "python_function",
-            "name": name,
-            "pid": 100,
-            "tid": 1,
-            "ts": ts,
-            "dur": dur,
-            "args": {"Python id": pid, "Python parent id": parent},
-        }
-
-    def launch(ts: int, corr: int) -> dict[str, Any]:
-        return {
-            "ph": "X",
-            "cat": "cuda_runtime",
-            "name": "cudaLaunchKernel",
-            "pid": 100,
-            "tid": 1,
-            "ts": ts,
-            "dur": 2,
-            "args": {"correlation": corr, "cbid": 211},
-        }
-
-    def kernel(ts: int, dur: int, corr: int) -> dict[str, Any]:
-        return {
-            "ph": "X",
-            "cat": "kernel",
-            "name": "k",
-            "pid": 0,
-            "tid": 7,
-            "ts": ts,
-            "dur": dur,
-            "args": {"correlation": corr, "device": 0, "stream": 7},
-        }
-
-    events = [call(1000, 100, "train.py(10): main", 1, None),
-              call(1010, 20, "train.py(20): step", 2, 1),
-              launch(1015, 11), kernel(1100, 50, 11),
-              launch(1040, 12), kernel(1200, 30, 12),
-              launch(1200, 13), kernel(1300, 20, 13),
-              kernel(1400, 10, 14)]  # fmt: skip
-    path.write_text(json.dumps({"traceEvents": events}))
-    return path
 
 
 def test_exact_nearest_and_missing_are_told_apart(

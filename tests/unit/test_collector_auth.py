@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,7 +9,8 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from tests.unit.test_server import batch, goodbye, hello
+from tests.unit.agent_messages import batch, goodbye, hello
+from tests.unit.tls_certs import make_cert
 from tfprof.collector.service.auth import check_authorization
 from tfprof.collector.service.server import CollectorServer
 from tfprof.proto import collector_pb2 as pb
@@ -90,21 +89,6 @@ def test_health_checks_need_no_token(secured: CollectorServer) -> None:
             health_pb2.HealthCheckRequest(service=""), timeout=RPC_TIMEOUT
         )
     assert reply.status == health_pb2.HealthCheckResponse.SERVING
-
-
-def make_cert(directory: Path) -> tuple[Path, Path]:
-    """A self-signed certificate for localhost/127.0.0.1, made with the openssl CLI."""
-    openssl = shutil.which("openssl")
-    if openssl is None:
-        pytest.skip("openssl CLI not found: cannot make a test certificate")
-    cert, key = directory / "cert.pem", directory / "key.pem"
-    subprocess.run(
-        [openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-         "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1",
-         "-keyout", str(key), "-out", str(cert)],
-        check=True, capture_output=True, timeout=60,
-    )  # fmt: skip
-    return cert, key
 
 
 def test_tls_with_token(tmp_path: Path) -> None:

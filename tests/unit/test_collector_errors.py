@@ -9,7 +9,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from tests.unit.test_store import batch, hello
+from tests.unit.store_batches import batch, hello
 from tfprof.collector import cli
 from tfprof.collector.commands import jobs as jobs_command
 from tfprof.collector.config import ConfigError

@@ -10,7 +10,7 @@ import grpc
 import pytest
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
-from tests.unit.test_server import batch, goodbye, hello, rejected, run_stream
+from tests.unit.agent_messages import batch, goodbye, hello, rejected, run_stream
 from tfprof.collector.errors import InvalidArgument
 from tfprof.collector.service.metrics import CollectorMetrics, serve_metrics
 from tfprof.collector.service.server import CollectorServer

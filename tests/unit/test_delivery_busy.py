@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.test_client import Failures, batch, hello
+from tests.unit.client_batches import Failures, batch, hello
 from tfprof.agent.relay.collector_client import CollectorClient
 from tfprof.agent.relay.delivery import StreamDelivery
 from tfprof.agent.relay.spool import Spool

@@ -11,7 +11,6 @@ rounds starts up and ends down, ``HTA_DISABLE_NS_ROUNDING``), worth up to 0.5 po
 
 from __future__ import annotations
 
-import gzip
 import json
 import shutil
 import subprocess
@@ -21,37 +20,20 @@ from typing import Any
 
 import pytest
 
+from tests.unit.dist_traces import DIST, TRACES, stretched
+
 hta_trace_analysis = pytest.importorskip("hta.trace_analysis")
 
-TRACES = Path(__file__).resolve().parents[1] / "data" / "traces"
-DIST = TRACES / "kineto-hta-dist"
 PAIRS = TRACES / "hta-trace-diff" / "trace_diff"
 TOLERANCE_PP = 1.0
-
-
-def _stretched(src: Path, dst: Path, rank: int, factor: float) -> None:
-    """``src`` as rank ``rank``, its times stretched by ``factor`` around its first event
-    (what ``--replay-stretch`` does to a replayed rank)."""
-    with gzip.open(src, "rt") as fh:
-        trace = json.load(fh)
-    trace["distributedInfo"] = {**trace.get("distributedInfo", {}), "rank": rank}
-    events = trace["traceEvents"]
-    origin = min(e["ts"] for e in events if isinstance(e.get("ts"), int | float))
-    for e in events:
-        if isinstance(e.get("ts"), int | float):
-            e["ts"] = origin + (e["ts"] - origin) * factor
-        if isinstance(e.get("dur"), int | float):
-            e["dur"] = e["dur"] * factor
-    with gzip.open(dst, "wt") as fh:
-        json.dump(trace, fh)  # ", " and ": ": HTA finds the rank by '"rank":\s+'
 
 
 def _folder(tmp: Path, case: str) -> Path:
     folder = tmp / case
     folder.mkdir()
     if case == "of2_rank1_stretched":
-        _stretched(DIST / "nccl_allreduce_rank0_of2.json.gz", folder / "rank0.json.gz", 0, 1.0)
-        _stretched(DIST / "nccl_allreduce_rank0_of2.json.gz", folder / "rank1.json.gz", 1, 1.3)
+        stretched(DIST / "nccl_allreduce_rank0_of2.json.gz", folder / "rank0.json.gz", 0, 1.0)
+        stretched(DIST / "nccl_allreduce_rank0_of2.json.gz", folder / "rank1.json.gz", 1, 1.3)
     else:
         src = {
             "of2": DIST / "nccl_allreduce_rank0_of2.json.gz",

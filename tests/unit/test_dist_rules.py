@@ -12,15 +12,15 @@ from typing import Any
 
 import pytest
 
-from tests.unit.test_dist_hta import DIST, _stretched
+from tests.unit.dist_traces import DIST, stretched
 
 CLI = [sys.executable, "-m", "tfprof.collector.cli"]
 
 
 def _advise(tmp: Path, factor: float, *rules: str) -> list[dict[str, Any]]:
     src = DIST / "nccl_allreduce_rank0_of2.json.gz"
-    _stretched(src, tmp / "rank0.json.gz", 0, 1.0)
-    _stretched(src, tmp / "rank1.json.gz", 1, factor)
+    stretched(src, tmp / "rank0.json.gz", 0, 1.0)
+    stretched(src, tmp / "rank1.json.gz", 1, factor)
     data = tmp / "data"
     subprocess.run([*CLI, "import", str(tmp / "rank0.json.gz"), str(tmp / "rank1.json.gz"),
                     "--job", "ddp", "--data-dir", str(data)], check=True, capture_output=True,

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.tmpfs import small_tmpfs
-from tests.unit.test_client import UNREACHABLE, batch, hello
+from tests.unit.client_batches import UNREACHABLE, batch, hello
 from tfprof.agent.relay.collector_client import CollectorClient
 from tfprof.agent.relay.delivery import StreamDelivery
 from tfprof.agent.relay.flush import flush_spool

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.test_store import batch, hello
+from tests.unit.store_batches import batch, hello
 from tfprof.collector.errors import InvalidArgument
 from tfprof.collector.service.validate import check_batch, check_goodbye, check_hello
 from tfprof.collector.store import Store

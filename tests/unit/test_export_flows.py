@@ -95,7 +95,7 @@ def chrome_flows(doc: dict[str, Any]) -> list[tuple[dict[str, Any], dict[str, An
 
 
 def perfetto(timeline: Timeline, **kw: Any) -> list[Any]:
-    from tests.unit.test_export_formats import inflated
+    from tests.unit.perfetto_readback import inflated
     from tfprof.collector.export.perfetto import PerfettoReporter
 
     buf = io.BytesIO()

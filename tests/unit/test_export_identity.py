@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from tests.traces import shared_traces
-from tests.unit.test_chrome_export import T0, records, sample_timeline
+from tests.unit.sample_timeline import T0, records, sample_timeline
 from tfprof.collector.export import write_timeline
 from tfprof.collector.jobdata import HOST_COLUMNS, DeviceMeta, JobData, StreamData
 from tfprof.collector.store.importer import jobs_from_files

@@ -15,9 +15,9 @@ import grpc
 import psutil
 import pytest
 
+from tests.unit.agent_messages import batch, goodbye
+from tests.unit.fleet_hello import hello
 from tests.unit.raw_stream import RawStream
-from tests.unit.test_captures_rpc import hello
-from tests.unit.test_server import batch, goodbye
 from tfprof.collector.cli import main
 from tfprof.collector.service import servicer as servicer_module
 from tfprof.collector.service.export_stream import CHILD, CHUNK_BYTES

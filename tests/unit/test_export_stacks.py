@@ -9,7 +9,7 @@ from pathlib import Path
 
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pftrace
 
-from tests.unit.test_code_view import BERT
+from tests.unit.stack_traces import BERT
 from tfprof.collector.cli import main as collector
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.unit.test_code_view import BERT, gpu_us, tiny_trace
+from tests.unit.stack_traces import BERT, gpu_us, tiny_trace
 from tfprof.collector.cli import main as collector
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.unit.test_live_metrics import copy, hello, kernel, records
+from tests.unit.live_records import copy, hello, kernel, records
 from tfprof.collector.service.ingest import IngestStream
 from tfprof.collector.service.metrics import CollectorMetrics
 from tfprof.collector.store import Store

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from tests.traces import TRACES, needs_traces
-from tests.unit.test_chrome_export import T0, sample_timeline
-from tests.unit.test_recorded import KINETO_FILES, TF_FILES
+from tests.unit.recorded_files import KINETO_FILES, TF_FILES
+from tests.unit.sample_timeline import T0, sample_timeline
 from tfprof.collector.cli import main
 from tfprof.collector.errors import InvalidArgument, NotFound
 from tfprof.collector.export import write_timeline
@@ -76,7 +76,7 @@ def test_stepstats_round_trip_keeps_names_durations_streams(tmp_path: Path) -> N
 
 def test_kernel_names_with_colons_survive_stepstats(tmp_path: Path) -> None:
     pytest.importorskip("tensorboard.compat.proto.config_pb2")
-    from tests.unit.test_chrome_export import records
+    from tests.unit.sample_timeline import records
     from tfprof.collector.jobdata import JobData, StreamData
     from tfprof.core.records import RecordKind
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.test_store import batch, hello
+from tests.unit.store_batches import batch, hello
 from tfprof.collector.cli import main
 from tfprof.collector.jobdata import StreamData
 from tfprof.collector.lake.convert import StreamCursor

@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.s3_server import S3Server, s3_server
-from tests.unit.test_lake import first_batch, records_batch, write_stream
+from tests.unit.lake_streams import first_batch, records_batch, write_stream
 from tfprof.collector.analysis import view_report
 from tfprof.collector.analysis.records import prepare
 from tfprof.collector.cli import main

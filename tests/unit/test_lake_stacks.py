@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.unit.test_lake import OFFSET, compact, write_stream
+from tests.unit.lake_streams import OFFSET, compact, write_stream
 from tfprof.agent.relay.process_link import stacks_proto
 from tfprof.collector.errors import InvalidArgument
 from tfprof.collector.lake.query import Engine, run_query

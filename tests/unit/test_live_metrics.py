@@ -9,30 +9,21 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.unit.live_records import (
+    T0,
+    UUID0,
+    brute_force_union,
+    copy,
+    hello,
+    kernel,
+    records,
+)
 from tfprof.collector.service.batch_figures import batch_figures, union_busy_ns
 from tfprof.collector.service.ingest import IngestStream
 from tfprof.collector.service.live_figures import OTHER, LiveAccounting
 from tfprof.collector.service.metrics import LIVE_FAMILIES, CollectorMetrics
 from tfprof.collector.store import Store
-from tfprof.core.version import PROTOCOL_VERSION
 from tfprof.proto import collector_pb2 as pb
-
-T0 = 1_700_000_000 * 10**9
-UUID0 = "GPU-00000000-aaaa-bbbb-cccc-000000000000"
-
-
-def brute_force_union(intervals: list[tuple[int, int]]) -> int:
-    """Length of the union of [start, end) intervals, the textbook way."""
-    total, reach = 0, None
-    for start, end in sorted(intervals):
-        if reach is None or start >= reach:
-            total += end - start
-            reach = end
-        elif end > reach:
-            total += end - reach
-            reach = end
-    return total
-
 
 Columns = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 
@@ -102,25 +93,6 @@ def test_the_union_matches_a_brute_force_reference(seed: int, shape: str) -> Non
     assert got == want
 
 
-def records(*rows: dict[str, int]) -> pb.Records:
-    """Records from dicts of columns; columns a row leaves out are zero."""
-    out = pb.Records()
-    names = sorted({k for row in rows for k in row})
-    for name in names:
-        getattr(out, name).extend([row.get(name, 0) for row in rows])
-    return out
-
-
-def kernel(start: int, duration: int, device: int = 0, stream: int = 7) -> dict[str, int]:
-    return {"kind": pb.KERNEL, "start_ns": T0 + start, "duration_ns": duration,
-            "device": device, "stream": stream}  # fmt: skip
-
-
-def copy(kind: int, nbytes: int, device: int = 0) -> dict[str, int]:
-    return {"kind": pb.MEMCPY, "start_ns": T0, "duration_ns": 5, "device": device,
-            "copy_kind": kind, "bytes": nbytes, "stream": 7}  # fmt: skip
-
-
 def test_a_batch_is_counted_per_device_and_copy_direction() -> None:
     batch = records(
         kernel(0, 100),
@@ -139,13 +111,6 @@ def test_a_batch_is_counted_per_device_and_copy_direction() -> None:
     assert figures[0].copy_bytes == {"HtoD": 1024, "DtoH": 500}
     assert figures[1].busy_ns == 30 and figures[1].kernels == 1
     assert figures[1].copies == {"PtoP": 1} and figures[1].copy_bytes == {"PtoP": 7}
-
-
-def hello(job: str, stream_id: str = "s1", devices: list[pb.Device] | None = None) -> pb.Hello:
-    return pb.Hello(protocol_version=PROTOCOL_VERSION, stream_secret=b"s" * 32, job=job,
-                    run_id="run1",
-                    stream_id=stream_id, host="node-a", pid=100, task="0",
-                    devices=devices or [])  # fmt: skip
 
 
 def batch(seq: int, recs: pb.Records, **fields: object) -> pb.Batch:

@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests.unit.test_chrome_rows import _expected_events, _mixed_timeline
-from tests.unit.test_export_formats import inflated, perfetto_packets, perfetto_view
+from tests.unit.mixed_timeline import expected_events, mixed_timeline
+from tests.unit.perfetto_readback import inflated, perfetto_packets, perfetto_view
 from tfprof.collector.export.protowire import (
     LEN,
     VARINT,
@@ -120,7 +120,7 @@ def _slice_key(track: str, thread: str, event: dict[str, Any]) -> tuple[Any, ...
 
 
 def test_every_slice_name_arg_and_track_survives() -> None:
-    timeline = _mixed_timeline(3000)
+    timeline = mixed_timeline(3000)
     view = _view(timeline)
     processes = {p.pid: p.name for p in timeline.processes}
     threads = {
@@ -134,7 +134,7 @@ def test_every_slice_name_arg_and_track_survives() -> None:
             threads[e["tid"]],
             {**e, "ts": round(e["ts"] * 1000), "dur": round(e["dur"] * 1000)},
         )
-        for e in _expected_events(timeline)
+        for e in expected_events(timeline)
     )
     got = Counter(_slice_key(s["track"], s["thread"], s) for s in view["slices"])
     assert got == expected
@@ -148,7 +148,7 @@ def test_every_slice_name_arg_and_track_survives() -> None:
 
 
 def test_compression_and_chunks_change_no_packet() -> None:
-    timeline = _mixed_timeline(900, seed=9)
+    timeline = mixed_timeline(900, seed=9)
     plain = perfetto_packets(timeline, compress=False)
     assert not any(p.HasField("compressed_packets") for p in plain)
     assert perfetto_packets(timeline) == plain
@@ -167,12 +167,12 @@ def test_deflate_without_isal_is_zlibs(monkeypatch: pytest.MonkeyPatch) -> None:
     assert getattr(slow, "func", None) is zlib.compress
     assert zlib.decompress(fast) == zlib.decompress(slow(data)) == data
     monkeypatch.setattr(perfetto, "deflate", slow)
-    timeline = _mixed_timeline(300, seed=11)
+    timeline = mixed_timeline(300, seed=11)
     assert perfetto_packets(timeline) == perfetto_packets(timeline, compress=False)
 
 
 def test_slices_go_in_deflated_packets_after_plain_descriptors() -> None:
-    timeline = _mixed_timeline(500, seed=10)
+    timeline = mixed_timeline(500, seed=10)
     from tfprof.collector.export.perfetto import PerfettoReporter
 
     out = io.BytesIO()
@@ -194,7 +194,7 @@ def _fresh_interned(timeline: Timeline) -> Any:
 
 
 def test_a_gathered_selection_encodes_each_slice_as_alone() -> None:
-    from tests.unit.test_export_formats import big_timeline
+    from tests.unit.perfetto_readback import big_timeline
     from tfprof.collector.export.perfetto_rows import as_run, slice_packets
 
     timeline = big_timeline(300)

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from tests.traces import shared_traces
+from tests.unit.perfetto_readback import perfetto_packets
 from tests.unit.pftrace_tracks import PftraceTracks
-from tests.unit.test_chrome_export import sample_timeline
-from tests.unit.test_export_formats import perfetto_packets
+from tests.unit.sample_timeline import sample_timeline
 from tfprof.collector.export.perfetto_tracks import COUNTER_RANK
 from tfprof.collector.store.importer import jobs_from_files
 from tfprof.collector.timeline.build import build_timeline

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.test_dist_hta import DIST, _stretched
+from tests.unit.dist_traces import DIST, stretched
 from tfprof.collector.analysis.step_rows import RanksNeed
 from tfprof.collector.lake.reader import open_jobs
 from tfprof.collector.read import engine
@@ -33,8 +33,8 @@ def ddp(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A data dir holding job ``ddp``: rank 0 as recorded, rank 1 stretched 1.3x."""
     tmp = tmp_path_factory.mktemp("ranks")
     src = DIST / "nccl_allreduce_rank0_of2.json.gz"
-    _stretched(src, tmp / "rank0.json.gz", 0, 1.0)
-    _stretched(src, tmp / "rank1.json.gz", 1, 1.3)
+    stretched(src, tmp / "rank0.json.gz", 0, 1.0)
+    stretched(src, tmp / "rank1.json.gz", 1, 1.3)
     subprocess.run([*CLI, "import", str(tmp / "rank0.json.gz"), str(tmp / "rank1.json.gz"),
                     "--job", "ddp", "--data-dir", str(tmp / "data")], check=True,
                    capture_output=True, timeout=300)  # fmt: skip

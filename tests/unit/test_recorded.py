@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from tests.traces import TRACES, needs_traces
+from tests.unit.recorded_files import KINETO_FILES, TF_FILES
 from tests.unit.trace_docs import meta_event, write_doc, x_event
 from tfprof.readers import (
     FORMAT_KINETO,
@@ -20,14 +21,6 @@ from tfprof.readers import (
     load_trace,
 )
 
-TF_FILES = [
-    "GPU_timeline_01.json",
-    "GPU_timeline_02_step_0.json",
-    "GPU_timeline_02_step_1.json",
-    "GPU_timeline_02_step_2.json",
-    "GPU_timeline_03_merged_5_runs.json",
-]
-KINETO_FILES = ["event_sync_multi_stream.json.gz", "simple_add.json.gz"]
 # Records per TF file: per-stream kernels + copies (each copy once).
 TF_TOTALS = {
     "GPU_timeline_01.json": 9,

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from tests.unit.test_store import batch, hello
+from tests.unit.store_batches import batch, hello
 from tfprof.collector.errors import Conflict
 from tfprof.collector.service.retention import Policy, enforce, plan
 from tfprof.collector.store import Store, stream_counts

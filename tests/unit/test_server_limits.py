@@ -14,8 +14,8 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from tests.unit.agent_messages import batch, goodbye, hello
 from tests.unit.raw_stream import RawStream
-from tests.unit.test_server import batch, goodbye, hello
 from tfprof.collector.service.auth import RefusalLog
 from tfprof.collector.service.byte_budget import ByteBudget
 from tfprof.collector.service.server import CollectorServer

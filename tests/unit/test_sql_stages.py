@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.test_dist_hta import DIST, _stretched
+from tests.unit.dist_traces import DIST, stretched
 from tfprof.collector.lake.collective_sql import RANK_ARRIVALS, WINDOW_ARRIVALS
 from tfprof.collector.lake.dist_sql import LAKE, STEPS
 from tfprof.collector.lake.query import Engine
@@ -34,8 +34,8 @@ def test_comments_and_literals_do_not_cut_a_stage() -> None:
 def ddp(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tmp_path = tmp_path_factory.mktemp("stages")
     src = DIST / "nccl_allreduce_rank0_of2.json.gz"
-    _stretched(src, tmp_path / "rank0.json.gz", 0, 1.0)
-    _stretched(src, tmp_path / "rank1.json.gz", 1, 1.3)
+    stretched(src, tmp_path / "rank0.json.gz", 0, 1.0)
+    stretched(src, tmp_path / "rank1.json.gz", 1, 1.3)
     subprocess.run([*CLI, "import", str(tmp_path / "rank0.json.gz"),
                     str(tmp_path / "rank1.json.gz"), "--job", "ddp", "--data-dir",
                     str(tmp_path / "data")], check=True, capture_output=True,

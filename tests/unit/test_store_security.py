@@ -15,7 +15,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from tests.unit.test_lake import KINDS, first_batch, hello, records_batch, write_stream
+from tests.unit.lake_streams import KINDS, first_batch, hello, records_batch, write_stream
 from tfprof.collector.lake import publish
 from tfprof.collector.lake.location import lake_of
 from tfprof.collector.lake.publish import compact_stream

@@ -19,8 +19,8 @@ from pathlib import Path
 import grpc
 import pytest
 
+from tests.unit.agent_messages import batch, goodbye, hello, rejected, run_stream
 from tests.unit.raw_stream import RawStream
-from tests.unit.test_server import batch, goodbye, hello, rejected, run_stream
 from tfprof.collector.service.server import CollectorServer
 from tfprof.collector.store.files import is_streaming
 from tfprof.collector.store.writer import MAX_SEQ_STEP

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from textual.widgets import DataTable
 
-from tests.unit.test_live_metrics import UUID0, hello, kernel, records
+from tests.unit.live_records import UUID0, hello, kernel, records
 from tfprof.collector.cli import main
 from tfprof.collector.commands.top import parse_interval
 from tfprof.collector.errors import InvalidArgument

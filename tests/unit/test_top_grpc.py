@@ -13,9 +13,9 @@ from pathlib import Path
 import grpc
 import pytest
 
+from tests.unit.agent_messages import batch, goodbye
+from tests.unit.fleet_hello import hello
 from tests.unit.raw_stream import RawStream
-from tests.unit.test_captures_rpc import hello
-from tests.unit.test_server import batch, goodbye
 from tfprof.collector.cli import main
 from tfprof.collector.service.metrics import serve_metrics
 from tfprof.collector.service.remote import Remote

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from tests.traces import shared_traces
-from tests.unit.test_recorded import KINETO_FILES, TF_FILES
+from tests.unit.recorded_files import KINETO_FILES, TF_FILES
 from tests.unit.trace_docs import meta_event, write_doc, x_event
 from tfprof.readers import (
     RecordedTrace,
