@@ -7,8 +7,6 @@ several processes and jobs), with chunks small enough that state is carried ofte
 
 from __future__ import annotations
 
-import contextlib
-import io
 import itertools
 import shutil
 from dataclasses import fields, replace
@@ -19,19 +17,15 @@ import orjson
 import pytest
 
 from tests.traces import shared_traces
-from tfprof.collector.analysis import Filters, prepare, read_view_report, view_report
+from tests.unit.read_compare import engine_and_oracle, quiet
 from tfprof.collector.analysis.intervals import covered, gaps, merge_intervals
-from tfprof.collector.analysis.view_render import JsonReporter
-from tfprof.collector.cli import main as collector
 from tfprof.collector.jobdata import RECORD_COLUMNS, JobData, StreamData
 from tfprof.collector.lake.lake_stream import LakeStream
 from tfprof.collector.lake.reader import open_jobs
 from tfprof.collector.read import time_chunks
 from tfprof.collector.read.carried_unions import NEVER, Unions
-from tfprof.collector.read.lake_catalog import catalog
 from tfprof.collector.store.traced_windows import union_ns
-from tfprof.collector.timeline.prepare import TimeWindow, task_labels
-from tfprof.collector.timespec import parse_time
+from tfprof.collector.timeline.prepare import task_labels
 
 VIEWS = ("jobs", "kernels", "kernels-by-job", "streams", "gpus", "memcpy")
 
@@ -90,11 +84,6 @@ def test_unions_of_a_span_too_long_to_key_at_once() -> None:
     assert unions.finish()[0].tolist() == [20] * keys
 
 
-def _quiet(argv: list[str]) -> None:
-    with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
-        assert collector(argv) == 0
-
-
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The shipped traces imported as jobs (their records in the logs: tails)."""
@@ -112,7 +101,7 @@ def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
             ["--as", "tasks"],
         ),
     ):
-        _quiet(["import", "--data-dir", str(d), "--job", job, *map(str, files), *extra])
+        quiet(["import", "--data-dir", str(d), "--job", job, *map(str, files), *extra])
     return d
 
 
@@ -132,7 +121,9 @@ def _both(data_dirs: list[str], jobs: list[str], since: str | None, until: str |
     that the engine defines anew (issue 27 item 2: records are the run's, whole, beside
     the window's GPU records; a process is a task label, streams of one process are
     one) are checked here and set aside."""
-    engine, today = _json(data_dirs, jobs, since, until, view)
+    engine, today = engine_and_oracle(
+        data_dirs, jobs, since, until, view, oracle_job=_one_stream_per_process, host=False
+    )
     if view != "jobs":
         return engine, today
     new, old = orjson.loads(engine), orjson.loads(today)
@@ -177,25 +168,6 @@ def _one_stream_per_process(job: JobData) -> JobData:
     return joined
 
 
-def _json(data_dirs: list[str], jobs: list[str], since: str | None, until: str | None,
-          view: str) -> tuple[str, str]:  # fmt: skip
-    out = []
-    for engine in (True, False):
-        stored = open_jobs(data_dirs, jobs)
-        first = stored.first_event_ns() if (since or until) else None
-        lo = parse_time(since, first, "--since") if since else None
-        hi = parse_time(until, first, "--until") if until else None
-        if engine:
-            report = read_view_report(view, catalog(stored.jobs, TimeWindow(lo, hi)), Filters())
-        else:
-            joined = [_one_stream_per_process(j) for j in stored.jobs]
-            report = view_report(view, prepare(joined, lo, hi, host=False), Filters())
-        text = io.StringIO()
-        JsonReporter(report).render(text)
-        out.append(text.getvalue())
-    return out[0], out[1]
-
-
 @pytest.mark.parametrize("view", VIEWS)
 @pytest.mark.parametrize("case", list(CASES))
 def test_views_give_the_record_sets_json(
@@ -213,9 +185,9 @@ def test_views_read_segments_and_tails_alike(data_dir: Path, tmp_path: Path) -> 
     """Compacted into the lake, then one more run in the log: both sources at once."""
     d = tmp_path / "data"
     shutil.copytree(data_dir, d)
-    _quiet(["compact", "--data-dir", str(d)])
+    quiet(["compact", "--data-dir", str(d)])
     tf = shared_traces() / "tf-timeline-ikhlestov" / "GPU_timeline_01.json"
-    _quiet(["import", "--data-dir", str(d), "--job", "steps", str(tf)])
+    quiet(["import", "--data-dir", str(d), "--job", "steps", str(tf)])
     for view in VIEWS:
         engine, today = _both([str(d)], ["steps"], None, None, view)
         assert engine == today

@@ -6,8 +6,6 @@ state is carried often."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 import shutil
 from pathlib import Path
 
@@ -15,21 +13,10 @@ import pytest
 
 from tests.kineto_memory import memory_trace
 from tests.traces import shared_traces
-from tfprof.collector.analysis import Filters, prepare, read_view_report, view_report
-from tfprof.collector.analysis.view_render import JsonReporter
-from tfprof.collector.cli import main as collector
-from tfprof.collector.lake.reader import open_jobs
+from tests.unit.read_compare import engine_and_oracle, quiet
 from tfprof.collector.read import time_chunks
-from tfprof.collector.read.lake_catalog import catalog
-from tfprof.collector.timeline.prepare import TimeWindow
-from tfprof.collector.timespec import parse_time
 
 VIEWS = ("op", "scope", "api", "launch", "memory")
-
-
-def _quiet(argv: list[str]) -> None:
-    with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
-        assert collector(argv) == 0
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +33,7 @@ def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
         ("memory", [memory_trace(root, 5000)]),
         ("memory2", [memory_trace(root, 5000)]),
     ):
-        _quiet(["import", "--data-dir", str(d), "--job", job, *map(str, files)])
+        quiet(["import", "--data-dir", str(d), "--job", job, *map(str, files)])
     return d
 
 
@@ -64,20 +51,7 @@ CASES: dict[str, tuple[list[str], str | None, str | None]] = {
 
 def _both(d: Path, jobs: list[str], since: str | None, until: str | None,
           view: str) -> tuple[str, str]:  # fmt: skip
-    out = []
-    for engine in (True, False):
-        stored = open_jobs([str(d)], jobs or None)
-        first = stored.first_event_ns() if (since or until) else None
-        lo = parse_time(since, first, "--since") if since else None
-        hi = parse_time(until, first, "--until") if until else None
-        if engine:
-            report = read_view_report(view, catalog(stored.jobs, TimeWindow(lo, hi)), Filters())
-        else:
-            report = view_report(view, prepare(stored.jobs, lo, hi), Filters())
-        text = io.StringIO()
-        JsonReporter(report).render(text)
-        out.append(text.getvalue())
-    return out[0], out[1]
+    return engine_and_oracle([str(d)], jobs or None, since, until, view)
 
 
 @pytest.mark.parametrize("view", VIEWS)
@@ -107,9 +81,9 @@ def test_host_views_read_segments_and_tails_alike(
     monkeypatch.setattr(time_chunks, "CHUNK_ROWS", 7)
     d = tmp_path / "data"
     shutil.copytree(data_dir, d)
-    _quiet(["compact", "--data-dir", str(d)])
+    quiet(["compact", "--data-dir", str(d)])
     kineto = shared_traces() / "kineto-hta" / "simple_add.json.gz"
-    _quiet(["import", "--data-dir", str(d), "--job", "add", str(kineto)])
+    quiet(["import", "--data-dir", str(d), "--job", "add", str(kineto)])
     for view in VIEWS:
         for jobs in ([], ["add"]):
             engine, today = _both(d, jobs, None, None, view)
