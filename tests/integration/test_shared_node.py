@@ -7,6 +7,7 @@ be done)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -20,7 +21,7 @@ import pytest
 
 from tests.integration.conftest import start_collector
 from tests.integration.local_users import SYSTEM_PYTHON, User, local_users, rss_bytes
-from tests.integration.node_fixture import Node, finish, make_node, runs, wait_records
+from tests.integration.node_fixture import Daemon, Node, finish, make_node, runs, wait_records
 from tfprof.proto import collector_pb2 as pb
 
 pytestmark = pytest.mark.timeout(300)
@@ -116,6 +117,19 @@ def users() -> Iterator[list[User]]:
         yield made
 
 
+@contextlib.contextmanager
+def served(node: Node, data: Path, *flags: str, nofile: int | None = None) -> Iterator[Daemon]:
+    """A collector storing in ``data`` and the node's daemon relaying to it (``flags``,
+    ``nofile``: as ``Node.start_daemon`` takes them), both stopped when the block ends."""
+    collector = start_collector(data)
+    daemon = node.start_daemon(collector.address, *flags, nofile=nofile)
+    try:
+        yield daemon
+    finally:
+        daemon.stop()
+        collector.stop()
+
+
 def attack(node: Node, user: User, code: str, *args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
         user.argv([SYSTEM_PYTHON, "-c", code, *args]), stdin=subprocess.PIPE,
@@ -138,11 +152,9 @@ def test_a_connection_flood_of_one_user_leaves_the_others_served(
 ) -> None:
     victim, attacker = users
     data = tmp_path / "data"
-    collector = start_collector(data)
     # systemd's default soft limit: the flood used to take it all (and the acceptor).
-    daemon = node.start_daemon(collector.address, "--max-connections-per-uid", "8",
-                               "--hello-timeout", "30", nofile=1024)  # fmt: skip
-    try:
+    with served(node, data, "--max-connections-per-uid", "8", "--hello-timeout", "30",
+                nofile=1024) as daemon:  # fmt: skip
         flood = attack(node, attacker, FLOOD, str(node.socket), "200")
         assert flood.stdout is not None
         opened = flood.stdout.readline()
@@ -152,9 +164,6 @@ def test_a_connection_flood_of_one_user_leaves_the_others_served(
         flood.stdin.close()  # the attacker lets go
         flood.wait(30)
         victim_job(node, victim, data, "after")
-    finally:
-        daemon.stop()
-        collector.stop()
     refusals = [ln for ln in daemon.lines if "refused a connection" in ln]
     assert 1 <= len(refusals) <= 2, daemon.output()  # one line per 10 s, with the count
     assert f"uid {attacker.uid} holds its limit of 8 connections" in refusals[0]
@@ -165,9 +174,7 @@ def test_a_header_claiming_a_gigabyte_before_hello_costs_the_daemon_nothing(
 ) -> None:
     victim, attacker = users
     data = tmp_path / "data"
-    collector = start_collector(data)
-    daemon = node.start_daemon(collector.address)
-    try:
+    with served(node, data) as daemon:
         before = rss_bytes(daemon.proc.pid)
         proc = attack(node, attacker, OVERSIZE, str(node.socket))
         out, _ = finish(proc, 60)
@@ -176,9 +183,6 @@ def test_a_header_claiming_a_gigabyte_before_hello_costs_the_daemon_nothing(
         assert all(not r.endswith("accepted") for r in out.split()), out
         assert grew < 16 << 20, f"daemon RSS grew by {grew:,} bytes"
         victim_job(node, victim, data, "meanwhile")
-    finally:
-        daemon.stop()
-        collector.stop()
     assert "(the limit is 65,536)" in daemon.output()
 
 
@@ -187,10 +191,8 @@ def test_a_fake_hook_cannot_join_another_users_run(
 ) -> None:
     victim, attacker = users
     data = tmp_path / "data"
-    collector = start_collector(data)
-    daemon = node.start_daemon(collector.address)
     slurm = {"SLURM_JOB_ID": "4242", "SLURM_JOB_NAME": "resnet"}
-    try:
+    with served(node, data) as daemon:
         ranks = [
             node.run_as(victim, node.job_env("resnet", 1, SLURM_PROCID=rank, **slurm), "pass")
             for rank in ("0", "1")
@@ -208,9 +210,6 @@ def test_a_fake_hook_cannot_join_another_users_run(
             time.monotonic() < deadline and len(list(data.glob("jobs/resnet/*/*/goodbye.pb"))) < 3
         ):
             time.sleep(0.2)
-    finally:
-        daemon.stop()
-        collector.stop()
     (run,) = runs(data, "resnet")
     assert run.path is not None
     hellos = [pb.Hello.FromString(p.read_bytes()) for p in run.path.glob("*/hello.pb")]
@@ -274,9 +273,7 @@ def test_a_daemon_traced_job_ended_by_sigterm_is_finished(
 ) -> None:
     victim, _ = users
     data = tmp_path / "data"
-    collector = start_collector(data)
-    daemon = node.start_daemon(collector.address)
-    try:
+    with served(node, data):
         env = node.job_env("dterm", 1)
         proc = node.run_as(victim, env, "import time; time.sleep(120)")
         assert wait_records(data, "dterm", node.records_per_replay) == node.records_per_replay
@@ -288,9 +285,6 @@ def test_a_daemon_traced_job_ended_by_sigterm_is_finished(
             if states and "streaming" not in states:
                 break
             time.sleep(0.2)
-    finally:
-        daemon.stop()
-        collector.stop()
     (run,) = runs(data, "dterm")
     assert run.state == "finished", run.reason
     (how,) = run.ended  # the note `jobs` shows under its table
