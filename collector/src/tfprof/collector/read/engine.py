@@ -14,6 +14,8 @@ Chunks come per *component*: the processes that share a GPU (by UUID, or by host
 devices without one) are swept together in start order, components one after another,
 so a state keyed by anything inside a component (a GPU, a stream, a process, a job on
 a GPU) sees its rows in time order; memory holds what overlaps in time in one component.
+A sweep that needs every process in one time order (``whole_read``: a job's host calls
+against its gaps on every GPU) is fed by a second pass of its own.
 """
 
 from __future__ import annotations
@@ -331,10 +333,39 @@ def _queries(
 def _sweep(
     state: Read, runs: Sequence[Run], sweeps: Sequence[Sweep[Any]], find_spans: bool
 ) -> dict[Any, Any]:
-    """Every sweep fed from one pass; with ``find_spans`` (every GPU record is read) the
-    window and the GPUs are found on the way."""
+    """Every sweep fed: those keyed inside a component from one pass a component at a
+    time, those that need every process in one time order (``whole_read``) from a pass
+    of their own, so that the memory of the first (one component's) and of the second
+    (every process's open runs) never add. With ``find_spans`` (every GPU record is
+    read) the window and the GPUs are found on the way."""
+    spans: dict[int, list[int]] = {}  # process << 16 | device -> [first, last]
+    whole = [s for s in sweeps if getattr(s, "whole_read", False)]
+    apart = [s for s in sweeps if not getattr(s, "whole_read", False)]
+    passes = [(apart, state.components), (whole, [tuple(state.cat.load_order)])]
+    fed: dict[Any, SweepState[Any]] = {}
+    for mine, parts in passes:
+        if mine:
+            fed |= _pass(state, runs, mine, parts, spans if find_spans else None)
+    if find_spans:
+        job_of = np.array([p.job for p in state.cat.processes], dtype=np.int64)
+        state.found(
+            (int(job_of[k >> 16]), k >> 16, k & 0xFFFF, first, last)
+            for k, (first, last) in spans.items()
+        )
+    return {s: fed[s].finish() for s in sweeps}  # once the GPUs are listed
+
+
+def _pass(
+    state: Read,
+    runs: Sequence[Run],
+    sweeps: Sequence[Sweep[Any]],
+    parts: Sequence[tuple[int, ...]],
+    spans: dict[int, list[int]] | None,
+) -> dict[Any, SweepState[Any]]:
+    """``sweeps`` fed from one read of their tables, the processes of each of ``parts``
+    together in start order, one part after another."""
+    tables = {t for s in sweeps for t in s.tables}
     live: list[tuple[Sweep[Any], SweepState[Any], np.ndarray | None]] = []
-    tables = {r.rows.table for r in runs} | {t for s in sweeps for t in s.tables}
     for s in sweeps:
         kinds = (
             None
@@ -343,28 +374,20 @@ def _sweep(
         )
         live.append((s, s.start(state), kinds))
     columns = sorted({c for s in sweeps for c in s.columns} - set(ALWAYS) | {"device"})
-    spans: dict[int, list[int]] = {}  # process << 16 | device -> [first, last]
-    job_of = np.array([p.job for p in state.cat.processes], dtype=np.int64)
-    together = any(getattr(s, "whole_read", False) for s in sweeps)
-    for component in [tuple(state.cat.load_order)] if together else state.components:
-        mine = set(component)
+    for part in parts:
+        mine = set(part)
         for chunk in chunks(
-            [r for r in runs if r.process in mine],
+            [r for r in runs if r.process in mine and r.rows.table in tables],
             state.cat.window,
             columns,
             state.names,
             state.found_damage,
         ):
-            if find_spans:
+            if spans is not None:
                 _spans(chunk.columns, spans)
             for _, s_state, kinds in live:
                 s_state.feed(chunk if kinds is None else chunk.only(kinds.tolist()))
-    if find_spans:
-        state.found(
-            (int(job_of[k >> 16]), k >> 16, k & 0xFFFF, first, last)
-            for k, (first, last) in spans.items()
-        )
-    return {s: s_state.finish() for s, s_state, _ in live}
+    return {s: s_state for s, s_state, _ in live}
 
 
 def _spans(c: dict[str, np.ndarray], spans: dict[int, list[int]]) -> None:
@@ -381,5 +404,5 @@ def _spans(c: dict[str, np.ndarray], spans: dict[int, list[int]]) -> None:
         found = spans.get(k)
         if found is None:
             spans[k] = [int(s[a]), last]
-        else:
-            found[1] = max(found[1], last)
+        else:  # a second pass (``_sweep``) may read a table the first did not
+            found[0], found[1] = min(found[0], int(s[a])), max(found[1], last)

@@ -9,9 +9,12 @@ runs not opened yet, every row has been read: those rows go out merged in start 
 in chunks of at most ``CHUNK_ROWS``, each with a ``bound`` no later row starts before.
 
 A row group written sorted by start (the footer's ``sorting_columns`` says so, as
-compaction writes them) streams ``BATCH_ROWS`` at a time. One written in arrival order
-(CUPTI's completion order, nearly sorted: lakes compacted before sorting) is read whole
-and sorted, so memory then holds the row groups that overlap in time.
+compaction writes them) streams a batch at a time: ``BATCH_ROWS``, fewer when many runs
+are open at once (64 ranks' tables side by side), so that what the open runs hold read
+and not yet sent stays near ``HELD_ROWS`` whatever the number of processes. One written
+in arrival order (CUPTI's completion order, nearly sorted: lakes compacted before
+sorting) is read whole and sorted, so memory then holds the row groups that overlap in
+time.
 
 Rows are clipped to the window exactly as the SQL relations (``clipped_sql``) clip
 them; ``s`` and ``e`` are the clipped start and end, and chunks are in clipped-start
@@ -39,6 +42,10 @@ NEVER = int(np.iinfo(np.int64).max)
 UNKNOWN = int(np.iinfo(np.int64).min)  # a run whose first start no footer says
 CHUNK_ROWS = 1 << 16  # rows a consumer sees at once (bounds what it makes per row)
 BATCH_ROWS = 1 << 14  # rows read at once from a sorted row group
+# Rows all open runs may hold decoded between them (Arrow's batch and its columns):
+# each run opened reads batches of HELD_ROWS / (runs open), within these bounds.
+HELD_ROWS = 1 << 19
+MIN_BATCH_ROWS = 1 << 10
 Columns = dict[str, np.ndarray]
 # Columns every chunk has; ``start_ns`` and ``duration_ns`` (unclipped start, whole
 # clamped duration) only when asked for. ``name``: the record's own name as an id into
@@ -244,8 +251,10 @@ class _Open:
     start its unread rows can have (``low``; NEVER once all are read)."""
 
     def __init__(self, run: Run, columns: Sequence[str], window: TimeWindow,
-                 names: NameTable | None, damaged: Callable[[Damage], None]) -> None:  # fmt: skip
+                 names: NameTable | None, damaged: Callable[[Damage], None],
+                 batch_rows: int = BATCH_ROWS) -> None:  # fmt: skip
         self.run, self.columns, self.window = run, columns, window
+        self.batch_rows = batch_rows
         self.names = _Names(names) if names is not None else None
         self.domains = _Names(names, "domain") if names is not None else None
         self.damaged = damaged
@@ -264,7 +273,7 @@ class _Open:
         if not run.ordered:
             yield file.read_row_group(run.row_group, columns=wanted)
             return
-        for batch in file.iter_batches(BATCH_ROWS, row_groups=[run.row_group], columns=wanted):
+        for batch in file.iter_batches(self.batch_rows, row_groups=[run.row_group], columns=wanted):
             yield pa.Table.from_batches([batch])
 
     def read(self) -> None:
@@ -339,10 +348,16 @@ def chunks(
         if least is not None and least.low <= first:
             least.read()
         else:
-            run = _Open(heapq.heappop(waiting).run, columns, window, names, damaged)
+            batch = _batch_rows(len(opened) + 1)
+            run = _Open(heapq.heappop(waiting).run, columns, window, names, damaged, batch)
             run.read()
             opened.append(run)
         opened = [r for r in opened if r.low != NEVER or r.buffer]
+
+
+def _batch_rows(open_runs: int) -> int:
+    """The batch a run opened now reads: its share of ``HELD_ROWS``."""
+    return max(MIN_BATCH_ROWS, min(BATCH_ROWS, HELD_ROWS // open_runs))
 
 
 def _send(parts: list[Columns], bound: int, max_rows: int) -> Iterator[Chunk]:
