@@ -83,9 +83,20 @@ def segments_table(
     return pa.Table.from_arrays(columns, schema=SEGMENTS.schema)
 
 
-def open_verified(lake: Lake, path: str) -> pq.ParquetFile:
-    """A lake file opened for reading, its pages' checksums verified as they are read."""
+# What a local file streamed a batch at a time reads ahead per column: not the whole
+# column chunk (a streamed read holds a file open per process and table at once).
+STREAM_BUFFER = 1 << 16
+
+
+def open_verified(lake: Lake, path: str, streamed: bool = False) -> pq.ParquetFile:
+    """A lake file opened for reading, its pages' checksums verified as they are read;
+    ``streamed``: read in small pieces as batches are asked for (local files only: on
+    an object store each piece would be a request)."""
     source = path if lake.local else lake.fs.open_input_file(path)
+    if streamed and lake.local:
+        return pq.ParquetFile(
+            source, page_checksum_verification=True, pre_buffer=False, buffer_size=STREAM_BUFFER
+        )
     return pq.ParquetFile(source, page_checksum_verification=True)
 
 

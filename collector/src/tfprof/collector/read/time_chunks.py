@@ -103,9 +103,9 @@ class Damage:
     reason: str
 
 
-def open_parquet(rows: TableRows, path: str) -> pq.ParquetFile:
+def open_parquet(rows: TableRows, path: str, streamed: bool = False) -> pq.ParquetFile:
     """One of ``rows``' files, its pages' checksums verified as they are read."""
-    return open_verified(next(lake for lake, p in rows.files if p == path), path)
+    return open_verified(next(lake for lake, p in rows.files if p == path), path, streamed)
 
 
 def plan_runs(cat: Catalog, tables: Sequence[str], damaged: Callable[[Damage], None]) -> list[Run]:
@@ -267,7 +267,7 @@ class _Open:
         if run.tail is not None:
             yield run.tail
             return
-        file = open_parquet(run.rows, run.path)
+        file = open_parquet(run.rows, run.path, streamed=run.ordered)
         present = set(file.schema_arrow.names)
         wanted = [c for c in _lake_names(run.rows.table, self.columns).values() if c in present]
         if not run.ordered:
