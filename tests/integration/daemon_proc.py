@@ -18,8 +18,14 @@ class Daemon:
     lines: list[str] = field(default_factory=list)
 
     def stop(self, sig: int = signal.SIGTERM) -> int:
-        self.proc.send_signal(sig)
-        return self.proc.wait(60)
+        """Its exit code after ``sig``; killed (a negative code) if it has not gone in 60 s."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                return self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        return self.proc.wait()
 
     def output(self) -> str:
         return "".join(self.lines)
@@ -41,6 +47,11 @@ def start_daemon(collector: Collector, node: Path, **env: str) -> Daemon:
     proc = subprocess.Popen(
         cmd, env=clean_env(**env), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
     )
+    return watched(proc)
+
+
+def watched(proc: subprocess.Popen[str]) -> Daemon:
+    """A started daemon process, its stderr read as it comes, once it says it listens."""
     daemon = Daemon(proc)
     ready = threading.Event()
 

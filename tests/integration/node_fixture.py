@@ -10,36 +10,18 @@ import shutil
 import signal
 import subprocess
 import tempfile
-import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from tests.integration.conftest import agent_cmd, clean_env
+from tests.integration.daemon_proc import Daemon, watched
 from tests.integration.local_users import SYSTEM_PYTHON, User
 from tfprof.collector.store.catalog import JobInfo, list_runs
 from tfprof.readers import load_trace
 
 TRACE = "tf-timeline-ikhlestov/GPU_timeline_03_merged_5_runs.json"
-
-
-@dataclass
-class Daemon:
-    proc: subprocess.Popen[str]
-    lines: list[str] = field(default_factory=list)
-
-    def output(self) -> str:
-        return "".join(self.lines)
-
-    def stop(self) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                return self.proc.wait(60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-        return self.proc.wait()
 
 
 @dataclass
@@ -68,22 +50,7 @@ class Node:
             argv, env=clean_env(TFPROF_LOG_LEVEL="WARNING"), stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE, text=True, preexec_fn=limits,
         )  # fmt: skip
-        daemon = Daemon(proc)
-        ready = threading.Event()
-
-        def pump() -> None:
-            assert proc.stderr is not None
-            for line in proc.stderr:
-                daemon.lines.append(line)
-                if "daemon listening on" in line:
-                    ready.set()
-            ready.set()
-
-        threading.Thread(target=pump, daemon=True).start()
-        if not ready.wait(60) or proc.poll() is not None:
-            proc.kill()
-            raise RuntimeError("daemon did not start:\n" + daemon.output())
-        return daemon
+        return watched(proc)
 
     def job_env(self, job: str, repeat: int = 1, **extra: str) -> dict[str, str]:
         out = subprocess.run(

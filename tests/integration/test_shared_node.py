@@ -20,8 +20,9 @@ from pathlib import Path
 import pytest
 
 from tests.integration.conftest import start_collector
+from tests.integration.daemon_proc import Daemon
 from tests.integration.local_users import SYSTEM_PYTHON, User, local_users, rss_bytes
-from tests.integration.node_fixture import Daemon, Node, finish, make_node, runs, wait_records
+from tests.integration.node_fixture import Node, finish, make_node, runs, wait_records
 from tfprof.proto import collector_pb2 as pb
 
 pytestmark = pytest.mark.timeout(300)

@@ -15,18 +15,25 @@ RPC_TIMEOUT = 10.0
 
 
 def hello(
-    job: str = "train", stream_id: str = "s1", version: int = PROTOCOL_VERSION
+    job: str = "train",
+    stream_id: str = "s1",
+    version: int = PROTOCOL_VERSION,
+    *,
+    run_id: str = "run1",
+    host: str = "node-a",
+    pid: int = 100,
+    task: str = "0",
 ) -> pb.AgentMessage:
     return pb.AgentMessage(
         hello=pb.Hello(
             protocol_version=version,
             stream_secret=b"s" * 32,
             job=job,
-            run_id="run1",
+            run_id=run_id,
             stream_id=stream_id,
-            host="node-a",
-            pid=100,
-            task="0",
+            host=host,
+            pid=pid,
+            task=task,
         )
     )
 

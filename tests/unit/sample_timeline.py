@@ -8,23 +8,16 @@ from typing import Any
 
 import numpy as np
 
+from tests.unit.merge_rows import records
 from tfprof.collector.export import (
     ChromeReporter,
 )
-from tfprof.collector.jobdata import HOST_COLUMNS, RECORD_COLUMNS, DeviceMeta, JobData, StreamData
+from tfprof.collector.jobdata import HOST_COLUMNS, DeviceMeta, JobData, StreamData
 from tfprof.collector.timeline.build import build_timeline
 from tfprof.collector.timeline.model import GroupBy, Timeline
 from tfprof.core.records import RecordKind
 
 T0 = 1_700_000_000_000_000_000
-
-
-def records(rows: list[dict[str, int]]) -> dict[str, np.ndarray]:
-    cols = {c: np.zeros(len(rows), dtype=np.int64) for c in RECORD_COLUMNS}
-    for i, row in enumerate(rows):
-        for key, value in row.items():
-            cols[key][i] = value
-    return cols
 
 
 def sample_timeline(group_by: GroupBy = "job") -> Timeline:

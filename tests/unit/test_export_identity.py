@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from tests.traces import shared_traces
-from tests.unit.sample_timeline import T0, records, sample_timeline
+from tests.unit.merge_rows import records
+from tests.unit.sample_timeline import T0, sample_timeline
 from tfprof.collector.export import write_timeline
 from tfprof.collector.jobdata import HOST_COLUMNS, DeviceMeta, JobData, StreamData
 from tfprof.collector.store.importer import jobs_from_files

@@ -76,7 +76,7 @@ def test_stepstats_round_trip_keeps_names_durations_streams(tmp_path: Path) -> N
 
 def test_kernel_names_with_colons_survive_stepstats(tmp_path: Path) -> None:
     pytest.importorskip("tensorboard.compat.proto.config_pb2")
-    from tests.unit.sample_timeline import records
+    from tests.unit.merge_rows import records
     from tfprof.collector.jobdata import JobData, StreamData
     from tfprof.core.records import RecordKind
 
