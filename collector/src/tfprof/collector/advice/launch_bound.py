@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tfprof.collector.advice.base import Finding, share, tracks, us
-from tfprof.collector.analysis.launch import LINKED_KERNELS
+from tfprof.collector.analysis.launch import LAUNCH_CALLS, LINKED_SELECT
 from tfprof.collector.read.needs import Got, Query, Sweep
 
 NAME = "launch-bound"
@@ -21,31 +21,69 @@ RATIO = 0.5  # CPU launch time at least half the kernel time it launched
 MIN_LAUNCHES = 50  # kernels linked to their launching call, first launches left out
 MIN_LAUNCH_NS = 1_000_000  # 1 ms of launch time at least
 # Linked kernels but each (job, kernel name)'s first launch: its earliest (of those
-# starting then, the first in process order, then launch order).
-_STEADY = f"""
-WITH steady AS (
-    SELECT * FROM (
-        SELECT *, row_number() OVER (
-            PARTITION BY job, name ORDER BY s, process, correlation) AS launch
-        FROM ({LINKED_KERNELS}))
-    WHERE launch > 1
+# starting then, the first in process order, then launch order). Kernels link to their
+# calls within one process, so ``linked`` is made a group of processes at a time and
+# gathered (``read.process_groups``): at 64 ranks x 1M kernels, one statement over every
+# rank's records ran out of the read's memory limit (bench/results/cpu-dist-scale.txt).
+_KEY = "{'s': @.s, 'p': @.process, 'c': @.correlation}"
+_STAGES = f"""
+WITH calls AS ({LAUNCH_CALLS}),
+linked AS ({LINKED_SELECT}),
+firsts AS (SELECT job, name, min({_KEY.replace("@", "l")}) AS k FROM linked l GROUP BY job, name),
+-- one row per call that launched a steady kernel: its figures depend on the call alone
+steady_calls AS (
+    SELECT DISTINCT l.job, l.link, l.correlation, l.call_d, l.call_name, l.call_s
+    FROM linked l JOIN firsts f ON f.job = l.job AND f.name = l.name
+    WHERE {_KEY.replace("@", "l")} <> f.k
 )"""
+_STEADY = (
+    "SELECT l.* FROM linked l JOIN firsts f ON f.job = l.job AND f.name = l.name "
+    f"WHERE {_KEY.replace('@', 'l')} <> f.k"
+)
+
+
+def _median(name: str, rows: str, column: str) -> str:
+    """Stages ``name`` (per job: the two middle values of ``column`` over ``rows``, as
+    ``lo``, ``hi``): from the count of each value, not DuckDB's ``median``, which holds
+    every value of a group at once (a job's 64M kernels: more than the read's limit)."""
+    return f""",
+{name}_n AS (SELECT job, {column} AS v, count(*) AS n FROM ({rows}) AS r GROUP BY job, {column}),
+{name}_c AS (
+    SELECT job, v, sum(n) OVER (PARTITION BY job ORDER BY v ROWS UNBOUNDED PRECEDING) AS upto,
+           sum(n) OVER (PARTITION BY job) AS total
+    FROM {name}_n
+),
+{name} AS (
+    SELECT job, min(v) FILTER (WHERE upto > (total - 1) // 2) AS lo,
+           min(v) FILTER (WHERE upto > total // 2) AS hi
+    FROM {name}_c GROUP BY job
+)"""
+
+
+def _query(stages: str, final: str) -> Query:
+    return Query(_STAGES + stages + "\n" + final, by_process=True, gather="linked")
+
+
 # Per job: steady kernels, their time, median time and launch latency, first, last.
-KERNELS = Query(
-    f"{_STEADY} SELECT job, count(*), sum(d), median(d), median(latency), min(s), max(e) "
-    "FROM steady GROUP BY job"
+KERNELS = _query(
+    _median("kernel_median", _STEADY, "d") + _median("latency_median", _STEADY, "latency"),
+    "SELECT k.job, count(*), sum(k.d), (m.lo + m.hi) / 2, (x.lo + x.hi) / 2, min(k.s), max(k.e) "
+    f"FROM ({_STEADY}) AS k JOIN kernel_median m ON m.job = k.job "
+    "JOIN latency_median x ON x.job = k.job GROUP BY k.job, m.lo, m.hi, x.lo, x.hi",
 )
 # Per job: the calls that launched them, each once: count, time, median time.
-CALLS = Query(
-    f"{_STEADY} SELECT job, count(*), sum(call_d), median(call_d) FROM (SELECT DISTINCT job, "
-    "link, correlation, call_d FROM steady) GROUP BY job"
+CALLS = _query(
+    _median("call_median", "SELECT * FROM steady_calls", "call_d"),
+    "SELECT c.job, count(*), sum(c.call_d), (m.lo + m.hi) / 2 FROM steady_calls c "
+    "JOIN call_median m ON m.job = c.job GROUP BY c.job, m.lo, m.hi",
 )
 # Per (job, API function): those calls, and when the first began (the evidence's order).
-CALL_NAMES = Query(
-    f"{_STEADY} SELECT job, call_name, count(*), min(call_s) FROM (SELECT DISTINCT job, "
-    "link, correlation, call_name, call_s FROM steady) GROUP BY ALL"
+CALL_NAMES = _query(
+    "", "SELECT job, call_name, count(*), min(call_s) FROM steady_calls GROUP BY ALL"
 )
-TRACKS = Query(f"{_STEADY} SELECT job, process, device, stream, count(*) FROM steady GROUP BY ALL")
+TRACKS = _query(
+    "", f"SELECT job, process, device, stream, count(*) FROM ({_STEADY}) AS k GROUP BY ALL"
+)
 
 
 @dataclass(frozen=True)

@@ -53,13 +53,13 @@ class LaunchRow:
 
 # Each kernel with its launching call: the one API call of its link group in the window
 # carrying its correlation id, started no later than the kernel (launch_links' rule).
-LINKED_KERNELS = """
-WITH calls AS (
+LAUNCH_CALLS = """
     SELECT p.link, h.correlation, min(h.s) AS s, min(h.e) AS e, min(h.d) AS d,
            min(coalesce(h.name, '')) AS name, count(*) AS n
     FROM {h} h JOIN {p} p USING (process)
     WHERE h.kind = 5 AND h.correlation <> 0 GROUP BY ALL
-)
+"""
+LINKED_SELECT = """
 SELECT g.job, g.process, g.device, g.stream, p.link, g.correlation,
        coalesce(g.name, '') AS name, g.s, g.e, g.d, c.d AS call_d, c.s AS call_s,
        c.name AS call_name, greatest(g.s - c.e, 0) AS latency
@@ -67,6 +67,7 @@ FROM {g} g JOIN {p} p USING (process)
 JOIN calls c ON c.link = p.link AND c.correlation = g.correlation
 WHERE g.kind = 1 AND g.correlation <> 0 AND c.n = 1 AND c.s <= g.s
 """
+LINKED_KERNELS = f"WITH calls AS ({LAUNCH_CALLS}) {LINKED_SELECT}"
 # Per kernel name: linked kernels, latency total, median, 95th percentile (nearest rank),
 # max; launch CPU time total and max.
 STATS = Query(f"""

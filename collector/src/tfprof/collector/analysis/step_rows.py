@@ -33,7 +33,7 @@ from tfprof.collector.analysis.units import pct, us
 from tfprof.collector.lake.dist_sql import ENGINE, STEP_COLUMNS, STEPS
 from tfprof.collector.read.needs import Got, Query, Sweep
 
-STEPS_QUERY = Query(ENGINE.bind(STEPS))
+STEPS_QUERY = Query(ENGINE.bind(STEPS), by_process=True)
 WARMUP_FACTOR = 1.5  # a step this many times the rank's median step is warm-up
 NAME_FIELD = "task"
 TIME_FIELD = "duration_us"

@@ -25,6 +25,7 @@ and round in Python (``analysis.units``).
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -41,6 +42,8 @@ from tfprof.core.records import RecordKind
 
 if TYPE_CHECKING:
     import duckdb
+
+    from tfprof.collector.timeline.prepare import TimeWindow
 
 # A kernel's collective args (Kineto's), the lake's expanded columns (null: none).
 COLLECTIVE_COLUMNS = ("collective", "coll_in_nelems", "coll_out_nelems", "coll_group_size",
@@ -104,13 +107,38 @@ def _literal(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-class Relations:
-    """Registers what a read's SQL scans on ``con`` and writes its relations' text."""
+def bind(sql: str, relations: Relations, window: TimeWindow) -> str:
+    """``sql`` with its relations (``{g}``...) and bounds (``{lo}``, ``{hi}``) written in."""
+    for name in RELATIONS:
+        if "{" + name + "}" in sql:
+            sql = sql.replace("{" + name + "}", f"({relations.text(name)})")
+    for name, value in zip(BOUNDS, (window.lo, window.hi), strict=True):
+        sql = sql.replace("{" + name + "}", bound(value))
+    return sql
 
-    def __init__(self, con: duckdb.DuckDBPyConnection, cat: Catalog) -> None:
+
+# Names of what Relations register, unique in the process: a read registers a set for
+# every group of processes it runs apart (``process_groups``) on one connection.
+_SCANS = itertools.count(1)
+
+
+class Relations:
+    """Registers what a read's SQL scans on ``con`` and writes its relations' text: of
+    every process of the catalog, or of ``only`` those."""
+
+    def __init__(
+        self, con: duckdb.DuckDBPyConnection, cat: Catalog, only: Sequence[int] | None = None
+    ) -> None:
         self.con, self.cat = con, cat
-        self._registered = 0
+        self.only = range(len(cat.processes)) if only is None else only
+        self._registered: list[str] = []
         self._text: dict[str, str] = {}
+
+    def close(self) -> None:
+        """Unregisters what these relations registered (owner lists, log-tail rows)."""
+        for name in self._registered:
+            self.con.unregister(name)
+        self._registered.clear()
 
     def text(self, name: str) -> str:
         """SQL text (a subquery) of a relation of ``RELATIONS``."""
@@ -134,9 +162,9 @@ class Relations:
         return self._text[name]
 
     def _register(self, data: pa.Table | object) -> str:
-        self._registered += 1
-        name = f"tfprof_scan_{self._registered}"
+        name = f"tfprof_scan_{next(_SCANS)}"
         self.con.register(name, data)
+        self._registered.append(name)
         return name
 
     def _head(self, table: str, columns: Sequence[str], src: str, process: str, job: str) -> str:
@@ -191,7 +219,8 @@ class Relations:
     def _relation(self, tables: Sequence[str], columns: Sequence[str], clip: bool) -> str:
         selects = []
         local: dict[str, list[tuple[str, int, int]]] = {}
-        for p, ref in enumerate(self.cat.processes):
+        for p in self.only:
+            ref = self.cat.processes[p]
             for rows in self.cat.tables_of(p, tables):
                 local.setdefault(rows.table, []).extend(
                     (path, p, ref.job) for lake, path in rows.files if lake.local

@@ -29,7 +29,7 @@ import numpy as np
 
 from tfprof.collector.lake.damaged import DamagedFile, damaged_file, probe, report
 from tfprof.collector.lake.lake_stream import GPU_TABLES
-from tfprof.collector.read import clipped_sql, staged_sql
+from tfprof.collector.read import clipped_sql, process_groups, staged_sql
 from tfprof.collector.read.lake_catalog import Catalog
 from tfprof.collector.read.needs import Got, Need, Query, Sweep, SweepState
 from tfprof.collector.read.refs import GpuRef, JobRef, ProcessRef
@@ -314,18 +314,17 @@ def _queries(
         return {}
     con = clipped_sql.connect(threads)
     try:
-        relations = clipped_sql.Relations(con, cat)
-        texts = []
-        for q in queries:
-            text = q.sql
-            for name in clipped_sql.RELATIONS:
-                if "{" + name + "}" in text:
-                    text = text.replace("{" + name + "}", f"({relations.text(name)})")
-            for name, value in zip(clipped_sql.BOUNDS, (cat.window.lo, cat.window.hi), strict=True):
-                text = text.replace("{" + name + "}", clipped_sql.bound(value))
-            texts.append(text)
         runner = StagedRunner(con)
-        return {queries[i]: runner.rows(texts[i]) for i in staged_sql.order(texts)}
+        whole = [q for q in queries if not q.by_process]
+        relations = clipped_sql.Relations(con, cat)
+        texts = [clipped_sql.bind(q.sql, relations, cat.window) for q in whole]
+        out = {whole[i]: runner.rows(texts[i]) for i in staged_sql.order(texts)}
+        runner.reset()
+        relations.close()
+        apart = [q for q in queries if q.by_process]
+        if apart:
+            out.update(process_groups.run(con, runner, cat, apart))
+        return out
     finally:
         con.close()  # DuckDB's memory goes back before the sweep: the peaks never add
 

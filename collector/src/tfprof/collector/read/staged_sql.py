@@ -16,8 +16,8 @@ again without it (DuckDB's default, 80 % of RAM): a figure late is better than n
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from tfprof.collector.lake.sql_stages import stages
 
@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     import duckdb
 
 log = logging.getLogger("tfprof.collector.read")
+T = TypeVar("T")
 # DuckDB's share of a read: its sorts, joins and aggregates spill past it; the sweeps'
 # chunks and Python come on top.
 MEMORY_LIMIT = "512MB"
@@ -47,10 +48,24 @@ class StagedRunner:
         con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
 
     def rows(self, text: str) -> list[tuple[Any, ...]]:
+        """The rows of statement ``text``."""
+        return self._run(text, lambda final: self.con.sql(final).fetchall())
+
+    def into(self, text: str, table: str, create: bool) -> None:
+        """Statement ``text``'s rows added to temporary table ``table`` (made by the
+        first call, ``create``)."""
+        make = f"CREATE TEMP TABLE {table} AS " if create else f"INSERT INTO {table} "
+        self._run(text, lambda final: self.con.execute(make + final))
+
+    def reset(self) -> None:
+        """Drops every stage held."""
+        self._drop(0)
+
+    def _run(self, text: str, last: Callable[[str], T]) -> T:
         import duckdb
 
         try:
-            return self._rows(text)
+            return self._stages(text, last)
         except duckdb.OutOfMemoryException as e:
             first = stages(text)[0][:1]
             where = f" (stage {first[0][0]})" if first else ""
@@ -61,11 +76,11 @@ class StagedRunner:
             self._drop(0)
             self.con.execute("RESET memory_limit")
             try:
-                return self._rows(text)
+                return self._stages(text, last)
             finally:
                 self.con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
 
-    def _rows(self, text: str) -> list[tuple[Any, ...]]:
+    def _stages(self, text: str, last: Callable[[str], T]) -> T:
         parts, final = stages(text)
         kept = 0
         while kept < min(len(parts), len(self._made)) and parts[kept] == self._made[kept]:
@@ -74,7 +89,7 @@ class StagedRunner:
         for name, body in parts[kept:]:
             self.con.execute(f"CREATE TEMP TABLE {name} AS {body}")
             self._made.append((name, body))
-        return self.con.sql(final).fetchall()
+        return last(final)
 
     def _drop(self, keep: int) -> None:
         """Drops the held stages past the first ``keep``, newest first."""
