@@ -65,6 +65,7 @@ def run(args: argparse.Namespace) -> int:
     from tfprof.collector.advice.dist_rules import NAMES, DistRules
     from tfprof.collector.analysis.notes import job_notes
     from tfprof.collector.errors import InvalidArgument
+    from tfprof.collector.terminal import progress
 
     if args.top is not None and args.top < 0:
         raise InvalidArgument("--top must be >= 0")
@@ -72,7 +73,9 @@ def run(args: argparse.Namespace) -> int:
     others = None if not args.rule else [r for r in args.rule if r not in NAMES]
     dist = tuple(n for n in NAMES if not args.rule or n in args.rule)
     extra = [DistRules(dist)] if dist else []
-    read, findings = advise(load_catalog(args), others, extra)
+    cat = load_catalog(args)
+    with progress(f"reading {len(cat.processes):,} process(es)"):
+        read, findings = advise(cat, others, extra)
     if args.top is not None:
         findings = findings[: args.top]
     notes = job_notes(read.jobs, read.with_records)

@@ -140,6 +140,7 @@ CODE_VIEWS = ("code", "lines")  # read through DuckDB (analysis/code_view.py)
 def run(args: argparse.Namespace) -> int:
     from tfprof.collector.analysis import VIEWS, Filters, read_view_report, view_report
     from tfprof.collector.analysis.view_render import reporter
+    from tfprof.collector.terminal import progress
 
     by_code = args.view == "memory" and args.by == "code"
     if args.by == "code" and not by_code:
@@ -160,7 +161,9 @@ def run(args: argparse.Namespace) -> int:
     if args.view in CODE_VIEWS or by_code:
         report = _code_report(args, filters)
     elif VIEWS[args.view].need is not None:
-        report = read_view_report(args.view, load_catalog(args), filters)
+        cat = load_catalog(args)
+        with progress(f"reading {len(cat.processes):,} process(es)"):
+            report = read_view_report(args.view, cat, filters)
     else:
         report = view_report(args.view, load_record_set(args, host=VIEWS[args.view].host), filters)
     with output(args.output) as out:
