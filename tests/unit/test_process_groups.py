@@ -7,11 +7,10 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import pytest
 
 from tests.unit.dist_traces import DIST, stretched
@@ -20,10 +19,11 @@ from tfprof.collector.advice.dist_rules import NAMES, DistRules
 from tfprof.collector.analysis.collective_rows import CollectivesNeed
 from tfprof.collector.analysis.launch import LINKED_KERNELS
 from tfprof.collector.analysis.step_rows import RanksNeed, StepsNeed
+from tfprof.collector.compare.diff_read import RowsNeed
 from tfprof.collector.lake.reader import open_jobs
 from tfprof.collector.read import engine, process_groups
 from tfprof.collector.read.lake_catalog import Catalog, catalog
-from tfprof.collector.read.needs import Got, Need, Query, Sweep
+from tfprof.collector.read.needs import Need, Query
 from tfprof.collector.timeline.prepare import TimeWindow
 
 CLI = [sys.executable, "-m", "tfprof.collector.cli"]
@@ -85,26 +85,25 @@ WHOLE = (
 GROUPED = (launch_bound.KERNELS, launch_bound.CALLS, launch_bound.CALL_NAMES, launch_bound.TRACKS)
 
 
-@dataclass(frozen=True)
-class _Rows:
-    asked: tuple[Query, ...]
-
-    def queries(self) -> Sequence[Query]:
-        return self.asked
-
-    def sweeps(self) -> Sequence[Sweep[Any]]:
-        return ()
-
-    def build(self, got: Got) -> list[list[tuple[Any, ...]]]:
-        return [sorted(got.rows(q)) for q in self.asked]
-
-
 def test_launch_bound_figures_read_a_rank_at_a_time_equal_the_whole_statement(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     cat = _ranks(tmp_path)
     monkeypatch.setattr(process_groups, "GROUP_BYTES", 1)
-    _, (whole, grouped) = engine.read(cat, [_Rows(WHOLE), _Rows(GROUPED)])
+    _, (whole, grouped) = engine.read(cat, [RowsNeed(WHOLE), RowsNeed(GROUPED)])
+    whole, grouped = [sorted(r) for r in whole], [sorted(r) for r in grouped]
     kernels = whole[0]
     assert kernels and kernels[0][1] > 1000  # the job's steady kernels, three ranks'
     assert grouped == whole
+
+
+def test_median_from_value_counts_is_duckdbs_median() -> None:
+    # odd and even counts, repeated values, the two middle values apart and equal
+    values = {1: [5, 1, 9, 5], 2: [4, 2, 10, 5], 3: [7], 4: [3, 1, 8, 6, 7, 100, 1]}
+    con = duckdb.connect()
+    con.execute("CREATE TABLE t (job BIGINT, v BIGINT)")
+    con.executemany("INSERT INTO t VALUES (?, ?)", [(j, v) for j, vs in values.items() for v in vs])
+    stages = launch_bound.median_stages("m", "SELECT * FROM t", "v").lstrip(",")
+    ours = con.sql(f"WITH {stages} SELECT job, (lo + hi) / 2 FROM m ORDER BY job").fetchall()
+    theirs = con.sql("SELECT job, median(v) FROM t GROUP BY job ORDER BY job").fetchall()
+    assert ours == theirs == [(1, 5.0), (2, 4.5), (3, 7.0), (4, 6.0)]

@@ -31,8 +31,8 @@ from tfprof.collector.lake.collective_sql import (
 from tfprof.collector.lake.dist_sql import ENGINE
 from tfprof.collector.read.needs import Got, Query, Sweep
 
-RANK_QUERY = Query(ENGINE.bind(RANK_ARRIVALS), by_process=True, gather="calls_out")
-STEP_QUERY = Query(ENGINE.bind(STEP_ARRIVALS), by_process=True, gather="calls_out")
+RANK_QUERY = Query(ENGINE.bind(RANK_ARRIVALS), gather="calls_out")
+STEP_QUERY = Query(ENGINE.bind(STEP_ARRIVALS), gather="calls_out")
 NAMED_SHARE = 0.01  # of a step: the wait a straggler caused each other rank, to name it
 EXPOSED_SHARE = 0.05  # of the steps' device time, exposed communication worth a finding
 SLOW_RANK = 1.10  # a rank's steady p50 over the job's median rank's

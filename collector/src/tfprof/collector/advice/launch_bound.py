@@ -25,24 +25,22 @@ MIN_LAUNCH_NS = 1_000_000  # 1 ms of launch time at least
 # calls within one process, so ``linked`` is made a group of processes at a time and
 # gathered (``read.process_groups``): at 64 ranks x 1M kernels, one statement over every
 # rank's records ran out of the read's memory limit (bench/results/cpu-dist-scale.txt).
-_KEY = "{'s': @.s, 'p': @.process, 'c': @.correlation}"
+_KEY = "{'s': l.s, 'p': l.process, 'c': l.correlation}"  # a kernel's launch order
+_STEADY = (
+    "SELECT l.* FROM linked l JOIN firsts f ON f.job = l.job AND f.name = l.name "
+    f"WHERE {_KEY} <> f.k"
+)
 _STAGES = f"""
 WITH calls AS ({LAUNCH_CALLS}),
 linked AS ({LINKED_SELECT}),
-firsts AS (SELECT job, name, min({_KEY.replace("@", "l")}) AS k FROM linked l GROUP BY job, name),
+firsts AS (SELECT job, name, min({_KEY}) AS k FROM linked l GROUP BY job, name),
 -- one row per call that launched a steady kernel: its figures depend on the call alone
 steady_calls AS (
-    SELECT DISTINCT l.job, l.link, l.correlation, l.call_d, l.call_name, l.call_s
-    FROM linked l JOIN firsts f ON f.job = l.job AND f.name = l.name
-    WHERE {_KEY.replace("@", "l")} <> f.k
+    SELECT DISTINCT job, link, correlation, call_d, call_name, call_s FROM ({_STEADY}) AS k
 )"""
-_STEADY = (
-    "SELECT l.* FROM linked l JOIN firsts f ON f.job = l.job AND f.name = l.name "
-    f"WHERE {_KEY.replace('@', 'l')} <> f.k"
-)
 
 
-def _median(name: str, rows: str, column: str) -> str:
+def median_stages(name: str, rows: str, column: str) -> str:
     """Stages ``name`` (per job: the two middle values of ``column`` over ``rows``, as
     ``lo``, ``hi``): from the count of each value, not DuckDB's ``median``, which holds
     every value of a group at once (a job's 64M kernels: more than the read's limit)."""
@@ -61,19 +59,20 @@ def _median(name: str, rows: str, column: str) -> str:
 
 
 def _query(stages: str, final: str) -> Query:
-    return Query(_STAGES + stages + "\n" + final, by_process=True, gather="linked")
+    return Query(_STAGES + stages + "\n" + final, gather="linked")
 
 
 # Per job: steady kernels, their time, median time and launch latency, first, last.
 KERNELS = _query(
-    _median("kernel_median", _STEADY, "d") + _median("latency_median", _STEADY, "latency"),
+    median_stages("kernel_median", _STEADY, "d")
+    + median_stages("latency_median", _STEADY, "latency"),
     "SELECT k.job, count(*), sum(k.d), (m.lo + m.hi) / 2, (x.lo + x.hi) / 2, min(k.s), max(k.e) "
     f"FROM ({_STEADY}) AS k JOIN kernel_median m ON m.job = k.job "
     "JOIN latency_median x ON x.job = k.job GROUP BY k.job, m.lo, m.hi, x.lo, x.hi",
 )
 # Per job: the calls that launched them, each once: count, time, median time.
 CALLS = _query(
-    _median("call_median", "SELECT * FROM steady_calls", "call_d"),
+    median_stages("call_median", "SELECT * FROM steady_calls", "call_d"),
     "SELECT c.job, count(*), sum(c.call_d), (m.lo + m.hi) / 2 FROM steady_calls c "
     "JOIN call_median m ON m.job = c.job GROUP BY c.job, m.lo, m.hi",
 )

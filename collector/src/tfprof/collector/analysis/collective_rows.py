@@ -20,7 +20,7 @@ from tfprof.collector.lake.collective_sql import GROUP_COLUMNS, GROUPS
 from tfprof.collector.lake.dist_sql import ENGINE
 from tfprof.collector.read.needs import Got, Query, Sweep
 
-GROUPS_QUERY = Query(ENGINE.bind(GROUPS), by_process=True, gather="calls_out")
+GROUPS_QUERY = Query(ENGINE.bind(GROUPS), gather="calls_out")
 NAME_FIELD = "collective"
 TIME_FIELD = "time_us"
 BUS_FACTOR: dict[str, Callable[[int], float]] = {

@@ -315,13 +315,13 @@ def _queries(
     con = clipped_sql.connect(threads)
     try:
         runner = StagedRunner(con)
-        whole = [q for q in queries if not q.by_process]
+        whole = [q for q in queries if not q.grouped]
         relations = clipped_sql.Relations(con, cat)
         texts = [clipped_sql.bind(q.sql, relations, cat.window) for q in whole]
         out = {whole[i]: runner.rows(texts[i]) for i in staged_sql.order(texts)}
         runner.reset()
         relations.close()
-        apart = [q for q in queries if q.by_process]
+        apart = [q for q in queries if q.grouped]
         if apart:
             out.update(process_groups.run(con, runner, cat, apart))
         return out

@@ -45,18 +45,19 @@ class Query:
     ``by_process``: the statement reads each process's records apart from every other
     process's (each stage keyed by process, as the distributed views' ``rk``), so the
     engine runs it over a bounded group of processes at a time and concatenates the
-    rows (``process_groups``): its memory is one group's, not the fleet's. With
-    ``gather`` (a stage's name), only the stages up to that one are run per group; its
-    rows, gathered over the groups, feed the later stages and the final SELECT, run
-    once (what matches rows across processes, like the collectives' arrivals)."""
+    rows (``process_groups``): its memory is one group's, not the fleet's. ``gather``
+    (a stage's name) reads by process too, up to that stage: the stages up to it run
+    per group; its rows, gathered over the groups, feed the later stages and the final
+    SELECT, run once (what matches rows across processes: the collectives' arrivals)."""
 
     sql: str
     by_process: bool = False
     gather: str | None = None
 
-    def __post_init__(self) -> None:
-        if self.gather is not None and not self.by_process:
-            raise ValueError("a query that gathers a stage reads by process")
+    @property
+    def grouped(self) -> bool:
+        """Run a group of processes at a time (``by_process`` or ``gather``)."""
+        return self.by_process or self.gather is not None
 
 
 class SweepState(Protocol[R_co]):

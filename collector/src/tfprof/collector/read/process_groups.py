@@ -100,7 +100,7 @@ def run(
     cat: Catalog,
     queries: Sequence[Query],
 ) -> dict[Query, list[tuple[Any, ...]]]:
-    """Each ``by_process`` query's rows, the queries run a group of processes at a time."""
+    """Each grouped query's rows (``Query.grouped``), run a group of processes at a time."""
     out: dict[Query, list[tuple[Any, ...]]] = {q: [] for q in queries}
     # Per group, one statement per distinct text: whole queries, and the per-group part
     # of gathering ones (queries gathering the same stages share it).

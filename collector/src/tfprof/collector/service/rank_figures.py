@@ -33,7 +33,7 @@ from tfprof.proto import collector_pb2 as pb
 
 WINDOW_S = 120.0
 MAX_RANKS = 64
-WINDOW_QUERY = Query(ENGINE.bind(WINDOW_ARRIVALS), by_process=True, gather="calls_out")
+WINDOW_QUERY = Query(ENGINE.bind(WINDOW_ARRIVALS), gather="calls_out")
 
 
 @dataclass(frozen=True)
