@@ -133,6 +133,7 @@ class Relations:
         self.only = range(len(cat.processes)) if only is None else only
         self._registered: list[str] = []
         self._text: dict[str, str] = {}
+        self._columns: dict[str, frozenset[str]] = {}  # by a scan's file list
 
     def close(self) -> None:
         """Unregisters what these relations registered (owner lists, log-tail rows)."""
@@ -167,13 +168,18 @@ class Relations:
         self._registered.append(name)
         return name
 
-    def _head(self, table: str, columns: Sequence[str], src: str, process: str, job: str) -> str:
-        """The SELECT list of one table's rows as raw columns of the relation."""
+    def _head(self, table: str, columns: Sequence[str], src: str, process: str, job: str,
+              present: frozenset[str] | None = None) -> str:  # fmt: skip
+        """The SELECT list of one table's rows as raw columns of the relation. A lake
+        column that none of the files has (``present``: the columns they do have; files
+        written before the column existed) reads as NULL, as a row without a value."""
         cols = []
         for c in columns:
             lake = lake_column(table, c)
-            if lake is not None:
+            if lake is not None and (present is None or lake in present):
                 cols.append(f"{src}{lake} AS {c}")
+            elif lake is not None:
+                cols.append(f"NULL::{'VARCHAR' if c in _STRINGS else 'BIGINT'} AS {c}")
             else:
                 cols.append(f"NULL::VARCHAR AS {c}" if c in _STRINGS else f"0 AS {c}")
         return (
@@ -197,11 +203,21 @@ class Relations:
         }
         owners = self._register(pa.table(owner))
         paths = ", ".join(_literal(f) for f, _, _ in files)
+        present = self._present(paths)
         return (
-            f"{self._head(table, columns, 'r.', 'o.tfp_process', 'o.tfp_job')} FROM "
+            f"{self._head(table, columns, 'r.', 'o.tfp_process', 'o.tfp_job', present)} FROM "
             f"read_parquet([{paths}], union_by_name = true, filename = 'tfp_file') r "
             f"JOIN {owners} o ON r.tfp_file = o.tfp_file"
         )
+
+    def _present(self, paths: str) -> frozenset[str]:
+        """The columns any of the files ``paths`` (SQL literals) has: their footers only.
+        ``union_by_name`` gives a column missing from some files NULLs, but a column
+        missing from all of them (a lake written before it existed) fails to bind."""
+        if paths not in self._columns:
+            found = self.con.sql(f"SELECT DISTINCT name FROM parquet_schema([{paths}])")
+            self._columns[paths] = frozenset(str(name) for (name,) in found.fetchall())
+        return self._columns[paths]
 
     def _remote(self, table: str, files: Sequence[tuple[Lake, str]]) -> str:
         import pyarrow.dataset as ds
