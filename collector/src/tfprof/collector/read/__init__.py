@@ -7,6 +7,7 @@ connection, then one time-ordered pass over the records feeding every sweep, and
 each need what it declared (``needs.Got``).
 
 - ``refs``: jobs, processes and GPUs as every output names them;
+- ``shared_gpus``: which processes share a GPU, and a key per GPU before they are listed;
 - ``lake_catalog``: what a read covers, from the lake's small tables and footers;
 - ``clipped_sql``: the records as DuckDB relations clipped to the window (``g``, ``h``);
 - ``time_chunks``: the records in start order, a chunk at a time (row groups and log

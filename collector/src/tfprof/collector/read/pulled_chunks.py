@@ -6,9 +6,10 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from tfprof.collector.read.engine import Read, components
+from tfprof.collector.read.engine import Read
 from tfprof.collector.read.lake_catalog import Catalog
 from tfprof.collector.read.needs import Query
+from tfprof.collector.read.shared_gpus import components
 from tfprof.collector.read.time_chunks import ALWAYS, Chunk, chunks, plan_runs
 
 
