@@ -7,8 +7,10 @@ import contextlib
 import io
 from collections.abc import Callable, Sequence
 
-from tfprof.collector.analysis import Filters, prepare, read_view_report, view_report
+from tfprof.collector.analysis.filters import Filters
+from tfprof.collector.analysis.records import prepare
 from tfprof.collector.analysis.view_render import JsonReporter
+from tfprof.collector.analysis.view_table import read_view_report, view_report
 from tfprof.collector.cli import main as collector
 from tfprof.collector.jobdata import JobData
 from tfprof.collector.lake.reader import open_jobs

@@ -16,7 +16,7 @@ from tests.traces import shared_traces
 from tfprof.collector.advice import RULE_NAMES, advise
 from tfprof.collector.advice.advice_render import JsonReporter, TextReporter
 from tfprof.collector.advice.base import Finding
-from tfprof.collector.analysis import AnalysisError
+from tfprof.collector.errors import AnalysisError
 from tfprof.collector.jobdata import JobData
 from tfprof.collector.read import engine
 from tfprof.collector.read.gpu_spans import GpuSpans, overlapping_time

@@ -9,14 +9,16 @@ import json
 import numpy as np
 import pytest
 
-from tfprof.collector.analysis import AnalysisError, Filters, prepare, view_report
+from tfprof.collector.analysis.filters import Filters
 from tfprof.collector.analysis.gpus import gpu_rows
 from tfprof.collector.analysis.job_totals import job_rows
 from tfprof.collector.analysis.kernels import kernel_rows
 from tfprof.collector.analysis.memcpy import memcpy_rows
+from tfprof.collector.analysis.records import prepare
 from tfprof.collector.analysis.streams import stream_rows
 from tfprof.collector.analysis.view_render import CsvReporter, JsonReporter, TableReporter
-from tfprof.collector.errors import InvalidArgument
+from tfprof.collector.analysis.view_table import view_report
+from tfprof.collector.errors import AnalysisError, InvalidArgument
 from tfprof.collector.jobdata import DropCounts, JobData
 from tfprof.collector.timespec import parse_time
 

@@ -19,13 +19,15 @@ import pytest
 
 from tests.kineto_memory import memory_trace
 from tests.traces import shared_traces
-from tfprof.collector.analysis import Filters, prepare, view_report
 from tfprof.collector.analysis.api import NO_API, api_rows
+from tfprof.collector.analysis.filters import Filters
 from tfprof.collector.analysis.group_stats import group_stats
 from tfprof.collector.analysis.host_records import queue_depth
 from tfprof.collector.analysis.memory_view import NO_MEMORY, memory_rows
 from tfprof.collector.analysis.ops import NO_RANGES, op_rows
+from tfprof.collector.analysis.records import prepare
 from tfprof.collector.analysis.scopes import scope_path, scope_rows
+from tfprof.collector.analysis.view_table import view_report
 from tfprof.collector.cli import main
 from tfprof.collector.errors import AnalysisError
 from tfprof.collector.read.trace_job import job_from_trace

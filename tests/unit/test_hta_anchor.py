@@ -27,10 +27,10 @@ import numpy as np
 import pytest
 
 from tests.traces import shared_traces
-from tfprof.collector.analysis import prepare
 from tfprof.collector.analysis.kernels import kernel_rows
 from tfprof.collector.analysis.launch import launch_rows
 from tfprof.collector.analysis.memcpy import memcpy_rows
+from tfprof.collector.analysis.records import prepare
 from tfprof.collector.analysis.streams import stream_rows
 from tfprof.collector.read.trace_job import job_from_trace
 

@@ -10,10 +10,10 @@ import pytest
 
 from tests.traces import shared_traces
 from tfprof.collector.advice import RULE_NAMES, advise
-from tfprof.collector.analysis import VIEWS, read_view_report, view_report
 from tfprof.collector.analysis.record_set import RecordSet
 from tfprof.collector.analysis.records import prepare
 from tfprof.collector.analysis.view_render import ViewReport
+from tfprof.collector.analysis.view_table import all_views, read_view_report, view_report
 from tfprof.collector.cli import main
 from tfprof.collector.lake.lake_stream import LakeStream
 from tfprof.collector.lake.location import lake_of
@@ -78,7 +78,7 @@ def _engine_report(name: str, dirs: list[Path], loaded: bool = False) -> ViewRep
 def test_every_view_equals_the_whole_load(two_dirs: list[Path]) -> None:
     whole = _whole(two_dirs)
     assert len(whole.host) and len(whole)  # the traces have both sides
-    for name, view in VIEWS.items():
+    for name, view in all_views().items():
         if view.engine_only:
             ours, theirs = _engine_report(name, two_dirs), _engine_report(name, two_dirs, True)
         else:
@@ -107,11 +107,12 @@ def test_every_rule_equals_the_whole_load_in_a_window(two_dirs: list[Path]) -> N
 
 def test_a_compacted_data_dir_reads_as_its_logs(two_dirs: list[Path]) -> None:
     logs_only = _from_lake(two_dirs, True)
-    engine = {n: _engine_report(n, two_dirs).rows for n, v in VIEWS.items() if v.engine_only}
+    views = all_views()
+    engine = {n: _engine_report(n, two_dirs).rows for n, v in views.items() if v.engine_only}
     _compact(two_dirs[1])
     compacted = _from_lake(two_dirs, True)
-    for name in VIEWS:
-        if VIEWS[name].engine_only:
+    for name in views:
+        if views[name].engine_only:
             continue  # read through the engine: below
         assert view_report(name, compacted).rows == view_report(name, logs_only).rows, name
     assert engine == {n: _engine_report(n, two_dirs).rows for n in engine}

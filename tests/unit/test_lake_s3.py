@@ -17,8 +17,8 @@ import pytest
 
 from tests.s3_server import S3Server, s3_server
 from tests.unit.lake_streams import first_batch, records_batch, write_stream
-from tfprof.collector.analysis import view_report
 from tfprof.collector.analysis.records import prepare
+from tfprof.collector.analysis.view_table import view_report
 from tfprof.collector.cli import main
 from tfprof.collector.lake.fs import Lake, list_parquet, open_lake, write_parquet
 from tfprof.collector.lake.location import lake_of, set_lake

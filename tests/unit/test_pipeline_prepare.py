@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tfprof.collector.analysis import prepare
+from tfprof.collector.analysis.records import prepare
 from tfprof.collector.errors import InvalidArgument
 from tfprof.collector.jobdata import HOST_COLUMNS, RECORD_COLUMNS, JobData, StreamData
 from tfprof.collector.timeline.build import build_timeline

@@ -7,7 +7,7 @@ import io
 import json
 
 from tfprof.collector.advice import advise
-from tfprof.collector.analysis import prepare
+from tfprof.collector.analysis.records import prepare
 from tfprof.collector.analysis.streams import stream_rows
 from tfprof.collector.export import ChromeReporter
 from tfprof.collector.jobdata import JobData

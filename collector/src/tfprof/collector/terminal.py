@@ -13,21 +13,14 @@ from __future__ import annotations
 import contextlib
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from rich.cells import cell_len
 from rich.console import Console, RenderableType
-from rich.progress import (
-    BarColumn,
-    FileSizeColumn,
-    Progress,
-    ProgressColumn,
-    SpinnerColumn,
-    TextColumn,
-    TimeElapsedColumn,
-)
-from rich.table import Table
 from rich.text import Text
+
+if TYPE_CHECKING:
+    from rich.progress import ProgressColumn
 
 # Wider than any line we print: rich wraps and crops at the console width.
 UNLIMITED_WIDTH = 1 << 20
@@ -70,6 +63,8 @@ class TextWriter:
         right = right_aligned or [False] * len(header)
         if not self._styled and plain_table(self._out, header, rows, right):
             return
+        from rich.table import Table  # styled or unusual cells only: most runs never need it
+
         table = Table(box=None, padding=(0, 1), pad_edge=False, header_style="bold")
         for title, align_right in zip(header, right, strict=True):
             table.add_column(title, justify="right" if align_right else "left", no_wrap=True)
@@ -137,6 +132,15 @@ def progress(
     if not console.is_terminal:
         yield _ignore
         return
+    from rich.progress import (  # on a terminal only: piped runs never load it
+        BarColumn,
+        FileSizeColumn,
+        Progress,
+        SpinnerColumn,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
     done: ProgressColumn = (
         FileSizeColumn() if unit == "bytes" else TextColumn(f"{{task.completed:,.0f}} {unit}")
     )

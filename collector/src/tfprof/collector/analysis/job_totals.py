@@ -8,16 +8,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tfprof.collector.analysis.record_set import RecordSet
 from tfprof.collector.analysis.units import us
 from tfprof.collector.read.engine import SPANS, Read
 from tfprof.collector.read.needs import Got, Query, Sweep
 from tfprof.collector.store.traced_windows import union_ns
 from tfprof.core.records import RecordKind
+
+if TYPE_CHECKING:
+    from tfprof.collector.analysis.record_set import RecordSet
 
 NAME_FIELD = "job"
 TIME_FIELD = "kernel_us"

@@ -7,9 +7,12 @@ and how hard, and the note says why no GPU record is there.
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
+from typing import TYPE_CHECKING
 
-from tfprof.collector.analysis.record_set import RecordSet
 from tfprof.collector.read.refs import JobRef
+
+if TYPE_CHECKING:
+    from tfprof.collector.analysis.record_set import RecordSet
 
 
 def _reason(job: JobRef) -> str:

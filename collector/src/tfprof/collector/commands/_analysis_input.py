@@ -7,14 +7,15 @@ import argparse
 import contextlib
 import sys
 from collections.abc import Iterator
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
-from tfprof.collector.analysis.record_set import HostSelector, RecordSet
-from tfprof.collector.analysis.records import prepare
 from tfprof.collector.errors import AnalysisError, InvalidArgument, NotFound, PathError
-from tfprof.collector.jobdata import JobData
-from tfprof.collector.read.lake_catalog import Catalog
 from tfprof.collector.timespec import TIME_HELP
+
+if TYPE_CHECKING:  # the parser is built for every command: what reads records comes later
+    from tfprof.collector.analysis.record_set import HostSelector, RecordSet
+    from tfprof.collector.jobdata import JobData
+    from tfprof.collector.read.lake_catalog import Catalog
 
 
 def add_input_arguments(p: argparse.ArgumentParser) -> None:
@@ -53,6 +54,7 @@ def load_record_set(
     """The record set to analyse; without ``host`` (views and rules that read GPU
     records only) stored API calls, ranges and memory records are not even read; with
     ``select``, only the host rows it keeps are (``prepare``)."""
+    from tfprof.collector.analysis.records import prepare
     from tfprof.collector.terminal import progress
 
     with progress("loading"):

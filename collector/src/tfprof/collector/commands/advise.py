@@ -37,10 +37,18 @@ distributed jobs (steps: ProfilerStep#N, the hook's step markers, else the kerne
 """
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from tfprof.collector.advice import RULE_NAMES
-    from tfprof.collector.advice.dist_rules import NAMES
+# What --rule accepts: the rules' own names (``advice.RULE_NAMES``, then
+# ``advice.dist_rules.NAMES``; tests/unit/test_cli_startup.py compares), written out
+# because the parser is built on every command's start and must load no rule.
+RULE_CHOICES = (
+    "gpu-idle", "copy-overlap", "pageable-memory", "tiny-kernels", "single-stream",
+    "time-slicing", "sync-stalls", "slow-copies", "launch-bound", "host-stalls",
+    "sync-per-step", "memory-capacity", "straggler", "exposed-communication",
+    "step-variance", "input-bound",
+)  # fmt: skip
 
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "advise",
         help="run advice rules and print ranked findings with evidence and suggestions",
@@ -51,7 +59,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--rule",
         action="append",
-        choices=RULE_NAMES + NAMES,
+        choices=RULE_CHOICES,
         metavar="RULE",
         help="run only this rule (repeatable; default: all)",
     )

@@ -20,7 +20,7 @@ import time
 from typing import TYPE_CHECKING
 
 from tfprof.collector.config import DEFAULT_COLLECTOR
-from tfprof.collector.service.remote import add_client_options, open_remote
+from tfprof.collector.service.remote_options import add_client_options
 
 if TYPE_CHECKING:
     from tfprof.proto import collector_pb2 as pb
@@ -156,6 +156,7 @@ def run(args: argparse.Namespace) -> int:
     import grpc
 
     from tfprof.collector.export import format_for
+    from tfprof.collector.service.remote import open_remote
 
     request = request_from(args)
     grace_ns = _positive_duration(args.flush_grace, "--flush-grace", allow_zero=True)

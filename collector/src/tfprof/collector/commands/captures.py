@@ -12,7 +12,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from tfprof.collector.commands.capture import local_time
-from tfprof.collector.service.remote import add_client_options, open_remote
+from tfprof.collector.service.remote_options import add_client_options
 
 if TYPE_CHECKING:
     from tfprof.proto import collector_pb2 as pb
@@ -41,6 +41,7 @@ def read_captures(args: argparse.Namespace) -> list[pb.Capture]:
     import grpc
 
     from tfprof.collector.errors import InvalidArgument
+    from tfprof.collector.service.remote import open_remote
     from tfprof.collector.store import Store
     from tfprof.collector.store.capture_log import CaptureLog
     from tfprof.proto import collector_pb2 as pb

@@ -97,7 +97,7 @@ def add_file_options(p: argparse.ArgumentParser, required: bool) -> None:
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from tfprof.collector.service.remote import add_client_options
+    from tfprof.collector.service.remote_options import add_client_options
 
     p = sub.add_parser(
         "export",

@@ -67,7 +67,7 @@ of --format csv lists them).
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from tfprof.collector.analysis import VIEWS
+    from tfprof.collector.analysis.view_table import VIEW_NAMES
 
     p = sub.add_parser(
         "summary",
@@ -78,7 +78,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     add_input_arguments(p)
     p.add_argument(
-        "--view", choices=(*VIEWS, *CODE_VIEWS), default="kernels", help="(default: kernels)"
+        "--view", choices=(*VIEW_NAMES, *CODE_VIEWS), default="kernels", help="(default: kernels)"
     )
     p.add_argument(
         "--min-micros",
@@ -138,8 +138,9 @@ CODE_VIEWS = ("code", "lines")  # read through DuckDB (analysis/code_view.py)
 
 
 def run(args: argparse.Namespace) -> int:
-    from tfprof.collector.analysis import VIEWS, Filters, read_view_report, view_report
+    from tfprof.collector.analysis.filters import Filters
     from tfprof.collector.analysis.view_render import reporter
+    from tfprof.collector.analysis.view_table import read_view_report, view, view_report
     from tfprof.collector.terminal import progress
 
     by_code = args.view == "memory" and args.by == "code"
@@ -160,12 +161,12 @@ def run(args: argparse.Namespace) -> int:
     )
     if args.view in CODE_VIEWS or by_code:
         report = _code_report(args, filters)
-    elif VIEWS[args.view].need is not None:
+    elif view(args.view).need is not None:
         cat = load_catalog(args)
         with progress(f"reading {len(cat.processes):,} process(es)"):
             report = read_view_report(args.view, cat, filters)
     else:
-        report = view_report(args.view, load_record_set(args, host=VIEWS[args.view].host), filters)
+        report = view_report(args.view, load_record_set(args, host=view(args.view).host), filters)
     with output(args.output) as out:
         reporter(args.format, report).render(out)
     return 0

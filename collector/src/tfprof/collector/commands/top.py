@@ -25,7 +25,7 @@ MAX_INTERVAL_S = 3600.0
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from tfprof.collector.service.remote import add_client_options
+    from tfprof.collector.service.remote_options import add_client_options
     from tfprof.collector.top.snapshot import NOTE, SORT_KEYS
 
     p = sub.add_parser(

@@ -1,6 +1,7 @@
 """Client commands' channel to a running collector (``capture``, ``captures``, ``top``,
-``export --collector``): the options that reach it, TLS and bearer token applied, a
-failed call turned into one ``tfprof-collector:`` line, and an exported trace received.
+``export --collector``): TLS and bearer token applied, a failed call turned into one
+``tfprof-collector:`` line, and an exported trace received. The options that reach it
+are ``remote_options``' (no gRPC: every command's parser is built for every command).
 
 The token is read from a file (``--auth-token-file``), never from the command line,
 where other users of the host could read it.
@@ -24,28 +25,6 @@ Metadata = tuple[tuple[str, str], ...]
 
 class Unreachable(CollectorError):
     """No collector answered at the address (exit status 1: try again later)."""
-
-
-def add_client_options(p: argparse.ArgumentParser, collector_help: str | None = None) -> None:
-    """How to reach a running collector: its gRPC address (what `serve --listen` binds,
-    the address agents stream to), its token, its CA."""
-    p.add_argument(
-        "--collector",
-        metavar="HOST:PORT",
-        default=None,
-        help=collector_help
-        or f"the running collector's gRPC address (default: {DEFAULT_COLLECTOR})",
-    )
-    p.add_argument(
-        "--auth-token-file",
-        metavar="FILE",
-        default=None,
-        help="file holding the collector's bearer token (default: "
-        "TFPROF_COLLECTOR_AUTH_TOKEN_FILE, else none)",
-    )
-    p.add_argument(
-        "--tls-ca", metavar="PEM", default="", help="talk TLS, trusting this CA (default: none)"
-    )
 
 
 def open_remote(args: argparse.Namespace) -> Remote:

@@ -16,6 +16,19 @@ stream: durability, duplicates, the stream lock), ``summary`` (the cached counts
 
 from __future__ import annotations
 
-from tfprof.collector.store.datadir import Store
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tfprof.collector.store.datadir import Store
 
 __all__ = ["Store"]
+
+
+def __getattr__(name: str) -> object:
+    # ``Store`` on first use: what imports a helper of this package (``files``,
+    # ``traced_windows``: the lake's readers) loads no data dir machinery and no protobuf.
+    if name == "Store":
+        from tfprof.collector.store.datadir import Store
+
+        return Store
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
