@@ -9,11 +9,15 @@ reused. Each command then runs as a user types it (``tfprof-collector summary
 --data-dir D --view V``), in its own process under ``/usr/bin/time -f '%e %M'``: whole
 wall time (interpreter start, imports and exit included) and peak RSS (children
 included, as time reports it). Each DuckDB anchor (``read_scale_sql.py``) runs the same
-way as ``python -c``. A command and its anchor alternate, ``--rounds`` times; medians
-are printed. Targets (issue 27): summary views <= 2x DuckDB's time and <= 512 MiB,
-advise <= 1 GiB, export <= 1 GiB and flat from 1M to 10M. Prints figures; asserts
-nothing. The first round's output of every command is kept under the work dir
-(``out-<N>/``) to compare two versions' figures.
+way as ``python -c``. A command and its anchor alternate, ``--rounds`` times, after one
+untimed run of each; medians are printed. Both run with their modules' bytecode cached
+(under the work dir's ``pycache/``, PYTHONPYCACHEPREFIX), as an installed package has
+it, whatever PYTHONDONTWRITEBYTECODE says; ``--compile-each-run`` compiles every source
+on every run instead (what an environment with PYTHONDONTWRITEBYTECODE=1 does to a
+source checkout; site-packages keep their own caches). Targets (issue 27): summary
+views <= 2x DuckDB's time and <= 512 MiB, advise <= 1 GiB, export <= 1 GiB and flat
+from 1M to 10M. Prints figures; asserts nothing. The first round's output of every
+command is kept under the work dir (``out-<N>/``) to compare two versions' figures.
 
     .venv/bin/python bench/read_scale.py --records 1000000
     .venv/bin/python bench/read_scale.py --records 10000000 --rounds 5 --no-export
@@ -47,7 +51,7 @@ SUMMARY_RSS_MIB, ADVISE_RSS_MIB, EXPORT_RSS_MIB = 512, 1024, 1024
 TIME_RATIO = 2.0
 
 
-def timed(argv: list[str], stdout: Path | None = None) -> tuple[float, float]:
+def timed(argv: list[str], env: dict[str, str], stdout: Path | None = None) -> tuple[float, float]:
     """(wall seconds, peak RSS MiB) of ``argv`` under /usr/bin/time."""
     report = Path(f"/tmp/read_scale_time.{os.getpid()}")
     with open(stdout or os.devnull, "w") as out:
@@ -57,6 +61,7 @@ def timed(argv: list[str], stdout: Path | None = None) -> tuple[float, float]:
             stderr=subprocess.PIPE,
             text=True,
             check=False,
+            env=env,
         )
     if run.returncode != 0:
         raise SystemExit(f"{' '.join(argv)} failed ({run.returncode}):\n{run.stderr[-3000:]}")
@@ -99,8 +104,18 @@ def main() -> None:
         "them; sorted: each segment rewritten sorted by start, as compaction writes them "
         "now (a copy of the data dir, name ending -sorted) (default: today)",
     )
+    p.add_argument(
+        "--compile-each-run",
+        action="store_true",
+        help="no bytecode cache: every run compiles the sources it imports",
+    )
     p.add_argument("--json", metavar="FILE", help="also write every measurement here")
     args = p.parse_args()
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    if args.compile_each_run:
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+    else:
+        env["PYTHONPYCACHEPREFIX"] = str(Path(args.work_dir).resolve() / "pycache")
 
     data_dir = Path(args.work_dir) / f"gpu1proc-{args.records}"
     if not (data_dir / "built").exists():
@@ -132,7 +147,8 @@ def main() -> None:
         f"{args.records:,} GPU records of one process, {len(files)} Parquet files, "
         f"{size / args.records:.1f} B/record; python {sys.version.split()[0]}, duckdb "
         f"{duckdb.__version__}, {os.cpu_count()} CPUs; medians of {args.rounds} "
-        f"(export: {args.export_rounds})"
+        f"(export: {args.export_rounds}); bytecode "
+        + ("compiled on every run" if args.compile_each_run else "cached")
     )
     py, d = sys.executable, str(data_dir)
     results: list[dict[str, object]] = []
@@ -144,11 +160,16 @@ def main() -> None:
 
     def measure(label: str, argv: list[str], anchor: str | None, rounds: int, target: str) -> None:
         ours, theirs = [], []
+        anchor_argv = None if anchor is None else [py, "-c", anchor_code(anchor, str(lake))]
+        # Untimed: the bytecode cache written, the files in the page cache, for both.
+        for first in (argv, anchor_argv):
+            if first is not None:
+                timed(first, env)
         for r in range(rounds):
             keep = outs / f"{label.replace(' ', '_')}.txt" if r == 0 else None
-            ours.append(timed(argv, keep))
-            if anchor is not None:
-                theirs.append(timed([py, "-c", anchor_code(anchor, str(lake))]))
+            ours.append(timed(argv, env, keep))
+            if anchor_argv is not None:
+                theirs.append(timed(anchor_argv, env))
         s = statistics.median(t for t, _ in ours)
         m = statistics.median(m for _, m in ours)
         row: dict[str, object] = {
