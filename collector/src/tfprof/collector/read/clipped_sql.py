@@ -203,20 +203,29 @@ class Relations:
         }
         owners = self._register(pa.table(owner))
         paths = ", ".join(_literal(f) for f, _, _ in files)
-        present = self._present(paths)
+        present = self._present(table, [f for f, _, _ in files], paths)
         return (
             f"{self._head(table, columns, 'r.', 'o.tfp_process', 'o.tfp_job', present)} FROM "
             f"read_parquet([{paths}], union_by_name = true, filename = 'tfp_file') r "
             f"JOIN {owners} o ON r.tfp_file = o.tfp_file"
         )
 
-    def _present(self, paths: str) -> frozenset[str]:
-        """The columns any of the files ``paths`` (SQL literals) has: their footers only.
-        ``union_by_name`` gives a column missing from some files NULLs, but a column
-        missing from all of them (a lake written before it existed) fails to bind."""
+    def _present(self, table: str, files: Sequence[str], paths: str) -> frozenset[str]:
+        """The columns any of ``files`` (``paths``: as SQL literals) has, from their
+        footers. ``union_by_name`` gives a column missing from some files NULLs, but a
+        column missing from all of them (a lake written before it existed) fails to bind.
+        Newest file first, until every column of the table is found: one footer for a
+        lake written since the newest column, every footer only for an older one (a
+        query per footer costs about a millisecond, one per table)."""
         if paths not in self._columns:
-            found = self.con.sql(f"SELECT DISTINCT name FROM parquet_schema([{paths}])")
-            self._columns[paths] = frozenset(str(name) for (name,) in found.fetchall())
+            schema = {c.name for c in TABLES[table].columns}
+            found: set[str] = set()
+            for path in reversed(files):
+                one = self.con.sql(f"SELECT DISTINCT name FROM parquet_schema({_literal(path)})")
+                found |= {str(name) for (name,) in one.fetchall()}
+                if schema <= found:
+                    break
+            self._columns[paths] = frozenset(found)
         return self._columns[paths]
 
     def _remote(self, table: str, files: Sequence[tuple[Lake, str]]) -> str:
