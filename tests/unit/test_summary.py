@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from tfprof.collector.analysis.run_summary import short_summary
 from tfprof.collector.jobdata import RECORD_COLUMNS, DeviceMeta, DropCounts, JobData, StreamData
 from tfprof.core.records import RecordKind
+
+from .stored_jobs import lake_jobs
 
 K, C, S = RecordKind.KERNEL, RecordKind.MEMCPY, RecordKind.MEMSET
 
@@ -30,6 +34,11 @@ def stream(pid: int, rows: list[tuple[int, int, int, int, int]], strings: list[s
                       strings=strings, records=records(rows),
                       devices={0: DeviceMeta(ordinal=0, uuid=uuid)},
                       dropped=dropped or DropCounts())  # fmt: skip
+
+
+def summary(jobs: list[JobData], **options: Any) -> str:
+    """The summary of hand-made ``jobs``, read as stored ones are (lake streams)."""
+    return short_summary(lake_jobs(jobs), **options)
 
 
 def make_job() -> JobData:
@@ -63,7 +72,7 @@ def table(lines: list[str], header: str) -> list[list[str]]:
 
 
 def test_counts_bytes_and_dropped() -> None:
-    lines = short_summary([make_job()]).splitlines()
+    lines = summary([make_job()]).splitlines()
     assert lines[0].startswith("tfprof: job train: 2 traced processes, 1 GPU, session ")
     assert "  dropped 7 records before the collector" in lines
     assert "  Activity  Count  Time (ms)  Bytes (MB)" in lines
@@ -75,13 +84,13 @@ def test_counts_bytes_and_dropped() -> None:
 
 
 def test_session_length_and_gpu_busy() -> None:
-    first = short_summary([make_job()]).splitlines()[0]
+    first = summary([make_job()]).splitlines()[0]
     # The window runs from 0 to the end of the 4.5 ms relu that starts at 0 in pid 2.
     assert ", session 0.004 s, GPU busy 100.0 %" in first
 
 
 def test_top_kernels_in_order_of_total_time() -> None:
-    lines = short_summary([make_job()]).splitlines()
+    lines = summary([make_job()]).splitlines()
     header = next(line.split() for line in lines if "Instances" in line)
     assert " ".join(header) == ("Time (%) Total (ms) Instances Avg (ms) Med (ms) StdDev (ms) Name")
     top = table(lines, "Time (%)")
@@ -94,7 +103,7 @@ def test_top_kernels_in_order_of_total_time() -> None:
     assert [row[4] for row in top] == ["2.750", "2.500", "0.500"]  # median
     assert [row[5] for row in top] == ["2.475", "0.707", "0.000"]  # sample stddev
 
-    limited = short_summary([make_job()], top=1).splitlines()
+    limited = summary([make_job()], top=1).splitlines()
     assert [row[-1] for row in table(limited, "Time (%)")] == ["relu"]
 
 
@@ -103,7 +112,7 @@ def test_time_columns_scale_to_readable_units() -> None:
         (K, 2_500_000_000, 1, 0, 0),  # 2.5 s
         (K, 1_500, 2, 0, 0),          # 1.5 us
     ], ["", "long", "short"])])  # fmt: skip
-    lines = short_summary([job]).splitlines()
+    lines = summary([job]).splitlines()
     assert "Time (s)" in next(line for line in lines if "Activity" in line)
     assert table(lines, "Activity")[0] == ["kernels", "2", "2.500"]
     header = next(line for line in lines if "Instances" in line)
@@ -114,20 +123,20 @@ def test_time_columns_scale_to_readable_units() -> None:
 def test_gpus_are_counted_by_physical_identity() -> None:
     job = make_job()
     job.streams[1].devices = {0: DeviceMeta(ordinal=0, uuid="GPU-b")}
-    assert "2 traced processes, 2 GPUs" in short_summary([job])
+    assert "2 traced processes, 2 GPUs" in summary([job])
 
 
 def test_long_kernel_names_are_shortened() -> None:
     name = "void cutlass::Kernel<" + "x" * 100 + ">"
     job = JobData(name="j", run_id="r", streams=[stream(1, [(K, 10, 1, 0, 0)], ["", name])])
-    last = short_summary([job]).splitlines()[-1]
+    last = summary([job]).splitlines()[-1]
     assert last.endswith(name[:57] + "...")
     assert name not in last
 
 
 def test_several_jobs_and_none() -> None:
     other = JobData(name="eval", run_id="r2", streams=[stream(9, [], [""])])
-    text = short_summary([make_job(), other])
+    text = summary([make_job(), other])
     assert "tfprof: job train: 2 traced processes" in text
     assert "tfprof: job eval: 1 traced process, 0 GPUs, session 0.000 s\n" in text
     eval_part = text[text.index("tfprof: job eval") :]
@@ -136,15 +145,15 @@ def test_several_jobs_and_none() -> None:
     assert "  dropped 0 records before the collector" in eval_part
     assert "Activity" not in eval_part and "GPU busy" not in eval_part
     assert "1970" not in text
-    assert short_summary([]) == "tfprof: no traced processes\n"
+    assert summary([]) == "tfprof: no traced processes\n"
 
 
 def test_next_commands_name_the_real_paths() -> None:
-    text = short_summary([make_job()], trace="my runs/t.json.gz")
+    text = summary([make_job()], trace="my runs/t.json.gz")
     assert text.endswith(
         "tfprof: next:\n"
         "  tfprof-collector summary 'my runs/t.json.gz'\n"
         "  tfprof-collector advise 'my runs/t.json.gz'\n"
         "  tfprof-collector export 'my runs/t.json.gz' -o 'my runs/t.pftrace'\n"
     )
-    assert "next:" not in short_summary([make_job()])
+    assert "next:" not in summary([make_job()])

@@ -12,10 +12,10 @@ import os
 from tfprof.collector.analysis.run_summary import short_summary
 from tfprof.collector.errors import PathError
 from tfprof.collector.export import SUFFIXES, UnknownFormatError, format_for, write_timeline
+from tfprof.collector.lake.reader import open_jobs
 from tfprof.collector.service.server import CollectorServer
-from tfprof.collector.store import Store
 from tfprof.collector.terminal import progress
-from tfprof.collector.timeline.build import build_timeline
+from tfprof.collector.timeline.build import timeline_parts
 
 # The trace file names the embedded collector can write, from the export registry.
 OUTPUT_SUFFIXES: tuple[str, ...] = tuple(suffix for suffix, _ in SUFFIXES)
@@ -63,10 +63,14 @@ class EmbeddedCollector:
         self._server.stop(grace=grace)
 
     def write_trace(self, output: str | os.PathLike[str]) -> str:
-        """Merge every stored job into one timeline at ``output``; the end-of-run summary."""
-        with progress("tfprof: loading the run's records"):
-            jobs = Store(self._data_dir).load_jobs()
-            timeline = build_timeline(jobs)
+        """Merge every stored job into one timeline at ``output``; the end-of-run summary.
+
+        Read as ``export --data-dir`` and ``summary --data-dir`` read the same dir (the
+        lake reader, a process at a time; the read engine): the file and the figures are
+        theirs, and memory is bounded by the largest process, not by the whole run."""
+        with progress("tfprof: finding the run's records"):
+            jobs = open_jobs([self._data_dir]).jobs
+            timeline = timeline_parts(jobs)
         with progress(f"tfprof: writing {os.fspath(output)}", unit="bytes") as advance:
             write_timeline(timeline, os.fspath(output), progress=advance)
         return short_summary(jobs, trace=output)

@@ -74,6 +74,10 @@ class StreamData:
     # Add to host-sample timestamps (taken by the launcher on the same host).
     host_shift_ns: int = 0
     clock_rtt_ns: int = 0
+    # The (record, host) shifts already in the stored times: a lake stream's times are
+    # on the collector clock (its shifts above are 0); the timeline's clocks metadata
+    # says the whole alignment, these plus the shifts above.
+    applied_shifts_ns: tuple[int, int] = (0, 0)
     devices: dict[int, DeviceMeta] = field(default_factory=dict)
     strings: list[str] = field(default_factory=lambda: [""])
     records: dict[str, np.ndarray] = field(default_factory=empty_records)

@@ -13,15 +13,18 @@ import io
 import os
 import shlex
 from collections.abc import Sequence
+from typing import Any, cast
 
-from tfprof.collector.analysis.gpus import gpu_rows
-from tfprof.collector.analysis.job_totals import job_rows
-from tfprof.collector.analysis.kernels import kernel_rows
-from tfprof.collector.analysis.notes import notes
-from tfprof.collector.analysis.record_set import RecordSet
-from tfprof.collector.analysis.records import prepare
+from tfprof.collector.analysis.gpus import GpuRow, GpusNeed
+from tfprof.collector.analysis.job_totals import JobRow, JobsNeed
+from tfprof.collector.analysis.kernels import KernelRow, KernelsNeed
+from tfprof.collector.analysis.notes import job_notes
 from tfprof.collector.jobdata import JobData
+from tfprof.collector.read import engine
+from tfprof.collector.read.lake_catalog import catalog
+from tfprof.collector.read.needs import Need
 from tfprof.collector.terminal import TextWriter
+from tfprof.collector.timeline.prepare import TimeWindow
 
 NAME_WIDTH = 60
 INDENT = "  "
@@ -45,9 +48,9 @@ def _plural(n: int, word: str, plural: str = "s") -> str:
     return f"{n:,} {word}{plural if n != 1 else ''}"
 
 
-def _session_seconds(rs: RecordSet, host_seconds: float) -> float:
+def _session_seconds(read: engine.Read, host_seconds: float) -> float:
     """The host samples' span when there are any (GPU or not), else the records' span."""
-    return host_seconds if host_seconds > 0 else rs.window_ns / 1e9
+    return host_seconds if host_seconds > 0 else read.window_ns / 1e9
 
 
 def _indented(text: str) -> list[str]:
@@ -55,21 +58,26 @@ def _indented(text: str) -> list[str]:
 
 
 def _job_lines(job: JobData, top: int) -> list[str]:
-    rs = prepare([job])
-    (row,) = job_rows(rs)
+    # One read of the job through the read engine, as `summary` reads its views: memory
+    # bounded by the read, not by the job's records.
+    needs: list[Need[Any]] = [JobsNeed(), GpusNeed(), KernelsNeed()]
+    read, (jobs, found_gpus, found_kernels) = engine.read(catalog([job], TimeWindow()), needs)
+    (row,) = cast(list[JobRow], jobs)
     head = (
         f"tfprof: job {job.label}: {_plural(row.processes, 'traced process', 'es')}, "
-        f"{_plural(row.gpus, 'GPU')}, session {_session_seconds(rs, row.host_seconds):,.3f} s"
+        f"{_plural(row.gpus, 'GPU')}, session {_session_seconds(read, row.host_seconds):,.3f} s"
     )
-    gpus = gpu_rows(rs)
+    gpus = cast(list[GpuRow], found_gpus)
     if gpus:
         busy = ", ".join(f"{g.busy_pct:.1f} %" for g in gpus)
         head += f", GPU busy {busy}"
     lines = [head]
-    for note in notes(rs):  # no GPU record: say so plainly, and show no empty tables
+    notes = job_notes(read.jobs, read.with_records)
+    notes += tuple(f"job {d.job}: {d.line()}" for d in read.damage)  # files left out
+    for note in notes:  # no GPU record: say so plainly, and show no empty tables
         lines.append(f"{INDENT}{note}")
     lines.append(f"{INDENT}dropped {_plural(row.dropped, 'record')} before the collector")
-    if not len(rs):
+    if not read.with_records:
         return lines
     out = io.StringIO()
     table = TextWriter(out, colour=False)
@@ -84,7 +92,7 @@ def _job_lines(job: JobData, top: int) -> list[str]:
         ],
         [False, True, True, True],
     )
-    kernels = kernel_rows(rs)[:top]
+    kernels = cast(list[KernelRow], found_kernels)[:top]
     if kernels:
         columns = [
             _times([k.total_us for k in kernels]),
@@ -129,7 +137,9 @@ def short_summary(
     top: int = 5,
     trace: str | os.PathLike[str] | None = None,
 ) -> str:
-    """The summary text; with the ``trace`` file written, the commands to run next."""
+    """The summary text of ``jobs`` (lake streams: ``lake.reader.open_jobs``, or trace
+    files as ``read.trace_files`` reads them); with the ``trace`` file written, the
+    commands to run next."""
     if not jobs:
         return "tfprof: no traced processes\n"
     lines = [line for job in jobs for line in _job_lines(job, top)]

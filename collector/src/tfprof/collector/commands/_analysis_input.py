@@ -13,7 +13,6 @@ from tfprof.collector.errors import AnalysisError, InvalidArgument, NotFound, Pa
 from tfprof.collector.timespec import TIME_HELP
 
 if TYPE_CHECKING:  # the parser is built for every command: what reads records comes later
-    from tfprof.collector.analysis.record_set import HostSelector, RecordSet
     from tfprof.collector.jobdata import JobData
     from tfprof.collector.read.lake_catalog import Catalog
 
@@ -46,20 +45,6 @@ def add_input_arguments(p: argparse.ArgumentParser) -> None:
         "(default: table)",
     )
     p.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
-
-
-def load_record_set(
-    args: argparse.Namespace, host: bool = True, select: HostSelector | None = None
-) -> RecordSet:
-    """The record set to analyse; without ``host`` (views and rules that read GPU
-    records only) stored API calls, ranges and memory records are not even read; with
-    ``select``, only the host rows it keeps are (``prepare``)."""
-    from tfprof.collector.analysis.records import prepare
-    from tfprof.collector.terminal import progress
-
-    with progress("loading"):
-        jobs, since, until = _jobs(args)
-        return prepare(jobs, since, until, host=host, select=select)
 
 
 def load_catalog(args: argparse.Namespace) -> Catalog:

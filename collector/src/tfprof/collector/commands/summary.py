@@ -5,12 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from tfprof.collector.commands._analysis_input import (
-    add_input_arguments,
-    load_catalog,
-    load_record_set,
-    output,
-)
+from tfprof.collector.commands._analysis_input import add_input_arguments, load_catalog, output
 from tfprof.collector.errors import InvalidArgument
 
 if TYPE_CHECKING:
@@ -140,7 +135,7 @@ CODE_VIEWS = ("code", "lines")  # read through DuckDB (analysis/code_view.py)
 def run(args: argparse.Namespace) -> int:
     from tfprof.collector.analysis.filters import Filters
     from tfprof.collector.analysis.view_render import reporter
-    from tfprof.collector.analysis.view_table import read_view_report, view, view_report
+    from tfprof.collector.analysis.view_table import read_view_report
     from tfprof.collector.terminal import progress
 
     by_code = args.view == "memory" and args.by == "code"
@@ -161,12 +156,10 @@ def run(args: argparse.Namespace) -> int:
     )
     if args.view in CODE_VIEWS or by_code:
         report = _code_report(args, filters)
-    elif view(args.view).need is not None:
+    else:
         cat = load_catalog(args)
         with progress(f"reading {len(cat.processes):,} process(es)"):
             report = read_view_report(args.view, cat, filters)
-    else:
-        report = view_report(args.view, load_record_set(args, host=view(args.view).host), filters)
     with output(args.output) as out:
         reporter(args.format, report).render(out)
     return 0

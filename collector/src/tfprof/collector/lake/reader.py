@@ -265,6 +265,7 @@ def _stream(
         source=str(hello["source"] or ""),
         record_shift_ns=0,  # the lake's times are on the collector clock already
         host_shift_ns=0,
+        applied_shifts_ns=(_int(hello, "record_shift_ns"), _int(hello, "host_shift_ns")),
         clock_rtt_ns=_int(hello, "clock_rtt_ns"),
         devices=devices,
         parts=found.parts.get(key, StreamParts()),

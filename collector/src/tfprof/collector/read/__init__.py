@@ -16,6 +16,6 @@ each need what it declared (``needs.Got``).
 - ``gpu_sweeps``: the interval pieces the GPU views and rules share;
 - ``needs``: the declaration API; ``engine``: the driver.
 
-Modules are imported where used (this package imports nothing): what reads a
-``RecordSet`` only (the embedded collector's summary) never loads DuckDB.
+Modules are imported where used (this package imports nothing): a command that does
+not read records (``jobs``, ``sql``) never imports the engine.
 """

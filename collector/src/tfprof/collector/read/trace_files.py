@@ -81,6 +81,7 @@ def _lake_stream(stream: StreamData, stream_id: str) -> LakeStream:
         argv=list(stream.argv),
         source=stream.source,
         clock_rtt_ns=stream.clock_rtt_ns,
+        applied_shifts_ns=(stream.record_shift_ns, stream.host_shift_ns),
         devices=dict(stream.devices),
         dropped=stream.dropped,
         finished=stream.finished,

@@ -116,8 +116,8 @@ def _clock(stream: StreamData, job_label: str, task_label: str) -> dict[str, Any
         "task": task_label,
         "host": stream.host,
         "pid": stream.pid,
-        "record_shift_ns": stream.record_shift_ns,
-        "host_shift_ns": stream.host_shift_ns,
+        "record_shift_ns": stream.record_shift_ns + stream.applied_shifts_ns[0],
+        "host_shift_ns": stream.host_shift_ns + stream.applied_shifts_ns[1],
         "clock_rtt_ns": stream.clock_rtt_ns,
     }
 
