@@ -80,6 +80,10 @@ def connect(threads: int | None = None) -> duckdb.DuckDBPyConnection:
     if threads:
         con.execute(f"SET threads = {int(threads)}")
     con.execute("SET preserve_insertion_order = false")  # no ORDER BY depends on it
+    # Every statement of a read binds the same files (``Relations._present``, then each
+    # query's read_parquet, whose union_by_name opens every footer): their footers are
+    # parsed once per read, not once per statement. The cache ends with the connection.
+    con.execute("SET parquet_metadata_cache = true")
     # The memory limit is the staged runner's (``staged_sql``); past it, sorts, joins,
     # aggregates and the stages' tables spill here.
     con.execute(f"SET temp_directory = '{spill_dir()}'")
