@@ -1,13 +1,18 @@
 """Hand-made jobs (``analysis_data``) as the read engine reads stored jobs: converted
 into lake streams held in memory, as trace files are (``read.trace_files``), or stored
-in a data dir the way ``import`` stores a trace (the store's ``StreamWriter``)."""
+in a data dir the way ``import`` stores a trace (the store's ``StreamWriter``); and
+their ``summary`` views read that way (``report_of``, ``rows_of``)."""
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
+from tfprof.collector.analysis.filters import Filters
+from tfprof.collector.analysis.view_render import ViewReport
+from tfprof.collector.analysis.view_table import read_view_report
 from tfprof.collector.jobdata import JobData
 from tfprof.collector.lake.reader import open_jobs
 from tfprof.collector.read.lake_catalog import Catalog, catalog
@@ -50,3 +55,21 @@ def stored_catalog(
     """The read engine's catalog of ``jobs`` stored in a fresh data dir under ``tmp``."""
     d = store_jobs(tmp / f"stored-{next(_DIRS)}", jobs)
     return catalog(open_jobs([str(d)]).jobs, TimeWindow(since, until))
+
+
+def report_of(
+    view: str,
+    jobs: Sequence[JobData],
+    since: int | None = None,
+    until: int | None = None,
+    filters: Filters | None = None,
+) -> ViewReport:
+    """The ``summary`` view ``view`` of hand-made ``jobs``, read through the read engine."""
+    return read_view_report(view, catalog_of(jobs, since, until), filters)
+
+
+def rows_of(
+    view: str, jobs: Sequence[JobData], since: int | None = None, until: int | None = None
+) -> list[Any]:
+    """The rows of ``report_of``, unfiltered."""
+    return list(report_of(view, jobs, since, until).rows)

@@ -1,28 +1,25 @@
 """collector/analysis: record window and the five views, on hand-made records with known
-answers (the interval helpers: test_analysis_intervals.py)."""
+answers, read through the read engine as stored jobs are (the interval helpers:
+test_analysis_intervals.py)."""
 
 from __future__ import annotations
 
 import io
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from tfprof.collector.analysis.filters import Filters
-from tfprof.collector.analysis.gpus import gpu_rows
-from tfprof.collector.analysis.job_totals import job_rows
-from tfprof.collector.analysis.kernels import kernel_rows
-from tfprof.collector.analysis.memcpy import memcpy_rows
-from tfprof.collector.analysis.records import prepare
-from tfprof.collector.analysis.streams import stream_rows
 from tfprof.collector.analysis.view_render import CsvReporter, JsonReporter, TableReporter
-from tfprof.collector.analysis.view_table import view_report
+from tfprof.collector.cli import main
 from tfprof.collector.errors import AnalysisError, InvalidArgument
 from tfprof.collector.jobdata import DropCounts, JobData
 from tfprof.collector.timespec import parse_time
 
 from .analysis_data import T0, US, copy, job, kernel, memset, stream, sync
+from .stored_jobs import report_of, rows_of, store_jobs
 
 
 def _two_process_job() -> JobData:
@@ -33,36 +30,44 @@ def _two_process_job() -> JobData:
     return job("train", first, second)
 
 
-def test_record_window_shifts_clips_and_names_across_streams() -> None:
+def test_record_window_shifts_clips_and_names_across_streams(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     j = _two_process_job()
     j.streams[1].record_shift_ns = 1_000 * US
-    rs = prepare([j], since_ns=T0 + 20 * US, until_ns=T0 + 1_030 * US)
-    assert rs.start_ns == T0 + 20 * US and rs.window_ns == 1_010 * US
-    # the kernel [0,30) is clipped to [20,30); the shifted second process sits at 1000
-    assert int(rs.start.min()) == T0 + 20 * US
-    assert sorted(rs.names) == ["", "gemm", "relu"]
-    relu = rs.names.index("relu")
-    assert int(np.count_nonzero(rs.name == relu)) == 2  # one per process, one global id
-    with pytest.raises(AnalysisError, match="empty"):
-        prepare([j], since_ns=5, until_ns=5)
+    since, until = T0 + 20 * US, T0 + 1_030 * US
+    rep = report_of("kernels", [j], since, until)
+    assert rep.start_ns == T0 + 20 * US and rep.end_ns - rep.start_ns == 1_010 * US
+    # the kernel [0,30) is clipped to [20,30); the shifted second process sits at 1000,
+    # its relu [1000,1050) clipped to [1000,1030): one name across both string tables
+    rows = {r.name: r for r in rep.rows}
+    assert sorted(rows) == ["gemm", "relu"]
+    assert (rows["gemm"].count, rows["gemm"].total_us, rows["gemm"].min_us) == (2, 20.0, 10.0)
+    assert (rows["relu"].count, rows["relu"].total_us) == (2, 50.0)  # [20,40) and [1000,1030)
+    # Busy [20,60) [100,110) [200,205) [1000,1030): unshifted, the relu would sit at [20,50)
+    (gpu,) = rows_of("gpus", [j], since, until)
+    assert gpu.busy_us == 85.0
+    assert gpu.idle_gaps[0].start_ns == T0 + 205 * US and gpu.idle_gaps[0].duration_us == 795.0
+    d = str(store_jobs(tmp_path / "data", [j]))
+    assert main(["summary", "--data-dir", d, "--since", "+20us", "--until", "+20us"]) == 2
+    assert "the window is empty" in capsys.readouterr().err
 
 
 def test_kernels_view_counts_totals_and_gpu_share() -> None:
-    rs = prepare([_two_process_job()])
-    rows = {r.name: r for r in kernel_rows(rs)}
+    jobs = [_two_process_job()]
+    rows = {r.name: r for r in rows_of("kernels", jobs)}
     assert rows["gemm"].count == 2 and rows["gemm"].total_us == 40.0
     assert (rows["gemm"].min_us, rows["gemm"].max_us, rows["gemm"].avg_us) == (10.0, 30.0, 20.0)
     assert rows["relu"].count == 2 and rows["relu"].total_us == 80.0
     # GPU busy (one GPU, both processes): [0,60) + [100,110) + [200,205) = 75 us
     assert rows["relu"].gpu_busy_pct == round(100 * 80 / 75, 2)
     assert rows["relu"].kernel_time_pct == round(100 * 80 / 120, 2)
-    by_job = kernel_rows(rs, per_job=True)
+    by_job = rows_of("kernels-by-job", jobs)
     assert {r.job for r in by_job} == {"train"}
 
 
 def test_streams_view_busy_is_the_union_and_syncs_are_not_busy() -> None:
-    rs = prepare([_two_process_job()])
-    rows = {(r.pid, r.stream): r for r in stream_rows(rs)}
+    rows = {(r.pid, r.stream): r for r in rows_of("streams", [_two_process_job()])}
     s7 = rows[(1, 7)]
     assert s7.busy_us == 75.0  # [0,60) + [100,110) + [200,205); the sync adds nothing
     assert (s7.kernels, s7.copies, s7.memsets, s7.syncs, s7.sync_us) == (3, 1, 1, 1, 40.0)
@@ -74,7 +79,7 @@ def test_streams_view_busy_is_the_union_and_syncs_are_not_busy() -> None:
 def test_gpus_view_idle_gaps_and_job_shares() -> None:
     a_job = job("a", stream([kernel(0, 10), kernel(50, 10)]))
     b_job = job("b", stream([kernel(5, 10), kernel(90, 10)], pid=2))
-    (row,) = gpu_rows(prepare([a_job, b_job]))
+    (row,) = rows_of("gpus", [a_job, b_job])
     assert row.busy_us == 35.0  # [0,15) [50,60) [90,100)
     assert row.idle_pct == 65.0
     assert [g.duration_us for g in row.idle_gaps] == [35.0, 30.0]
@@ -88,14 +93,14 @@ def test_gpus_are_physical_devices_by_uuid() -> None:
     one = job("a", stream([kernel(0, 10)], uuid="GPU-x"))
     two = job("b", stream([kernel(0, 10)], uuid="GPU-x", pid=2))
     three = job("c", stream([kernel(0, 10)], uuid="GPU-y", pid=3))
-    rows = gpu_rows(prepare([one, two, three]))
+    rows = rows_of("gpus", [one, two, three])
     assert sorted((r.uuid, len(r.jobs)) for r in rows) == [("GPU-x", 2), ("GPU-y", 1)]
 
 
 def test_memcpy_view_bandwidth_and_overlap_with_kernels_on_the_same_gpu() -> None:
     s = stream([kernel(0, 100), copy(50, 100, 1_000_000, src=1),
                 copy(300, 10, 500, kind=2, src=3, dst=2), kernel(0, 1000, device=1)])  # fmt: skip
-    rows = {r.copy: r for r in memcpy_rows(prepare([job("j", s)]))}
+    rows = {r.copy: r for r in rows_of("memcpy", [job("j", s)])}
     htod = rows["HtoD pageable->device"]
     assert htod.gbps == 10.0  # 1e6 bytes in 100 us
     assert htod.overlapped_pct == 50.0  # the kernel on device 1 does not count
@@ -103,7 +108,7 @@ def test_memcpy_view_bandwidth_and_overlap_with_kernels_on_the_same_gpu() -> Non
 
 
 def test_jobs_view() -> None:
-    (row,) = job_rows(prepare([_two_process_job()]))
+    (row,) = rows_of("jobs", [_two_process_job()])
     assert (row.processes, row.gpus, row.kernels, row.copies, row.memsets, row.syncs) == (
         2, 1, 4, 1, 1, 1
     )  # fmt: skip
@@ -111,13 +116,14 @@ def test_jobs_view() -> None:
 
 
 def test_filters_order_select_regex_top_and_errors() -> None:
-    rs = prepare([_two_process_job()])
-    rep = view_report("kernels", rs, Filters(order_by="count", select=("name", "count"),
-                                             hide_name_regex="^gemm$", top=5))  # fmt: skip
+    jobs = [_two_process_job()]
+    rep = report_of("kernels", jobs, filters=Filters(order_by="count", select=("name", "count"),
+                                                     hide_name_regex="^gemm$", top=5))  # fmt: skip
     assert rep.fields == ("name", "count")
     assert [r.name for r in rep.rows] == ["relu"]
-    assert [r.name for r in view_report("kernels", rs, Filters(min_micros=50)).rows] == ["relu"]
-    assert "job" not in view_report("kernels", rs).fields
+    at_least_50 = report_of("kernels", jobs, filters=Filters(min_micros=50))
+    assert [r.name for r in at_least_50.rows] == ["relu"]
+    assert "job" not in report_of("kernels", jobs).fields
     for bad, match in (
         (Filters(order_by="nope"), "no field 'nope'"),
         (Filters(select=("name", "zzz")), "no field 'zzz'"),
@@ -125,14 +131,13 @@ def test_filters_order_select_regex_top_and_errors() -> None:
         (Filters(top=-1), "--top"),
     ):
         with pytest.raises(AnalysisError, match=match):
-            view_report("kernels", rs, bad)
+            report_of("kernels", jobs, filters=bad)
     with pytest.raises(AnalysisError, match="unknown view"):
-        view_report("ops", rs)
+        report_of("ops", jobs)
 
 
 def test_reporters_table_json_csv() -> None:
-    rs = prepare([_two_process_job()])
-    rep = view_report("gpus", rs)
+    rep = report_of("gpus", [_two_process_job()])
     out = io.StringIO()
     JsonReporter(rep).render(out)
     doc = json.loads(out.getvalue())
@@ -181,25 +186,17 @@ def test_parse_time_forms() -> None:
 
 def test_a_copy_clipped_by_the_window_keeps_its_own_rate() -> None:
     # copy(40, 20, 2_000_000): 2 MB in [40, 60) us = 100 GB/s; half of it in the window.
-    rs = prepare([_two_process_job()], since_ns=T0 + 50 * US, until_ns=T0 + 1_000 * US)
-    (row,) = [r for r in memcpy_rows(rs) if r.count]
+    jobs = [_two_process_job()]
+    (row,) = [r for r in rows_of("memcpy", jobs, T0 + 50 * US, T0 + 1_000 * US) if r.count]
     assert row.bytes == 1_000_000
     assert row.gbps == 100.0
-
-
-def test_id_columns_take_the_smallest_type_that_holds_them() -> None:
-    from tfprof.collector.analysis.record_table import _smallest
-
-    for values, dtype in (([0, 127], np.int8), ([-1, 128], np.int16), ([-129, 5], np.int16),
-                          ([0, 32768], np.int32), ([0, 2**31], np.int64)):  # fmt: skip
-        got = _smallest(np.array(values, dtype=np.int64))
-        assert got.dtype == dtype and got.tolist() == values
 
 
 def test_narrow_ids_past_int8_and_keys_past_int16_stay_exact() -> None:
     """200 jobs, each on its own GPU with its own kernel name: ids past int8, and
     (job, GPU) keys up to 39,999, past int16; every view and rule keys them exactly."""
     from tfprof.collector.advice import advise
+    from tfprof.collector.analysis.view_table import read_view_report
     from tfprof.collector.read import engine
     from tfprof.collector.read.gpu_sweeps import JobGpuBusy
     from tfprof.collector.read.needs import Got, Query, Sweep
@@ -223,14 +220,11 @@ def test_narrow_ids_past_int8_and_keys_past_int16_stay_exact() -> None:
                             uuid=f"GPU-{i}", names=names))
         for i in range(n)
     ]  # fmt: skip
-    rs = prepare(jobs)
-    dtypes = [str(c.dtype) for c in (rs.job, rs.gpu, rs.process, rs.name, rs.device)]
-    assert dtypes == ["int16", "int16", "int16", "int16", "int8"]
-    rows = {r.name: r for r in kernel_rows(rs, per_job=True)}
+    cat = catalog_of(jobs)
+    rows = {r.name: r for r in read_view_report("kernels-by-job", cat).rows}
     assert len(rows) == n and {(r.job, r.count, r.total_us) for r in rows.values()} == {
         (f"j{i}", 1, 10.0) for i in range(n)
     }
-    cat = catalog_of(jobs)
     read, (busy,) = engine.read(cat, [Busy()])  # GPUs x jobs
     gpu_of = {g.uuid: i for i, g in enumerate(read.gpus)}
     want = np.zeros((n, n), dtype=np.int64)

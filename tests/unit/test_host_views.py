@@ -3,7 +3,8 @@
 The ``op`` and ``api`` totals are checked against an independent computation from the
 raw JSON file (json.load and plain Python: a kernel belongs to the innermost cpu_op /
 user_annotation open on its launching thread when its cuda_runtime call started, else
-to the range with its External id); the TF timeline replays show TF op names.
+to the range with its External id); the TF timeline replays show TF op names. Every
+view is read as ``summary FILE`` reads it: through the read engine.
 """
 
 from __future__ import annotations
@@ -19,18 +20,19 @@ import pytest
 
 from tests.kineto_memory import memory_trace
 from tests.traces import shared_traces
-from tfprof.collector.analysis.api import NO_API, api_rows
+from tfprof.collector.analysis.api import NO_API
 from tfprof.collector.analysis.filters import Filters
-from tfprof.collector.analysis.group_stats import group_stats
-from tfprof.collector.analysis.host_records import queue_depth
-from tfprof.collector.analysis.memory_view import NO_MEMORY, memory_rows
-from tfprof.collector.analysis.ops import NO_RANGES, op_rows
-from tfprof.collector.analysis.records import prepare
-from tfprof.collector.analysis.scopes import scope_path, scope_rows
-from tfprof.collector.analysis.view_table import view_report
+from tfprof.collector.analysis.memory_view import NO_MEMORY
+from tfprof.collector.analysis.ops import NO_RANGES
+from tfprof.collector.analysis.scopes import scope_path
+from tfprof.collector.analysis.view_render import ViewReport
+from tfprof.collector.analysis.view_table import read_view_report
 from tfprof.collector.cli import main
 from tfprof.collector.errors import AnalysisError
-from tfprof.collector.read.trace_job import job_from_trace
+from tfprof.collector.read.lake_catalog import catalog
+from tfprof.collector.read.launch_queues import LaunchQueues
+from tfprof.collector.read.trace_files import read_trace_files
+from tfprof.collector.timeline.prepare import TimeWindow
 
 KINETO = ["simple_add.json.gz", "event_sync_multi_stream.json.gz"]
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
@@ -46,6 +48,14 @@ def _events(path: Path) -> list[dict[str, Any]]:
 
 def _kineto(name: str) -> Path:
     return shared_traces() / "kineto-hta" / name
+
+
+def _report(
+    view: str, path: Path, filters: Filters | None = None, since: int | None = None
+) -> ViewReport:
+    """``summary FILE --view VIEW``'s report: the file imported into a lake in memory."""
+    cat = catalog(read_trace_files([path]).jobs, TimeWindow(since, None))
+    return read_view_report(view, cat, filters)
 
 
 def _near(a: float, b: float) -> bool:
@@ -91,8 +101,8 @@ def _independent_ops(events: list[dict[str, Any]]) -> dict[str, dict[str, float]
 def test_op_view_equals_an_independent_computation_from_the_file(name: str) -> None:
     path = _kineto(name)
     expected = _independent_ops(_events(path))
-    rs = prepare([job_from_trace(path)])
-    rows = {r.op: r for r in op_rows(rs)}
+    report = _report("op", path)
+    rows = {r.op: r for r in report.rows}
     assert set(rows) == set(expected)
     for op, want in expected.items():
         got = rows[op]
@@ -103,7 +113,7 @@ def test_op_view_equals_an_independent_computation_from_the_file(name: str) -> N
     attributed = sum(w["gpu_us"] for w in expected.values())
     assert attributed > 0
     everything = sum(e["dur"] for e in _events(path) if e.get("cat") in GPU_CATS)
-    lost = view_report("op", rs).notes
+    lost = report.notes
     assert (attributed < everything) == any("ran for no op" in n for n in lost)
 
 
@@ -114,7 +124,7 @@ def test_api_view_equals_an_independent_computation_from_the_file(name: str) -> 
     for e in _events(path):
         if e.get("cat") in API_CATS:
             calls[e["name"]].append(float(e["dur"]))
-    rows = {r.name: r for r in api_rows(prepare([job_from_trace(path)]))}
+    rows = {r.name: r for r in _report("api", path).rows}
     assert set(rows) == set(calls)
     for api, durations in calls.items():
         row = rows[api]
@@ -139,19 +149,19 @@ def test_tf_timeline_replay_shows_tf_op_names_and_their_scopes() -> None:
         for e in events
         if "/stream:" not in pids[e["pid"]] and "/memcpy" not in pids[e["pid"]]
     )
-    rs = prepare([job_from_trace(path)])
-    rows = {r.op: r for r in op_rows(rs)}
+    ops = _report("op", path).rows
+    rows = {r.op: r for r in ops}
     assert {op: r.count for op, r in rows.items()} == dict(tf_ops)
     assert rows["layer_1/fully_connected/MatMul:MatMul"].kernels == 1
     assert rows["layer_1/fully_connected/MatMul:MatMul"].gpu_us > 0
 
-    scopes = scope_rows(rs)
+    scopes = _report("scope", path).rows
     top = {r.scope: r for r in scopes if r.depth == 1}
     assert "gradients" in top and "layer_1" in top
     # A scope's total is its own ops plus everything below it.
-    total = sum(r.gpu_us for r in op_rows(rs))
+    total = sum(r.gpu_us for r in ops)
     assert _near(sum(r.total_us for r in top.values()), total)
-    shallow = view_report("scope", rs, Filters(max_depth=1)).rows
+    shallow = _report("scope", path, Filters(max_depth=1)).rows
     assert {r.scope for r in shallow} == set(top)
 
 
@@ -164,54 +174,46 @@ def test_scope_paths_split_tf_nodes_and_nvtx_paths() -> None:
 
 
 def test_max_depth_is_refused_by_views_that_are_not_trees() -> None:
-    rs = prepare([job_from_trace(_kineto("simple_add.json.gz"))])
+    path = _kineto("simple_add.json.gz")
     with pytest.raises(AnalysisError, match="--max-depth"):
-        view_report("op", rs, Filters(max_depth=2))
+        _report("op", path, Filters(max_depth=2))
     with pytest.raises(AnalysisError, match="no time field"):
-        view_report("memory", rs, Filters(min_micros=1))
+        _report("memory", path, Filters(min_micros=1))
 
 
 def test_views_with_nothing_to_show_say_why() -> None:
-    tf = prepare(
-        [job_from_trace(shared_traces() / "tf-timeline-ikhlestov" / "GPU_timeline_01.json")]
-    )
-    assert NO_API in view_report("api", tf).notes
-    assert any(NO_API in n for n in view_report("launch", tf).notes)
-    assert view_report("api", tf).rows == []
-    kineto = prepare([job_from_trace(_kineto("simple_add.json.gz"))])
-    assert NO_MEMORY in view_report("memory", kineto).notes
-    assert NO_RANGES not in view_report("op", kineto).notes
+    tf = shared_traces() / "tf-timeline-ikhlestov" / "GPU_timeline_01.json"
+    assert NO_API in _report("api", tf).notes
+    assert any(NO_API in n for n in _report("launch", tf).notes)
+    assert _report("api", tf).rows == []
+    kineto = _kineto("simple_add.json.gz")
+    assert NO_MEMORY in _report("memory", kineto).notes
+    assert NO_RANGES not in _report("op", kineto).notes
 
 
 def test_queue_depth_counts_launched_not_started_work_per_stream() -> None:
     # stream 7: launches at 0, 1, 2 start at 10, 11, 12 -> 0, 1, 2 waiting; the launch at
-    # 20 finds all started. Stream 8 has its own queue.
-    device = np.zeros(5, dtype=np.int64)
-    stream = np.array([7, 7, 7, 7, 8])
-    launched = np.array([0, 1, 2, 20, 1])
-    started = np.array([10, 11, 12, 25, 3])
-    assert queue_depth(device, stream, launched, started).tolist() == [0, 1, 2, 0, 0]
-
-
-def test_group_stats_median_p95_and_spread() -> None:
-    inverse = np.array([0] * 20 + [1])
-    values = np.array([*range(1, 21), 7])
-    s = group_stats(inverse, values, 2)
-    assert s.count.tolist() == [20, 1] and s.median.tolist() == [10.5, 7.0]
-    assert s.p95.tolist() == [19.0, 7.0] and s.low.tolist() == [1.0, 7.0]
-    assert s.high.tolist() == [20.0, 7.0] and s.stddev[1] == 0.0
+    # 20 finds all started. Stream 8 has its own queue. Asked in one chunk, then in two
+    # (the state the read engine carries between chunks).
+    code = np.array([7, 7, 7, 7, 8], dtype=np.int64)  # one int64 per (group, device, stream)
+    launched = np.array([0, 1, 2, 20, 1], dtype=np.int64)
+    started = np.array([10, 11, 12, 25, 3], dtype=np.int64)
+    assert LaunchQueues().depth(code, launched, started).tolist() == [0, 1, 2, 0, 0]
+    queues = LaunchQueues()
+    first = queues.depth(code[:2], launched[:2], started[:2]).tolist()
+    assert first + queues.depth(code[2:], launched[2:], started[2:]).tolist() == [0, 1, 2, 0, 0]
 
 
 def test_memory_view_peak_capacity_timeline_and_window_start(tmp_path: Path) -> None:
-    job = job_from_trace(memory_trace(tmp_path, capacity=5000))
-    (row,) = memory_rows(prepare([job]))
+    path = memory_trace(tmp_path, capacity=5000)
+    whole = _report("memory", path)
+    (row,) = whole.rows
     assert (row.peak_bytes, row.capacity_bytes, row.peak_pct) == (4000, 5000, 80.0)
     assert (row.allocations, row.releases, row.start_bytes, row.end_bytes) == (2, 2, 0, 0)
     assert row.peak_offset_s == pytest.approx(20e-6)
     assert [p.bytes for p in row.timeline] == [0, 1000, 4000, 3000, 3000, 0, 0, 0]
     # From +25 us on, the 4000 bytes allocated before the window are still counted.
-    t0 = int(prepare([job]).start_ns)
-    (late,) = memory_rows(prepare([job], since_ns=t0 + 25_000))
+    (late,) = _report("memory", path, since=whole.start_ns + 25_000).rows
     assert (late.start_bytes, late.peak_bytes, late.end_bytes) == (4000, 4000, 0)
 
 

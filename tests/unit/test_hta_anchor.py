@@ -1,9 +1,10 @@
 """Correctness anchor: our kernel totals and per-stream busy time on the Kineto traces in
 ../shared/data/traces agree with HolisticTraceAnalysis (HTA) on the original files.
 
-Ours come from the replay path's importer (tfprof.readers load_trace, wrapped
-as a JobData) and the views of collector/analysis; HTA's from its TraceAnalysis on a copy
-of each file. Skipped where HTA is not installed (``pip install -e '.[hta]'``).
+Ours come from the views as ``summary FILE`` reads them (the file imported into a lake
+in memory, read through the read engine) and, per launch, the engine's own launch links
+(``read.host_launches``); HTA's from its TraceAnalysis on a copy of each file.
+Skipped where HTA is not installed (``pip install -e '.[hta]'``).
 
 Known differences, excluded from the comparison:
 - HTA lists Kineto ``cuda_sync`` events that name a stream ("Stream Wait Event") among
@@ -20,19 +21,27 @@ Known differences, excluded from the comparison:
 from __future__ import annotations
 
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 
 from tests.traces import shared_traces
-from tfprof.collector.analysis.kernels import kernel_rows
-from tfprof.collector.analysis.launch import launch_rows
-from tfprof.collector.analysis.memcpy import memcpy_rows
-from tfprof.collector.analysis.records import prepare
-from tfprof.collector.analysis.streams import stream_rows
-from tfprof.collector.read.trace_job import job_from_trace
+from tfprof.collector.analysis.view_table import read_view_report
+from tfprof.collector.read import engine
+from tfprof.collector.read.engine import Read
+from tfprof.collector.read.host_launches import (
+    LAUNCH_COLUMNS,
+    LAUNCH_QUERIES,
+    LAUNCH_TABLES,
+    HostLaunches,
+)
+from tfprof.collector.read.lake_catalog import Catalog, catalog
+from tfprof.collector.read.needs import Got, Query, Sweep
+from tfprof.collector.read.time_chunks import Chunk
+from tfprof.collector.read.trace_files import read_trace_files
+from tfprof.collector.timeline.prepare import TimeWindow
 
 hta_trace_analysis = pytest.importorskip("hta.trace_analysis")
 
@@ -42,6 +51,59 @@ SYNC_NAMES = {"Stream Wait Event", "Event Sync", "Context Sync", "Stream Sync"}
 
 def _close(ours: float, theirs: float) -> bool:
     return abs(ours - theirs) <= 0.01 * max(abs(theirs), 1e-9)
+
+
+def _catalog(path: Path) -> Catalog:
+    """The file as ``summary FILE`` reads it."""
+    return catalog(read_trace_files([path]).jobs, TimeWindow())
+
+
+@dataclass(frozen=True)
+class _Launches:
+    """Sweep: per linked GPU record (kernels, copies, memsets, syncs; by correlation id): its
+    call's duration, its launch latency, its queue depth (ns, ns, records) and its name,
+    as the read engine's launch links find them."""
+
+    tables: frozenset[str] = LAUNCH_TABLES
+    columns: frozenset[str] = LAUNCH_COLUMNS
+    queries: tuple[Query, ...] = LAUNCH_QUERIES
+
+    def start(self, read: Read) -> _LaunchesState:
+        return _LaunchesState(read)
+
+
+class _LaunchesState:
+    def __init__(self, read: Read) -> None:
+        self.read = read
+        self.host = HostLaunches(read)
+        self.out: dict[int, tuple[int, int, int, str]] = {}
+
+    def feed(self, chunk: Chunk) -> None:
+        fed = self.host.feed(chunk)
+        if fed is None:
+            return
+        settled, h = fed
+        names = self.read.names.names
+        for i, row in enumerate(h.rows.tolist()):
+            if h.call[i] >= 0:
+                self.out[int(settled["correlation"][row])] = (
+                    int(h.call_duration[i]), int(h.latency[i]), int(h.queue[i]),
+                    names[int(settled["name"][row])],
+                )  # fmt: skip
+
+    def finish(self) -> dict[int, tuple[int, int, int, str]]:
+        return self.out
+
+
+class _LaunchesNeed:
+    def queries(self) -> tuple[Query, ...]:
+        return ()
+
+    def sweeps(self) -> tuple[Sweep[Any], ...]:
+        return (_Launches(),)
+
+    def build(self, got: Got) -> dict[int, tuple[int, int, int, str]]:
+        return got.swept(_Launches())
 
 
 def _hta(path: Path, tmp_path: Path) -> Any:
@@ -61,7 +123,7 @@ def test_kernel_totals_and_stream_busy_time_agree_with_hta(filename: str, tmp_pa
         visualize=False, duration_ratio=1.0, num_kernels=10_000, include_memory_kernels=True
     )
     idle, _ = analysis.get_idle_time_breakdown(visualize=False)
-    rs = prepare([job_from_trace(path)])
+    cat = _catalog(path)
 
     # Kernels: every name, count-independent totals in us (Kineto durations are whole us).
     theirs = {
@@ -69,7 +131,7 @@ def test_kernel_totals_and_stream_busy_time_agree_with_hta(filename: str, tmp_pa
         for _, row in per_kernel.iterrows()
         if row["kernel_type"] == "COMPUTATION" and row["name"] not in SYNC_NAMES
     }
-    ours = {k.name: k.total_us for k in kernel_rows(rs)}
+    ours = {k.name: k.total_us for k in read_view_report("kernels", cat).rows}
     assert set(ours) == set(theirs)
     for name, total in theirs.items():
         assert _close(ours[name], total), (name, ours[name], total)
@@ -80,7 +142,7 @@ def test_kernel_totals_and_stream_busy_time_agree_with_hta(filename: str, tmp_pa
         for _, row in per_kernel.iterrows()
         if str(row["name"]).startswith("Memcpy")
     }
-    for row in memcpy_rows(rs):
+    for row in read_view_report("memcpy", cat).rows:
         label = f"Memcpy {row.kind} ({row.src.capitalize()} -> {row.dst.capitalize()})"
         assert _close(row.total_us, copies[label]), (label, row.total_us, copies[label])
 
@@ -90,7 +152,7 @@ def test_kernel_totals_and_stream_busy_time_agree_with_hta(filename: str, tmp_pa
     gpu = trace[(trace["stream"] >= 0) & ~trace["name"].map(lambda i: names[i] in SYNC_NAMES)]
     their_idle = idle.groupby("stream")["idle_time"].sum().to_dict()
     compared = 0
-    for stream_row in stream_rows(rs):
+    for stream_row in read_view_report("streams", cat).rows:
         if stream_row.busy_us == 0:  # a track of host waits only (context-wide syncs)
             continue
         events = gpu[gpu["stream"] == stream_row.stream]
@@ -108,8 +170,8 @@ def test_kernel_totals_and_stream_busy_time_agree_with_hta(filename: str, tmp_pa
 @pytest.mark.parametrize("filename", KINETO)
 def test_launch_statistics_agree_with_hta_per_correlation(filename: str, tmp_path: Path) -> None:
     """HTA's CUDA kernel launch statistics (cpu_duration, launch_delay per correlation) and
-    queue length against ours (``launch`` view's columns: ``RecordSet.api``/``latency``/
-    ``queue``), kernel by kernel, then per kernel name as the launch view shows them."""
+    queue length against ours (the read engine's launch links, what the ``launch`` view
+    adds up), launch by launch, then per kernel name as the launch view shows them."""
     path = shared_traces() / "kineto-hta" / filename
     if not path.is_file():
         pytest.skip(f"{path} not found (set TFPROF_SHARED_DATA)")
@@ -117,19 +179,9 @@ def test_launch_statistics_agree_with_hta_per_correlation(filename: str, tmp_pat
     theirs = analysis.get_cuda_kernel_launch_stats(
         ranks=[0], include_memory_events=True, visualize=False
     )[0]
-    rs = prepare([job_from_trace(path)])
-    linked = np.flatnonzero(rs.api >= 0)
-    ours = {
-        int(c): (float(rs.host.duration[a]) / 1000, float(lat) / 1000, int(q), i)
-        for c, a, lat, q, i in zip(
-            rs.correlation[linked],
-            rs.api[linked],
-            rs.latency[linked],
-            rs.queue[linked],
-            linked,
-            strict=True,
-        )
-    }
+    cat = _catalog(path)
+    _, (found,) = engine.read(cat, [_LaunchesNeed()])
+    ours = {c: (cpu / 1000, lat / 1000, q, name) for c, (cpu, lat, q, name) in found.items()}
     assert len(theirs) > 0
     for _, row in theirs.iterrows():
         cpu, latency, _, _ = ours[int(row["correlation"])]
@@ -160,10 +212,10 @@ def test_launch_statistics_agree_with_hta_per_correlation(filename: str, tmp_pat
     assert compared > 0
 
     # The view: per kernel name, the mean latency and CPU time of HTA's rows.
-    names = {int(rs.correlation[i]): rs.names[int(rs.name[i])] for *_, i in ours.values()}
+    names = {c: name for c, (*_, name) in ours.items()}
     kernels_only = theirs[theirs["correlation"].map(lambda c: int(c) in names)]
     by_name = kernels_only.assign(name=kernels_only["correlation"].map(lambda c: names[int(c)]))
-    view = {r.name: r for r in launch_rows(rs)}
+    view = {r.name: r for r in read_view_report("launch", cat).rows}
     for name, group in by_name.groupby("name"):
         if name not in view:  # a copy or memset: HTA lists them, the view is per kernel
             continue

@@ -1,6 +1,7 @@
-"""Summaries and advice read from the lake (lake/reader.py, one process at a time) equal
-the ones computed from the logs loaded whole, on real traces stored the way a collector
-stores them: log tails, compacted segments, both, and several data dirs read as one."""
+"""Summaries and advice read from the lake (lake/reader.py: segments and log tails, a
+chunk at a time) equal the ones read from the logs loaded whole, both through the read
+engine, on real traces stored the way a collector stores them: log tails, compacted
+segments, both, and several data dirs read as one."""
 
 from __future__ import annotations
 
@@ -10,17 +11,14 @@ import pytest
 
 from tests.traces import shared_traces
 from tfprof.collector.advice import RULE_NAMES, advise
-from tfprof.collector.analysis.record_set import RecordSet
-from tfprof.collector.analysis.records import prepare
-from tfprof.collector.analysis.view_render import ViewReport
-from tfprof.collector.analysis.view_table import all_views, read_view_report, view_report
+from tfprof.collector.analysis.view_table import VIEW_NAMES, read_view_report
 from tfprof.collector.cli import main
 from tfprof.collector.lake.lake_stream import LakeStream
 from tfprof.collector.lake.location import lake_of
 from tfprof.collector.lake.publish import compact_data_dir
 from tfprof.collector.lake.reader import open_jobs
 from tfprof.collector.lake.segments import collector_id
-from tfprof.collector.read.lake_catalog import catalog
+from tfprof.collector.read.lake_catalog import Catalog, catalog
 from tfprof.collector.store import Store
 from tfprof.collector.store.importer import import_files
 from tfprof.collector.timeline.prepare import TimeWindow
@@ -54,36 +52,23 @@ def two_dirs(tmp_path: Path) -> list[Path]:
     return [a, b]
 
 
-def _whole(dirs: list[Path], since: int | None = None, until: int | None = None) -> RecordSet:
+def _whole(dirs: list[Path], since: int | None = None, until: int | None = None) -> Catalog:
+    """The data dirs' logs loaded whole (``Store.load_jobs``), as the read engine reads them."""
     jobs = [job for d in dirs for job in Store(d, create=False).load_jobs()]
-    return prepare(jobs, since, until)
+    return catalog_of(jobs, since, until)
 
 
-def _from_lake(dirs: list[Path], host: bool, since: int | None = None,
-               until: int | None = None) -> RecordSet:  # fmt: skip
+def _from_lake(dirs: list[Path], since: int | None = None, until: int | None = None) -> Catalog:
+    """The data dirs as ``summary --data-dir`` reads them: segments and log tails."""
     stored = open_jobs([str(d) for d in dirs])
     assert all(isinstance(s, LakeStream) for j in stored.jobs for s in j.streams)
-    return prepare(stored.jobs, since, until, host=host)
-
-
-def _engine_report(name: str, dirs: list[Path], loaded: bool = False) -> ViewReport:
-    """An engine-only view (the distributed ones) over the lake (segments and log
-    tails) or, ``loaded``, over the logs loaded whole."""
-    if loaded:
-        jobs = [job for d in dirs for job in Store(d, create=False).load_jobs()]
-        return read_view_report(name, catalog_of(jobs))
-    return read_view_report(name, catalog(open_jobs([str(d) for d in dirs]).jobs, TimeWindow()))
+    return catalog(stored.jobs, TimeWindow(since, until))
 
 
 def test_every_view_equals_the_whole_load(two_dirs: list[Path]) -> None:
-    whole = _whole(two_dirs)
-    assert len(whole.host) and len(whole)  # the traces have both sides
-    for name, view in all_views().items():
-        if view.engine_only:
-            ours, theirs = _engine_report(name, two_dirs), _engine_report(name, two_dirs, True)
-        else:
-            ours = view_report(name, _from_lake(two_dirs, view.host))
-            theirs = view_report(name, whole)
+    for name in VIEW_NAMES:
+        ours = read_view_report(name, _from_lake(two_dirs))
+        theirs = read_view_report(name, _whole(two_dirs))
         # the traces hold no memory records, and no NCCL kernel
         assert ours.rows or name in ("memory", "collectives"), name
         assert (ours.rows, ours.notes, ours.jobs) == (theirs.rows, theirs.notes, theirs.jobs), name
@@ -91,32 +76,26 @@ def test_every_view_equals_the_whole_load(two_dirs: list[Path]) -> None:
 
 
 def test_every_rule_equals_the_whole_load_in_a_window(two_dirs: list[Path]) -> None:
-    whole = _whole(two_dirs)
-    kineto = whole.job == 0  # the jobs ran years apart: a window inside the first one
-    first, last = int(whole.start[kineto].min()), int(whole.end[kineto].max())
+    # The jobs ran years apart: a window inside the first one (its GPU records' span).
+    kineto = read_view_report("kernels", _whole(two_dirs[:1]))
+    first, last = kineto.start_ns, kineto.end_ns
     since, until = first + (last - first) // 10, last - (last - first) // 10
     # The logs loaded whole, and the lake (segments, log tails) read a chunk at a time.
-    loaded = [job for d in two_dirs for job in Store(d, create=False).load_jobs()]
-    expected = advise(catalog_of(loaded, since, until))[1]
+    expected = advise(_whole(two_dirs, since, until))[1]
     assert expected
-    lake = catalog(open_jobs([str(d) for d in two_dirs]).jobs, TimeWindow(since, until))
+    lake = _from_lake(two_dirs, since, until)
     assert advise(lake)[1] == expected
     for rule in RULE_NAMES:
         assert advise(lake, [rule])[1] == [f for f in expected if f.rule == rule], rule
 
 
 def test_a_compacted_data_dir_reads_as_its_logs(two_dirs: list[Path]) -> None:
-    logs_only = _from_lake(two_dirs, True)
-    views = all_views()
-    engine = {n: _engine_report(n, two_dirs).rows for n, v in views.items() if v.engine_only}
+    logs_only = {n: read_view_report(n, _from_lake(two_dirs)).rows for n in VIEW_NAMES}
     _compact(two_dirs[1])
-    compacted = _from_lake(two_dirs, True)
-    for name in views:
-        if views[name].engine_only:
-            continue  # read through the engine: below
-        assert view_report(name, compacted).rows == view_report(name, logs_only).rows, name
-    assert engine == {n: _engine_report(n, two_dirs).rows for n in engine}
-    assert engine["steps"]
+    compacted = {n: read_view_report(n, _from_lake(two_dirs)).rows for n in VIEW_NAMES}
+    for name in VIEW_NAMES:
+        assert compacted[name] == logs_only[name], name
+    assert compacted["steps"] and compacted["op"]
 
 
 def test_summary_and_advise_take_several_data_dirs(
@@ -126,16 +105,18 @@ def test_summary_and_advise_take_several_data_dirs(
     assert main(["summary", *dirs, "--view", "jobs", "--format", "csv",
                  "--select", "job,kernels"]) == 0  # fmt: skip
     out = capsys.readouterr().out.splitlines()
-    whole = view_report("jobs", _whole(two_dirs)).rows
+    whole = read_view_report("jobs", _whole(two_dirs)).rows
     assert out == ["job,kernels"] + [f"{r.job},{r.kernels}" for r in whole]
     assert main(["advise", *dirs, "--job", "tf", "--since", "+1ms"]) == 0
     assert main(["summary", "--data-dir", str(two_dirs[0]), "--job", "nope"]) == 2
     assert "no such job: nope" in capsys.readouterr().err
 
 
-def test_records_are_released_after_each_process(two_dirs: list[Path]) -> None:
+def test_the_read_leaves_records_unloaded(two_dirs: list[Path]) -> None:
+    """The engine reads the lake's files and tails itself: no stream is loaded whole
+    (``LakeStream.loaded``, what the timeline's export still uses)."""
     stored = open_jobs([str(d) for d in two_dirs])
-    prepare(stored.jobs)
+    assert read_view_report("op", catalog(stored.jobs, TimeWindow())).rows
     assert all(s.num_records == 0 for j in stored.jobs for s in j.streams)
     (stream, *_) = stored.jobs[0].streams
     assert isinstance(stream, LakeStream)
@@ -143,6 +124,7 @@ def test_records_are_released_after_each_process(two_dirs: list[Path]) -> None:
         gpu_only = stream.num_records
     with stream.loaded():
         assert stream.num_records > gpu_only > 0
+    assert stream.num_records == 0  # released on leaving
 
 
 def test_calls_counted_in_open_steps_equal_a_pass_per_step() -> None:

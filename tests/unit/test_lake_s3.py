@@ -17,8 +17,7 @@ import pytest
 
 from tests.s3_server import S3Server, s3_server
 from tests.unit.lake_streams import first_batch, records_batch, write_stream
-from tfprof.collector.analysis.records import prepare
-from tfprof.collector.analysis.view_table import view_report
+from tfprof.collector.analysis.view_table import read_view_report
 from tfprof.collector.cli import main
 from tfprof.collector.lake.fs import Lake, list_parquet, open_lake, write_parquet
 from tfprof.collector.lake.location import lake_of, set_lake
@@ -27,6 +26,8 @@ from tfprof.collector.lake.query import Engine, run_query
 from tfprof.collector.lake.reader import open_jobs
 from tfprof.collector.lake.schema import TABLES
 from tfprof.collector.lake.segments import SegmentName, collector_id, read_watermark
+from tfprof.collector.read.lake_catalog import catalog
+from tfprof.collector.timeline.prepare import TimeWindow
 from tfprof.core import batchlog
 
 BUCKET = "tfprof"
@@ -95,7 +96,8 @@ def test_s3_holds_what_a_local_lake_holds_and_reads_back_the_same(
         (s.skipped, s.lost_records, s.dropped) for j in from_disk for s in j.streams
     ]
     for view in ("kernels", "memcpy", "streams"):
-        assert view_report(view, prepare(from_s3)) == view_report(view, prepare(from_disk)), view
+        s3, disk = catalog(from_s3, TimeWindow()), catalog(from_disk, TimeWindow())
+        assert read_view_report(view, s3) == read_view_report(view, disk), view
     assert main(["jobs", "--data-dir", s3_lake]) == 0
     out = capsys.readouterr().out
     assert main(["jobs", "--data-dir", local_lake]) == 0

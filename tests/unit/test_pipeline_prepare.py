@@ -7,8 +7,6 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tfprof.collector.analysis.records import prepare
-from tfprof.collector.errors import InvalidArgument
 from tfprof.collector.jobdata import HOST_COLUMNS, RECORD_COLUMNS, JobData, StreamData
 from tfprof.collector.timeline.build import build_timeline
 from tfprof.collector.timeline.prepare import (
@@ -22,6 +20,8 @@ from tfprof.collector.timeline.prepare import (
     prepare_stream,
     task_labels,
 )
+
+from .stored_jobs import catalog_of
 
 
 def stream(
@@ -56,7 +56,7 @@ def test_analyses_and_timeline_label_jobs_alike() -> None:
     timeline = build_timeline(jobs)
     on_timeline = [j["label"] for j in timeline.metadata["jobs"]]
     assert on_timeline == ["a.r1", "a.r2", "a.r2.2"]
-    assert [j.label for j in prepare(jobs).jobs] == on_timeline
+    assert [j.label for j in catalog_of(jobs).jobs] == on_timeline
 
 
 def test_task_labels_tell_processes_apart() -> None:
@@ -68,8 +68,8 @@ def test_task_labels_tell_processes_apart() -> None:
     assert task_labels(hosts) == ["0.x.1", "0.y.1"]
     reconnect = JobData("j", "r", [stream([0], [1]), stream([5], [1])])
     assert task_labels(reconnect) == ["0", "0"]
-    # the analyses name a process's task exactly as the timeline does
-    assert [p.task for p in prepare([forked]).processes] == ["0.100", "0.200"]
+    # the analyses (the read engine's catalog) name a process's task as the timeline does
+    assert [p.task for p in catalog_of([forked]).processes] == ["0.100", "0.200"]
 
 
 def test_prepare_stream_shifts_clamps_and_keeps_overlapping_records_whole() -> None:
@@ -109,8 +109,6 @@ def test_malformed_records_are_a_merge_error() -> None:
     ragged.records["bytes"] = np.zeros(3, dtype=np.int64)
     with pytest.raises(MergeError, match="ragged"):
         prepare_stream(ragged, TimeWindow())
-    with pytest.raises(InvalidArgument):  # the analyses meet the same check
-        prepare([JobData("j", "r", [ragged])])
 
 
 def test_name_table_shares_ids_across_streams() -> None:

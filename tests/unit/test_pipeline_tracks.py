@@ -7,8 +7,6 @@ import io
 import json
 
 from tfprof.collector.advice import advise
-from tfprof.collector.analysis.records import prepare
-from tfprof.collector.analysis.streams import stream_rows
 from tfprof.collector.export import ChromeReporter
 from tfprof.collector.jobdata import JobData
 from tfprof.collector.timeline.build import build_timeline
@@ -16,7 +14,7 @@ from tfprof.core.records import SYNC_NO_STREAM
 from tfprof.core.tracks import TrackKey, TrackKind
 
 from .analysis_data import copy, job, kernel, stream, sync
-from .stored_jobs import catalog_of
+from .stored_jobs import catalog_of, rows_of
 
 CONTEXT_WIDE = "/job:train/task:0.1/gpu:0/stream:none"
 
@@ -38,7 +36,7 @@ def test_timeline_streams_view_and_advice_name_tracks_alike() -> None:
     assert not any("4294967295" in name for name in on_timeline)
     stream_tracks = {n for n, k in on_timeline.items() if k.kind is TrackKind.STREAM}
 
-    rows = stream_rows(prepare(jobs))
+    rows = rows_of("streams", jobs)
     assert {r.track for r in rows} == stream_tracks
     for r in rows:  # each row's track parses to the timeline's key for it
         assert TrackKey.parse(r.track) == on_timeline[r.track]

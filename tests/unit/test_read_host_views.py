@@ -1,8 +1,10 @@
-"""The host views (op, scope, api, launch, memory) read through the read engine against
-the ``RecordSet`` views' JSON: on the shipped traces imported into a data dir (Kineto
-with API calls and ranges, TF timelines with tf_op ranges, several jobs, windows that
-clip at both ends) and a trace of device-memory records, with chunks small enough that
-state is carried often."""
+"""The host views (op, scope, api, launch, memory) read through the read engine give the
+same JSON with every process in one chunk and with chunks small enough that state is
+carried often: on the shipped traces imported into a data dir (Kineto with API calls and
+ranges, TF timelines with tf_op ranges, several jobs, windows that clip at both ends)
+and a trace of device-memory records; compacted segments read as the logs they came
+from. What the views show on the shipped traces is pinned by the golden test
+(test_golden_outputs.py), and against independent computations by test_host_views.py."""
 
 from __future__ import annotations
 
@@ -13,8 +15,9 @@ import pytest
 
 from tests.kineto_memory import memory_trace
 from tests.traces import shared_traces
-from tests.unit.read_compare import engine_and_oracle, quiet
-from tfprof.collector.read import time_chunks
+from tests.unit.read_compare import engine_json, quiet, whole_and_chunked
+from tfprof.collector.store import Store
+from tfprof.collector.store.importer import import_files
 
 VIEWS = ("op", "scope", "api", "launch", "memory")
 
@@ -49,27 +52,27 @@ CASES: dict[str, tuple[list[str], str | None, str | None]] = {
 }
 
 
-def _both(d: Path, jobs: list[str], since: str | None, until: str | None,
-          view: str) -> tuple[str, str]:  # fmt: skip
-    return engine_and_oracle([str(d)], jobs or None, since, until, view)
+def _json(d: Path, jobs: list[str], view: str) -> str:
+    return engine_json([str(d)], jobs or None, None, None, view)
 
 
 @pytest.mark.parametrize("view", VIEWS)
 @pytest.mark.parametrize("case", list(CASES))
-def test_host_views_give_the_record_sets_json(
+def test_host_views_give_the_same_json_in_small_chunks(
     data_dir: Path, monkeypatch: pytest.MonkeyPatch, view: str, case: str
 ) -> None:
-    monkeypatch.setattr(time_chunks, "CHUNK_ROWS", 7)
     jobs, since, until = CASES[case]
-    engine, today = _both(data_dir, jobs, since, until, view)
-    assert engine == today
+    whole, chunked = whole_and_chunked(
+        monkeypatch, 7, [str(data_dir)], jobs or None, since, until, view
+    )
+    assert chunked == whole
 
 
 def test_the_cases_show_rows(data_dir: Path) -> None:
     """Each view has rows in some case: the comparisons above are not of empty tables."""
     for view in VIEWS:
-        shown = [c for c, (j, s, u) in CASES.items() if '"rows": []' not in _both(
-            data_dir, j, s, u, view)[1]]  # fmt: skip
+        shown = [c for c, (j, s, u) in CASES.items() if '"rows": []' not in engine_json(
+            [str(data_dir)], j or None, s, u, view)]  # fmt: skip
         assert shown, view
 
 
@@ -77,14 +80,19 @@ def test_host_views_read_segments_and_tails_alike(
     data_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Compacted into Parquet segments (names and domains dictionary-encoded per row
-    group), then one more run in the log: both sources at once."""
-    monkeypatch.setattr(time_chunks, "CHUNK_ROWS", 7)
-    d = tmp_path / "data"
-    shutil.copytree(data_dir, d)
-    quiet(["compact", "--data-dir", str(d)])
+    group), then one more run in the log: both sources at once, read in small chunks,
+    as the same data dir never compacted (log tails only)."""
+    logs, both = tmp_path / "logs", tmp_path / "data"
     kineto = shared_traces() / "kineto-hta" / "simple_add.json.gz"
-    quiet(["import", "--data-dir", str(d), "--job", "add", str(kineto)])
+    for d, compact in ((logs, False), (both, True)):
+        shutil.copytree(data_dir, d)
+        if compact:
+            quiet(["compact", "--data-dir", str(d)])
+        # One run id in both: the job's label names it.
+        import_files(Store(d), [kineto], "add", run_id="add-late")
+    assert list((both / "lake").glob("markers/**/*.parquet"))
     for view in VIEWS:
         for jobs in ([], ["add"]):
-            engine, today = _both(d, jobs, None, None, view)
-            assert engine == today, (view, jobs)
+            _, compacted = whole_and_chunked(monkeypatch, 7, [str(both)], jobs or None, None,
+                                             None, view)  # fmt: skip
+            assert compacted == _json(logs, jobs, view), (view, jobs)
