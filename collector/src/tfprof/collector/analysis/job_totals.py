@@ -56,11 +56,9 @@ class JobRow:
     captured_us: float = 0.0
 
 
-# Every record of each job run, whole run (whatever the window), as ``jobs`` counts them.
-_RUN_RECORDS = Query(
-    "SELECT job, count(*) FROM (SELECT job FROM {g_all} UNION ALL SELECT job FROM {h_all}) "
-    "GROUP BY job"
-)
+# Every record of each job run, whole run (whatever the window), as ``jobs`` counts them:
+# the rows of ``{g_all}`` and ``{h_all}``, counted from the footers (``{n_all}``).
+_RUN_RECORDS = Query("SELECT job, sum(n) FROM {n_all} GROUP BY job")
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
 """The records of a read as DuckDB relations, clipped to the window: ``g`` (kernels,
 copies, memsets, syncs) and ``h`` (API calls, host ranges, memory records); and the
-same unclipped, every record of the run: ``g_all`` and ``h_all``.
+same unclipped, every record of the run: ``g_all`` and ``h_all``; and how many those
+are, from the Parquet footers' row counts, no record read: ``n_all``.
 
 Each relation is every row of its tables of the catalog's processes that overlaps the
 window, clipped exactly as the timeline's preparation and the views always clipped:
@@ -64,8 +65,9 @@ _STRINGS = frozenset({"name", "domain", "collective", "coll_dtype", "coll_pg_nam
 # ``g``/``h``: in the window, clipped; ``g_all``/``h_all``: every record of the run
 # (durations clamped), what whole-run figures (records stored) count; ``p``: one row per
 # process (``process``, ``job``, ``link``: its link group, ``Catalog.link_groups``);
-# ``st``: the steps (STEP records) in the window, clipped.
-RELATIONS = ("g", "h", "g_all", "h_all", "p", "st")
+# ``st``: the steps (STEP records) in the window, clipped; ``n_all``: the rows of
+# ``g_all`` and ``h_all`` counted (``process``, ``job``, ``n``: a row per file or part).
+RELATIONS = ("g", "h", "g_all", "h_all", "p", "st", "n_all")
 # Written in braces too: the window's bounds as integer literals, NULL for an open end.
 BOUNDS = ("lo", "hi")
 
@@ -157,6 +159,8 @@ class Relations:
             }
             table = pa.table({k: arrow_numbers(v, pa.int64()) for k, v in ids.items()})
             self._text[name] = f"SELECT * FROM {self._register(table)}"
+        if name == "n_all" and name not in self._text:
+            self._text[name] = self._counts((*GPU_TABLES, *HOST_TABLES))
         if name not in self._text:
             gpu = name.startswith("g")
             tables: Sequence[str] = GPU_TABLES if gpu else HOST_TABLES
@@ -200,12 +204,7 @@ class Relations:
         One ``read_parquet`` per table, not one per process: DuckDB sinks each scan of a
         UNION ALL separately, and 64 ranks' scans feeding one aggregate held 64 partial
         hash tables that could not spill (Out of Memory at 512MB, bench/dist_scale.py)."""
-        owner = {
-            "tfp_file": arrow_strings([f for f, _, _ in files]),
-            "tfp_process": arrow_numbers(np.array([p for _, p, _ in files], np.int64), pa.int64()),
-            "tfp_job": arrow_numbers(np.array([j for _, _, j in files], np.int64), pa.int64()),
-        }
-        owners = self._register(pa.table(owner))
+        owners = self._owners(files)
         paths = ", ".join(_literal(f) for f, _, _ in files)
         present = self._present(table, [f for f, _, _ in files], paths)
         return (
@@ -213,6 +212,44 @@ class Relations:
             f"read_parquet([{paths}], union_by_name = true, filename = 'tfp_file') r "
             f"JOIN {owners} o ON r.tfp_file = o.tfp_file"
         )
+
+    def _owners(self, files: Sequence[tuple[str, int, int]]) -> str:
+        """Registers each file's process and job (``tfp_file``, ``tfp_process``,
+        ``tfp_job``): a file holds one stream's rows, a stream is one process's."""
+        owner = {
+            "tfp_file": arrow_strings([f for f, _, _ in files]),
+            "tfp_process": arrow_numbers(np.array([p for _, p, _ in files], np.int64), pa.int64()),
+            "tfp_job": arrow_numbers(np.array([j for _, _, j in files], np.int64), pa.int64()),
+        }
+        return self._register(pa.table(owner))
+
+    def _counts(self, tables: Sequence[str]) -> str:
+        """``n_all``: how many rows ``tables`` hold, as ``g_all``/``h_all`` would list
+        them: a local file's from its footer (``parquet_file_metadata``), a log tail's
+        from memory, a remote lake's counted through pyarrow."""
+        selects = []
+        local: list[tuple[str, int, int]] = []
+        for p in self.only:
+            job = self.cat.processes[p].job
+            for rows in self.cat.tables_of(p, tables):
+                local.extend((path, p, job) for lake, path in rows.files if lake.local)
+                remote = [(lake, path) for lake, path in rows.files if not lake.local]
+                if remote:
+                    selects.append(f"SELECT {p} AS process, {job} AS job, count(*) AS n "
+                                   f"FROM {self._remote(rows.table, remote)}")  # fmt: skip
+                if rows.tails:
+                    n = sum(t.num_rows for t in rows.tails)
+                    selects.append(f"SELECT {p} AS process, {job} AS job, {n} AS n")
+        if local:
+            paths = ", ".join(_literal(f) for f, _, _ in local)
+            selects.append(
+                "SELECT o.tfp_process AS process, o.tfp_job AS job, m.num_rows AS n "
+                f"FROM parquet_file_metadata([{paths}]) m "
+                f"JOIN {self._owners(local)} o ON m.file_name = o.tfp_file"
+            )
+        if not selects:
+            return "SELECT 0 AS process, 0 AS job, 0 AS n WHERE false"
+        return " UNION ALL ".join(selects)
 
     def _present(self, table: str, files: Sequence[str], paths: str) -> frozenset[str]:
         """The columns any of ``files`` (``paths``: as SQL literals) has, from their

@@ -4,9 +4,9 @@ issue's notes walks through an example).
 A ``Need`` declares two kinds of pieces, both plain values:
 
 - ``Query``: SQL over the read's relations, ``{g}`` (GPU records) and ``{h}`` (host
-  records), clipped to the window, or ``{g_all}`` and ``{h_all}``, the whole run
-  (``clipped_sql``): what aggregates well (counts, sums, min, max, medians). Its result
-  is a list of tuples.
+  records), clipped to the window, or ``{g_all}`` and ``{h_all}``, the whole run, and
+  ``{n_all}``, their rows counted (``clipped_sql``): what aggregates well (counts,
+  sums, min, max, medians). Its result is a list of tuples.
 - ``Sweep``: interval work over the records in time order with carried state (unions,
   gaps, cover, lanes, links): a hashable value (a frozen dataclass) whose ``start``
   makes a ``SweepState`` the engine feeds ``Chunk`` after ``Chunk``.
@@ -36,8 +36,8 @@ T_co = TypeVar("T_co", covariant=True)
 
 @dataclass(frozen=True)
 class Query:
-    """One SQL statement over ``{g}``, ``{h}``, ``{g_all}``, ``{h_all}`` and ``{p}`` (one
-    row per process: ``process``, ``job``, ``link``), written in braces and replaced by
+    """One SQL statement over ``{g}``, ``{h}``, ``{g_all}``, ``{h_all}``, ``{n_all}`` and
+    ``{p}`` (one row per process: ``process``, ``job``, ``link``), written in braces and replaced by
     the relations' text; ``{lo}`` and ``{hi}`` are the window's bounds (NULL when open):
     its rows as tuples. Leave integers exact (counts, ``sum`` as HUGEINT,
     ``min``/``max``/``median`` of integers); divide and round in Python.
