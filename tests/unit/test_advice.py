@@ -209,7 +209,7 @@ def test_each_jobs_union_on_each_gpu_with_and_without_shared_gpus() -> None:
     """``GpuSpans`` (gpu-idle, host-stalls, time-slicing): per job's span on a GPU the
     GPU's busy time in it, and per GPU that jobs share each job's own union there, with
     jobs in either order of their GPUs, both equal to merging the records whole."""
-    from tfprof.collector.analysis.intervals import merge_intervals
+    from tests.unit.whole_intervals import merge_intervals
 
     a = stream([kernel(0, 10), copy(5, 20), kernel(40, 10), kernel(100, 1)], uuid="GPU-a")
     b = stream([kernel(3, 10), kernel(30, 5)], pid=2, uuid="GPU-b")

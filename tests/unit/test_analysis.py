@@ -1,6 +1,5 @@
 """collector/analysis: record window and the five views, on hand-made records with known
-answers, read through the read engine as stored jobs are (the interval helpers:
-test_analysis_intervals.py)."""
+answers, read through the read engine as stored jobs are."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""collector/analysis/intervals.py: unions, coverage, gaps and group keys, on hand-made
+"""tests/unit/whole_intervals.py (the whole-column interval rules the read engine's
+carried sweeps are checked against): unions, coverage, gaps and group keys, on hand-made
 intervals and against the slower ways that must give the same answers."""
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ from typing import Literal
 import numpy as np
 import pytest
 
-from tfprof.collector.analysis.intervals import (
+from tests.unit.whole_intervals import (
     covered,
     gaps,
     group_keys,
@@ -99,7 +100,7 @@ def test_merging_group_by_group_equals_the_joint_sort(monkeypatch: pytest.Monkey
     """Few groups of many intervals are merged one group at a time: the same union, busy
     time and order as one sort over all of them, with and without ``rows``; a group
     without intervals stays empty."""
-    from tfprof.collector.analysis import intervals
+    from tests.unit import whole_intervals as intervals
 
     rng = np.random.default_rng(17)
     n, groups = 20_000, 5
@@ -131,8 +132,8 @@ def test_coverage_by_parts_equals_coverage_by_their_whole_union(
     whatever the time ranges it is made in (down to one per interval): equal starts,
     touching and nested intervals, queries (disjoint, in order) before, across and after
     every part, several groups of them in one pass, empty parts."""
-    from tfprof.collector.analysis import intervals
-    from tfprof.collector.analysis.intervals import covered, covers_by_parts
+    from tests.unit import whole_intervals as intervals
+    from tests.unit.whole_intervals import covered, covers_by_parts
 
     monkeypatch.setattr(intervals, "_SAMPLE", sample)
 
@@ -200,7 +201,7 @@ def test_a_jobs_calls_kept_as_islands_cover_gaps_as_all_of_them() -> None:
 def test_coverage_group_by_group_equals_the_keyed_search(monkeypatch: pytest.MonkeyPatch) -> None:
     """``covered`` one group at a time (few groups of many busy intervals) gives the
     keyed search's answer, also for groups without intervals and past the last one."""
-    from tfprof.collector.analysis import intervals
+    from tests.unit import whole_intervals as intervals
 
     rng = np.random.default_rng(29)
     n = 5_000

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tfprof.collector.analysis.intervals import gaps, merge_intervals
+from tests.unit.whole_intervals import gaps, merge_intervals
 from tfprof.collector.cli import main as collector
 from tfprof.collector.read.carried_unions import NEVER, Unions
 from tfprof.collector.store import Store

@@ -95,14 +95,13 @@ NOT_FOR_THE_PARSER = (
 # ``summary --view jobs`` on a compacted data dir: a few lines from one SQL pass, whose
 # run time is mostly start-up (bench/results/cpu-read-scale.txt). What it must not load:
 # the other commands' stacks (gRPC, advice rules, exports), the other views' analyses,
-# the RecordSet path and the read's sweeps (the jobs view declares none), the data dir's
+# the read's sweeps (the jobs view declares none), the data dir's
 # store machinery, and rich's progress and table (output piped, no terminal).
 NOT_FOR_JOBS = (
     "grpc", "tfprof.collector.service.remote", "tfprof.collector.advice",
     "tfprof.collector.export", "tfprof.collector.timeline.build",
     "tfprof.collector.analysis.kernels", "tfprof.collector.analysis.api",
     "tfprof.collector.analysis.ops", "tfprof.collector.analysis.step_rows",
-    "tfprof.collector.analysis.record_set", "tfprof.collector.analysis.records",
     "tfprof.collector.read.gpu_sweeps", "tfprof.collector.read.carried_unions",
     "tfprof.collector.store.datadir", "pyarrow.dataset", "pandas", "rich.progress",
     "rich.table",

@@ -217,7 +217,7 @@ def test_busy_is_the_gpu_union_of_kernels_copies_memsets_across_batches() -> Non
     batch holds records that started before earlier batches' ended."""
     import numpy as np
 
-    from tfprof.collector.analysis.intervals import merge_intervals
+    from tests.unit.whole_intervals import merge_intervals
     from tfprof.collector.service.batch_figures import GpuUnion
 
     rng = np.random.default_rng(7)

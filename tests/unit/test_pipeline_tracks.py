@@ -1,4 +1,4 @@
-"""One record set through the timeline, the streams view and the advice: the same track
+"""One set of records through the timeline, the streams view and the advice: the same track
 names everywhere (TrackKey), context-wide syncs on ``stream:none`` included."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The read engine (``tfprof.collector.read``) however the records are cut into chunks.
 
-Its carried unions must give what the whole-column interval rules (``analysis.intervals``)
+Its carried unions must give what the whole-column interval rules (``whole_intervals``)
 give; its GPU views must give the same JSON read with every process in one chunk and
 with chunks small enough that state is carried often, on the shipped traces (log tails,
 compacted segments, both at once, windows that clip at both ends, several processes and
@@ -19,7 +19,7 @@ import pytest
 
 from tests.traces import shared_traces
 from tests.unit.read_compare import engine_json, quiet, whole_and_chunked
-from tfprof.collector.analysis.intervals import covered, gaps, merge_intervals
+from tests.unit.whole_intervals import covered, gaps, merge_intervals
 from tfprof.collector.lake.reader import open_jobs
 from tfprof.collector.read.carried_unions import NEVER, Unions
 from tfprof.collector.store import Store

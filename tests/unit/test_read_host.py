@@ -1,5 +1,5 @@
 """The read engine's host pieces (launch links, op attribution, queue depth) against the
-whole-process rules (``analysis.host_records.launches``: ``flows.link_launches``,
+whole-process rules (``whole_launches.launches``: ``flows.link_launches``,
 ``attribution.attribute_ops``, ``queue_depth``) on random processes cut into random
 chunks, so state is carried often and instants fall on chunk edges."""
 
@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from tests.unit.stored_jobs import stored_catalog
-from tfprof.collector.analysis.host_records import launches
+from tests.unit.whole_launches import launches
 from tfprof.collector.jobdata import RECORD_COLUMNS, DeviceMeta, JobData, StreamData
 from tfprof.collector.read import engine, time_chunks
 from tfprof.collector.read.engine import Read

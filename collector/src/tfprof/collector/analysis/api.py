@@ -4,7 +4,7 @@ and for how long, as ``nsys stats``' cuda_api_sum shows it, and how many calls f
 
 ``ApiNeed`` reads it through the read engine (one SQL GROUP BY: exact counts and sums,
 the median of the two middle values, the standard deviation from exact sums of squares,
-as the kernels view); ``api_rows`` computes it over a ``RecordSet`` (trace files)."""
+as the kernels view)."""
 
 from __future__ import annotations
 
@@ -13,20 +13,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
-from tfprof.collector.analysis.group_stats import group_stats
-from tfprof.collector.analysis.host_records import API_LABELS
-from tfprof.collector.analysis.intervals import group_keys
-from tfprof.collector.analysis.record_set import RecordSet
 from tfprof.collector.analysis.units import pct, us
 from tfprof.collector.analysis.view_rows import ViewRows
 from tfprof.collector.read.needs import Got, Query, Sweep
-from tfprof.core.records import RecordKind
 
 NAME_FIELD = "name"
 TIME_FIELD = "total_us"
 NO_API = "no CUDA API records: the trace has none, or --api was off"
+# API ``category``: which API the call belongs to (CUPTI RUNTIME or DRIVER activity).
+API_LABELS = {1: "runtime", 2: "driver"}
 
 
 @dataclass(frozen=True)
@@ -85,38 +80,3 @@ class ApiNeed:
             )
         rows.sort(key=lambda r: (-r.total_us, r.name))
         return ViewRows(rows, () if found else (NO_API,))
-
-
-def api_rows(rs: RecordSet) -> list[ApiRow]:
-    h = rs.host
-    calls = np.flatnonzero(h.kind == RecordKind.API)
-    dur = h.duration[calls]
-    inverse, keys = group_keys(h.name[calls])
-    groups = int(keys.shape[0])
-    s = group_stats(inverse, dur, groups)
-    errors = np.bincount(inverse[h.return_value[calls] != 0], minlength=groups)
-    category = np.zeros(groups, dtype=np.int64)
-    category[inverse] = h.category[calls]
-    everything = float(dur.sum())
-    rows = [
-        ApiRow(
-            name=rs.names[int(keys[g, 0])],
-            api=API_LABELS.get(int(category[g]), ""),
-            calls=int(s.count[g]),
-            total_us=us(s.total[g]),
-            time_pct=pct(s.total[g], everything),
-            avg_us=us(s.mean[g]),
-            median_us=us(s.median[g]),
-            min_us=us(s.low[g]),
-            max_us=us(s.high[g]),
-            stddev_us=us(s.stddev[g]),
-            errors=int(errors[g]),
-        )
-        for g in range(groups)
-    ]
-    rows.sort(key=lambda r: (-r.total_us, r.name))
-    return rows
-
-
-def api_notes(rs: RecordSet) -> tuple[str, ...]:
-    return () if (rs.host.kind == RecordKind.API).any() else (NO_API,)

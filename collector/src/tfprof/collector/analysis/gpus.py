@@ -1,8 +1,7 @@
 """The ``gpus`` view: per physical GPU (UUID), busy and idle share of the analysis window,
 its longest idle gaps with when they happened, and which jobs used it and how much.
 
-``GpusNeed`` reads it through the read engine (two unions in one sweep); ``gpu_rows``
-computes the same over a ``RecordSet`` until that goes."""
+``GpusNeed`` reads it through the read engine (two unions in one sweep)."""
 
 from __future__ import annotations
 
@@ -12,8 +11,6 @@ from typing import Any
 
 import numpy as np
 
-from tfprof.collector.analysis.intervals import gaps, merge_intervals
-from tfprof.collector.analysis.record_set import GPU_KINDS, RecordSet, gpu_busy
 from tfprof.collector.analysis.units import pct, us
 from tfprof.collector.read.gpu_sweeps import GpuBusy, JobGpuBusy
 from tfprof.collector.read.needs import Got, Query, Sweep
@@ -105,55 +102,3 @@ class GpusNeed:
             )
         rows.sort(key=lambda r: (-r.busy_us, r.uuid))
         return rows
-
-
-def gpu_rows(rs: RecordSet, gaps_shown: int = GAPS_SHOWN) -> list[GpuRow]:
-    n = len(rs.gpus)
-    merged = gpu_busy(rs)
-    lo = np.full(n, rs.start_ns, dtype=np.int64)
-    hi = np.full(n, rs.end_ns, dtype=np.int64)
-    idle = gaps(merged, lo, hi)
-    on_gpu = rs.mask(*GPU_KINDS)
-    n_jobs = len(rs.jobs)
-    per_job = (
-        merge_intervals(
-            rs.gpu[on_gpu].astype(np.int64) * n_jobs + rs.job[on_gpu],
-            rs.start[on_gpu],
-            rs.end[on_gpu],
-            n * n_jobs,
-        ).busy.reshape(n, n_jobs)
-        if n and n_jobs
-        else np.zeros((n, n_jobs), dtype=np.int64)
-    )
-    order = np.lexsort((idle.start, -idle.length, idle.group))  # per GPU, longest first
-    rows = []
-    for g, ref in enumerate(rs.gpus):
-        mine = order[idle.group[order] == g]
-        shown = [
-            IdleGap(
-                start_ns=int(idle.start[i]),
-                offset_s=round((int(idle.start[i]) - rs.start_ns) / 1e9, 6),
-                duration_us=us(idle.length[i]),
-            )
-            for i in mine[:gaps_shown].tolist()
-        ]
-        busy = int(merged.busy[g])
-        shares = [
-            JobShare(rs.jobs[j].label, us(per_job[g, j]), pct(per_job[g, j], busy))
-            for j in np.flatnonzero(per_job[g]).tolist()
-        ]
-        shares.sort(key=lambda s: (-s.busy_us, s.job))
-        rows.append(
-            GpuRow(
-                uuid=ref.uuid,
-                name=ref.name,
-                busy_us=us(busy),
-                busy_pct=pct(busy, rs.window_ns),
-                idle_pct=pct(rs.window_ns - busy, rs.window_ns),
-                longest_idle_us=shown[0].duration_us if shown else 0.0,
-                idle_gaps=shown,
-                jobs=shares,
-            )
-        )
-    rows.sort(key=lambda r: (-r.busy_us, r.uuid))
-    return rows

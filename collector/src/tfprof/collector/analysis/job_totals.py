@@ -1,25 +1,18 @@
 """The ``jobs`` view: per job run, its processes and GPUs, GPU time by activity, records
 and what was lost on the way (dropped records).
 
-``JobsNeed`` reads it through the read engine (one SQL GROUP BY); ``job_rows`` computes
-the same over a ``RecordSet`` until that goes."""
+``JobsNeed`` reads it through the read engine (one SQL GROUP BY)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
-
-import numpy as np
+from typing import Any
 
 from tfprof.collector.analysis.units import us
 from tfprof.collector.read.engine import SPANS, Read
 from tfprof.collector.read.needs import Got, Query, Sweep
 from tfprof.collector.store.traced_windows import union_ns
-from tfprof.core.records import RecordKind
-
-if TYPE_CHECKING:
-    from tfprof.collector.analysis.record_set import RecordSet
 
 NAME_FIELD = "job"
 TIME_FIELD = "kernel_us"
@@ -116,51 +109,3 @@ class JobsNeed:
 def _windows(read: Read, job: int) -> list[tuple[int, int]]:
     groups = [g for p, g in zip(read.processes, read.cat.groups, strict=True) if p.job == job]
     return [(a, b) for group in groups for s in group for _, _, a, b in s.capture_windows]
-
-
-def job_rows(rs: RecordSet) -> list[JobRow]:
-    n = len(rs.jobs)
-    dur = rs.duration
-
-    def per_job(kind: int, weights: np.ndarray | None = None) -> list[float]:
-        m = rs.kind == kind
-        w = None if weights is None else weights[m]
-        totals: list[float] = np.bincount(rs.job[m], weights=w, minlength=n).tolist()
-        return totals
-
-    kinds = (RecordKind.KERNEL, RecordKind.MEMCPY, RecordKind.MEMSET, RecordKind.SYNC)
-    count = {k: per_job(k) for k in kinds}
-    time = {k: per_job(k, dur) for k in kinds}
-    copy_bytes = per_job(RecordKind.MEMCPY, rs.bytes)
-    gpus_used = np.zeros((n, max(len(rs.gpus), 1)), dtype=bool)
-    if len(rs):
-        gpus_used[rs.job, rs.gpu] = True
-    records = np.bincount(rs.job, minlength=n)
-    rows = []
-    for j, ref in enumerate(rs.jobs):
-        rows.append(
-            JobRow(
-                job=ref.label,
-                run_id=ref.run_id,
-                processes=ref.processes,
-                gpus=int(gpus_used[j].sum()),
-                kernels=int(count[RecordKind.KERNEL][j]),
-                kernel_us=us(time[RecordKind.KERNEL][j]),
-                copies=int(count[RecordKind.MEMCPY][j]),
-                copy_us=us(time[RecordKind.MEMCPY][j]),
-                copy_bytes=round(copy_bytes[j]),
-                memsets=int(count[RecordKind.MEMSET][j]),
-                memset_us=us(time[RecordKind.MEMSET][j]),
-                syncs=int(count[RecordKind.SYNC][j]),
-                sync_us=us(time[RecordKind.SYNC][j]),
-                records=int(records[j]),  # GPU records in the window: the old definition
-                gpu_records=int(records[j]),
-                dropped=ref.dropped,
-                host_seconds=round((ref.host.end_ns - ref.host.start_ns) / 1e9, 3),
-                cpu_percent_mean=ref.host.cpu_percent_mean,
-                rss_max_bytes=ref.host.rss_max_bytes,
-                source=",".join(ref.sources),
-            )
-        )
-    rows.sort(key=lambda r: (-r.kernel_us, r.job))
-    return rows

@@ -3,8 +3,7 @@ for how long, and its share of the GPUs' busy time.
 
 ``KernelsNeed`` reads it through the read engine: the per-name figures from one SQL
 GROUP BY (exact integers; the median DuckDB's, the mean of the two middle values), the
-GPUs' busy time from one sweep. ``kernel_rows`` computes the same over a ``RecordSet``
-(the embedded collector's summary, and the tests' oracle) until that goes.
+GPUs' busy time from one sweep.
 """
 
 from __future__ import annotations
@@ -13,14 +12,9 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import numpy as np
-
-from tfprof.collector.analysis.intervals import group_keys
-from tfprof.collector.analysis.record_set import RecordSet, gpu_busy
 from tfprof.collector.analysis.units import pct, us
 from tfprof.collector.read.gpu_sweeps import GpuBusy, GpuIdle
 from tfprof.collector.read.needs import Got, Query, Sweep
-from tfprof.core.records import RecordKind
 
 NAME_FIELD = "name"
 TIME_FIELD = "total_us"
@@ -90,65 +84,3 @@ class KernelsNeed:
             )
         rows.sort(key=lambda r: (-r.total_us, r.job, r.name))
         return rows
-
-
-def kernel_rows(rs: RecordSet, per_job: bool = False) -> list[KernelRow]:
-    # The GPUs' busy time first: its temporaries are gone before the kernels' are made.
-    busy = int(gpu_busy(rs).busy.sum())
-    k = rs.mask(RecordKind.KERNEL)
-    names = rs.name[k]
-    dur = rs.end[k] - rs.start[k]
-    if per_job:
-        inverse, keys = group_keys(rs.job[k], names)
-    else:
-        inverse, keys = group_keys(names)
-    groups = keys.shape[0]
-    count = np.bincount(inverse, minlength=groups)
-    total = np.bincount(inverse, weights=dur, minlength=groups)
-    low = np.full(groups, np.iinfo(np.int64).max, dtype=np.int64)
-    high = np.zeros(groups, dtype=np.int64)
-    np.minimum.at(low, inverse, dur)
-    np.maximum.at(high, inverse, dur)
-    median, stddev = _spread(inverse, dur, count, total)
-    kernel_total = float(total.sum())
-    rows = []
-    for i in range(groups):
-        job = rs.jobs[int(keys[i, 0])].label if per_job else ""
-        name = rs.names[int(keys[i, -1])] or UNNAMED
-        n = int(count[i])
-        rows.append(
-            KernelRow(
-                name=name,
-                job=job,
-                count=n,
-                total_us=us(total[i]),
-                avg_us=us(total[i] / n),
-                min_us=us(low[i]),
-                max_us=us(high[i]),
-                gpu_busy_pct=pct(total[i], busy),
-                kernel_time_pct=pct(total[i], kernel_total),
-                median_us=us(median[i]),
-                stddev_us=us(stddev[i]),
-            )
-        )
-    rows.sort(key=lambda r: (-r.total_us, r.job, r.name))
-    return rows
-
-
-def _spread(
-    inverse: np.ndarray, dur: np.ndarray, count: np.ndarray, total: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """Per group: the median and the sample standard deviation of ``dur``."""
-    groups = count.shape[0]
-    if not groups:
-        return np.zeros(0), np.zeros(0)
-    order = np.lexsort((dur, inverse))  # by group, then by duration
-    first = np.concatenate(([0], np.cumsum(count)[:-1]))
-    ranked = dur[order]
-    low = ranked[first + (count - 1) // 2]
-    high = ranked[first + count // 2]
-    median = (low + high) / 2.0
-    mean = total / count
-    squares = np.bincount(inverse, weights=(dur - mean[inverse]) ** 2, minlength=groups)
-    stddev = np.sqrt(squares / np.maximum(count - 1, 1))
-    return median, stddev

@@ -11,7 +11,6 @@ kernel itself: 0 means the GPU was waiting for this launch).
 SQL (each kernel joined with the one call of its link group carrying its correlation id,
 as ``read.launch_links`` links them; the 95th percentile by nearest rank), the queue
 depths from the sweep that links launches in time order (``read.launch_totals``).
-``launch_rows`` computes the same over a ``RecordSet`` (trace files).
 """
 
 from __future__ import annotations
@@ -23,14 +22,10 @@ from typing import Any
 import numpy as np
 
 from tfprof.collector.analysis.api import NO_API
-from tfprof.collector.analysis.group_stats import group_stats
-from tfprof.collector.analysis.intervals import group_keys
-from tfprof.collector.analysis.record_set import RecordSet
 from tfprof.collector.analysis.units import us
 from tfprof.collector.analysis.view_rows import ViewRows
 from tfprof.collector.read.launch_totals import LaunchFigures, LaunchTotals
 from tfprof.collector.read.needs import Got, Query, Sweep
-from tfprof.core.records import RecordKind
 
 NAME_FIELD = "name"
 TIME_FIELD = "launch_cpu_us"
@@ -130,41 +125,3 @@ def _notes(kernels: int, linked: int, calls: bool) -> tuple[str, ...]:
             "window (correlation id unknown, or the call was not traced)",
         )
     return ()
-
-
-def linked_kernels(rs: RecordSet) -> np.ndarray:
-    """Rows of kernels with a launching API call."""
-    return np.flatnonzero((rs.kind == RecordKind.KERNEL) & (rs.api >= 0))
-
-
-def launch_rows(rs: RecordSet) -> list[LaunchRow]:
-    k = linked_kernels(rs)
-    inverse, keys = group_keys(rs.name[k])
-    groups = int(keys.shape[0])
-    latency = group_stats(inverse, rs.latency[k], groups)
-    cpu = group_stats(inverse, rs.host.duration[rs.api[k]], groups)
-    queue = group_stats(inverse, rs.queue[k], groups)
-    rows = [
-        LaunchRow(
-            name=rs.names[int(keys[g, 0])] or "unnamed kernel",
-            kernels=int(latency.count[g]),
-            latency_avg_us=us(latency.mean[g]),
-            latency_median_us=us(latency.median[g]),
-            latency_p95_us=us(latency.p95[g]),
-            latency_max_us=us(latency.high[g]),
-            launch_cpu_us=us(cpu.total[g]),
-            launch_cpu_avg_us=us(cpu.mean[g]),
-            launch_cpu_max_us=us(cpu.high[g]),
-            queue_avg=round(float(queue.mean[g]), 2),
-            queue_max=int(queue.high[g]),
-        )
-        for g in range(groups)
-    ]
-    rows.sort(key=lambda r: (-r.launch_cpu_us, r.name))
-    return rows
-
-
-def launch_notes(rs: RecordSet) -> tuple[str, ...]:
-    kernels = int(np.count_nonzero(rs.kind == RecordKind.KERNEL))
-    linked = int(linked_kernels(rs).shape[0])
-    return _notes(kernels, linked, bool((rs.host.kind == RecordKind.API).any()))

@@ -1,4 +1,4 @@
-"""Plain sentences about what a record set lacks, shown above every view and advice.
+"""Plain sentences about what a read's jobs lack, shown above every view and advice.
 
 A run without GPU activity is not an error: the job ran, its host samples say how long
 and how hard, and the note says why no GPU record is there.
@@ -7,12 +7,8 @@ and how hard, and the note says why no GPU record is there.
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from typing import TYPE_CHECKING
 
 from tfprof.collector.read.refs import JobRef
-
-if TYPE_CHECKING:
-    from tfprof.collector.analysis.record_set import RecordSet
 
 
 def _reason(job: JobRef) -> str:
@@ -50,8 +46,3 @@ def job_notes(jobs: Sequence[JobRef], with_records: Collection[int]) -> tuple[st
     ]
     lines += [_damaged(job) for job in jobs if job.skipped]
     return tuple(lines)
-
-
-def notes(rs: RecordSet) -> tuple[str, ...]:
-    """``job_notes`` of a ``RecordSet``."""
-    return job_notes(rs.jobs, set(rs.job.tolist()) if len(rs) else set())

@@ -8,8 +8,7 @@ range with its External id, else its TF node's op), so an op's GPU time is its o
 not its children's; the ``scope`` view adds children up.
 
 ``OpsNeed`` reads it through the read engine: the ranges' counts and times by SQL, what
-ran for each op from one sweep (``read.launch_totals``). ``op_rows`` computes the same
-over a ``RecordSet`` (trace files, until they are read through the engine).
+ran for each op from one sweep (``read.launch_totals``).
 """
 
 from __future__ import annotations
@@ -20,13 +19,11 @@ from typing import Any
 
 import numpy as np
 
-from tfprof.collector.analysis.record_set import GPU_KINDS, RecordSet
 from tfprof.collector.analysis.units import pct, us
 from tfprof.collector.analysis.view_rows import ViewRows
 from tfprof.collector.read.launch_totals import LaunchFigures, LaunchTotals
 from tfprof.collector.read.needs import Got, Query, Sweep
 from tfprof.collector.timeline.attribution import TF_OP_CATEGORY
-from tfprof.core.records import RecordKind
 
 NAME_FIELD = "op"
 TIME_FIELD = "gpu_us"
@@ -97,49 +94,6 @@ def op_totals_of(got: Got) -> OpTotals:
     )
 
 
-def host_ranges(rs: RecordSet) -> np.ndarray:
-    """Rows of ``rs.host`` that are ranges on a host thread (what ops are made of)."""
-    h = rs.host
-    return np.flatnonzero((h.kind == RecordKind.MARKER) & (h.thread != 0))
-
-
-def op_totals(rs: RecordSet) -> OpTotals:
-    n = len(rs.names)
-    h = rs.host
-    ranges = host_ranges(rs)
-    count = np.bincount(h.name[ranges], minlength=n)
-    host = np.bincount(h.name[ranges], weights=h.duration[ranges], minlength=n)
-    on = rs.mask(*GPU_KINDS)
-    work = np.flatnonzero(on & (rs.op >= 0))
-    op = rs.op[work]
-    gpu = np.bincount(op, weights=rs.duration[work], minlength=n)
-    kernels = np.bincount(op[rs.kind[work] == RecordKind.KERNEL], minlength=n)
-    # A call that launched several records (a graph launch) counts once per op.
-    linked = rs.api[work] >= 0
-    pairs = np.unique(np.stack([op[linked], rs.api[work][linked]], axis=1), axis=0)
-    launch = np.bincount(pairs[:, 0], weights=h.duration[pairs[:, 1]], minlength=n)
-    used = np.flatnonzero((count > 0) | (gpu > 0) | (kernels > 0))
-    try:
-        tf_op = rs.names.index(TF_OP_CATEGORY)
-    except ValueError:
-        tf_op = -1
-    tf = (h.kind == RecordKind.MARKER) & (h.category == tf_op)
-    lost = on & (rs.op < 0)
-    ops = {
-        rs.names[i]: (int(count[i]), int(gpu[i]), int(kernels[i]), int(launch[i]), int(host[i]))
-        for i in used.tolist()
-    }
-    return OpTotals(
-        ops,
-        frozenset(rs.names[i] for i in np.unique(h.name[tf]).tolist()),
-        int(rs.duration[on].sum()),
-        int(ranges.shape[0]),
-        int(np.count_nonzero(on)),
-        int(np.count_nonzero(lost)),
-        int(rs.duration[lost].sum()),
-    )
-
-
 def rows_of(t: OpTotals) -> list[OpRow]:
     rows = [
         OpRow(
@@ -181,11 +135,3 @@ class OpsNeed:
     def build(self, got: Got) -> ViewRows:
         t = op_totals_of(got)
         return ViewRows(rows_of(t), notes_of(t))
-
-
-def op_rows(rs: RecordSet) -> list[OpRow]:
-    return rows_of(op_totals(rs))
-
-
-def op_notes(rs: RecordSet) -> tuple[str, ...]:
-    return notes_of(op_totals(rs))

@@ -13,8 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tfprof.collector.analysis.ops import OpsNeed, OpTotals, notes_of, op_totals, op_totals_of
-from tfprof.collector.analysis.record_set import RecordSet
+from tfprof.collector.analysis.ops import OpsNeed, OpTotals, notes_of, op_totals_of
 from tfprof.collector.analysis.units import us
 from tfprof.collector.analysis.view_rows import ViewRows
 from tfprof.collector.read.needs import Got, Query, Sweep
@@ -51,10 +50,6 @@ class _Node:
 def scope_path(name: str, tf_op: bool) -> tuple[str, ...]:
     node = name.rpartition(":")[0] or name if tf_op else name
     return tuple(part for part in node.split("/") if part)
-
-
-def scope_rows(rs: RecordSet) -> list[ScopeRow]:
-    return rows_of(op_totals(rs))
 
 
 @dataclass(frozen=True)

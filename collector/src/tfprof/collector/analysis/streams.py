@@ -1,8 +1,7 @@
 """The ``streams`` view: per (job, task, device, stream), how long the stream was busy
 (the union of its records' intervals, so overlapping work counts once) and what ran.
 
-``StreamsNeed`` reads it through the read engine (counts from SQL, busy from a sweep);
-``stream_rows`` computes the same over a ``RecordSet`` until that goes."""
+``StreamsNeed`` reads it through the read engine (counts from SQL, busy from a sweep)."""
 
 from __future__ import annotations
 
@@ -10,14 +9,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
-from tfprof.collector.analysis.intervals import group_keys, merge_intervals
-from tfprof.collector.analysis.record_set import RecordSet
 from tfprof.collector.analysis.units import pct, us
 from tfprof.collector.read.gpu_sweeps import StreamBusy
 from tfprof.collector.read.needs import Got, Query, Sweep
-from tfprof.core.records import RecordKind
 from tfprof.core.tracks import TrackKey
 
 NAME_FIELD = "track"
@@ -87,44 +81,3 @@ class StreamsNeed:
             )
         rows.sort(key=lambda r: (-r.busy_us, r.track))
         return rows
-
-
-def stream_rows(rs: RecordSet) -> list[StreamRow]:
-    inverse, keys = group_keys(rs.process, rs.device, rs.stream)
-    groups = keys.shape[0]
-    counts = {
-        kind: np.bincount(inverse[rs.kind == kind], minlength=groups)
-        for kind in (RecordKind.KERNEL, RecordKind.MEMCPY, RecordKind.MEMSET, RecordKind.SYNC)
-    }
-    on_gpu = rs.kind != RecordKind.SYNC
-    merged = merge_intervals(inverse[on_gpu], rs.start[on_gpu], rs.end[on_gpu], groups)
-    sync = rs.kind == RecordKind.SYNC
-    sync_ns = np.bincount(inverse[sync], weights=rs.duration[sync], minlength=groups)
-    # the GPU of each group: any record of it says (one ordinal is one GPU per process)
-    first_row = np.zeros(groups, dtype=np.int64)
-    first_row[inverse[::-1]] = np.arange(inverse.shape[0] - 1, -1, -1)
-    rows = []
-    for i in range(groups):
-        process, device, stream = (int(v) for v in keys[i])
-        ref = rs.processes[process]
-        job = rs.jobs[ref.job].label
-        rows.append(
-            StreamRow(
-                track=rs.track(process, device, stream).format(),
-                job=job,
-                task=ref.task,
-                pid=ref.pid,
-                device=device,
-                gpu_uuid=rs.gpus[int(rs.gpu[first_row[i]])].uuid,
-                stream=stream,
-                busy_us=us(merged.busy[i]),
-                busy_pct=pct(merged.busy[i], rs.window_ns),
-                kernels=int(counts[RecordKind.KERNEL][i]),
-                copies=int(counts[RecordKind.MEMCPY][i]),
-                memsets=int(counts[RecordKind.MEMSET][i]),
-                syncs=int(counts[RecordKind.SYNC][i]),
-                sync_us=us(sync_ns[i]),
-            )
-        )
-    rows.sort(key=lambda r: (-r.busy_us, r.track))
-    return rows

@@ -17,7 +17,6 @@ from tfprof.collector.errors import AnalysisError
 
 if TYPE_CHECKING:
     from tfprof.collector.analysis.filters import Filters
-    from tfprof.collector.analysis.record_set import RecordSet
     from tfprof.collector.analysis.view_render import ViewReport
     from tfprof.collector.analysis.view_rows import ViewRows
     from tfprof.collector.read.lake_catalog import Catalog
@@ -28,29 +27,14 @@ if TYPE_CHECKING:
 class View:
     name: str
     help: str
-    rows: Callable[[RecordSet], Sequence[Any]]
     row_type: type
     name_field: str  # what --show/--hide-name-regex match
     time_field: str  # what --min-micros compares
+    # What the view reads through the read engine (``tfprof.collector.read``) and how
+    # its rows (and, with ``ViewRows``, why it is empty or partial) are built.
+    need: Need[Sequence[Any] | ViewRows]
     hidden: tuple[str, ...] = ()  # fields left out unless --select names them
     depth_field: str = ""  # what --max-depth compares (tree views)
-    # Why the view is empty or partial, in a line each (after the record set's notes).
-    notes: Callable[[RecordSet], Sequence[str]] | None = None
-    # Whether the view reads the host side (RecordSet.host, the GPU records' links); a
-    # reader of stored jobs leaves it out for the views that do not.
-    host: bool = True
-    # The view read through the read engine (``tfprof.collector.read``): what it needs
-    # and how its rows are built. Views without one still read a ``RecordSet``.
-    need: Need[Sequence[Any] | ViewRows] | None = None
-
-    @property
-    def engine_only(self) -> bool:
-        """No ``RecordSet`` version: ``read_view_report`` only (the distributed views)."""
-        return self.rows is _engine_only
-
-
-def _engine_only(rs: RecordSet) -> Sequence[Any]:
-    raise AnalysisError("this view is read through the read engine only")
 
 
 def _kernels(per_job: bool) -> View:
@@ -60,22 +44,18 @@ def _kernels(per_job: bool) -> View:
         return View(
             "kernels-by-job",
             "the kernels view per (job, kernel name)",
-            lambda rs: m.kernel_rows(rs, per_job=True),
             m.KernelRow,
             m.NAME_FIELD,
             m.TIME_FIELD,
-            host=False,
             need=m.KernelsNeed(per_job=True),
         )
     return View(
         "kernels",
         "per kernel name: count, total/avg/min/max us, % of GPU busy time",
-        m.kernel_rows,
         m.KernelRow,
         m.NAME_FIELD,
         m.TIME_FIELD,
         hidden=("job",),
-        host=False,
         need=m.KernelsNeed(),
     )
 
@@ -86,11 +66,9 @@ def _streams() -> View:
     return View(
         "streams",
         "per (job, task, device, stream): busy us and %, kernels, copies, memsets",
-        m.stream_rows,
         m.StreamRow,
         m.NAME_FIELD,
         m.TIME_FIELD,
-        host=False,
         need=m.StreamsNeed(),
     )
 
@@ -101,11 +79,9 @@ def _gpus() -> View:
     return View(
         "gpus",
         "per physical GPU: busy/idle %, longest idle gaps, each job's share",
-        m.gpu_rows,
         m.GpuRow,
         m.NAME_FIELD,
         m.TIME_FIELD,
-        host=False,
         need=m.GpusNeed(),
     )
 
@@ -116,11 +92,9 @@ def _memcpy() -> View:
     return View(
         "memcpy",
         "per copy kind x memory kinds: count, bytes, us, GB/s, % overlapped",
-        m.memcpy_rows,
         m.MemcpyRow,
         m.NAME_FIELD,
         m.TIME_FIELD,
-        host=False,
         need=m.MemcpyNeed(),
     )
 
@@ -131,11 +105,9 @@ def _jobs() -> View:
     return View(
         "jobs",
         "per job: processes, GPUs, kernel/copy time, records, dropped",
-        m.job_rows,
         m.JobRow,
         m.NAME_FIELD,
         m.TIME_FIELD,
-        host=False,
         need=m.JobsNeed(),
     )
 
@@ -146,28 +118,23 @@ def _op() -> View:
     return View(
         "op",
         "per op (framework op, NVTX range): count, GPU time, kernels, launch CPU time",
-        m.op_rows,
         m.OpRow,
         m.NAME_FIELD,
         m.TIME_FIELD,
-        notes=m.op_notes,
         need=m.OpsNeed(),
     )
 
 
 def _scope() -> View:
-    from tfprof.collector.analysis import ops
     from tfprof.collector.analysis import scopes as m
 
     return View(
         "scope",
         "name-scope tree of the ops (split at /): self and total GPU time",
-        m.scope_rows,
         m.ScopeRow,
         m.NAME_FIELD,
         m.TIME_FIELD,
         depth_field=m.DEPTH_FIELD,
-        notes=ops.op_notes,
         need=m.ScopesNeed(),
     )
 
@@ -178,11 +145,9 @@ def _api() -> View:
     return View(
         "api",
         "per CUDA API call: calls, total/mean/median/min/max us, errors",
-        m.api_rows,
         m.ApiRow,
         m.NAME_FIELD,
         m.TIME_FIELD,
-        notes=m.api_notes,
         need=m.ApiNeed(),
     )
 
@@ -193,11 +158,9 @@ def _launch() -> View:
     return View(
         "launch",
         "per kernel name: launch latency, CPU launch time, stream queue depth",
-        m.launch_rows,
         m.LaunchRow,
         m.NAME_FIELD,
         m.TIME_FIELD,
-        notes=m.launch_notes,
         need=m.LaunchNeed(),
     )
 
@@ -208,11 +171,9 @@ def _memory() -> View:
     return View(
         "memory",
         "per job and GPU: peak device memory, % of the GPU, a coarse timeline",
-        m.memory_rows,
         m.MemoryRow,
         m.NAME_FIELD,
         m.TIME_FIELD,
-        notes=m.memory_notes,
         need=m.MemoryNeed(),
     )
 
@@ -224,7 +185,6 @@ def _collectives() -> View:
         "collectives",
         "per job, process group and collective type: calls, bytes, "
         "kernel time, exposed time, algorithm, algbw/busbw (as nccl-tests)",
-        _engine_only,
         m.CollectiveRow,
         m.NAME_FIELD,
         m.TIME_FIELD,
@@ -240,7 +200,6 @@ def _steps() -> View:
         "per step and rank: device time split into compute, communication "
         "(overlapped, exposed), copies, idle (foreign work, sync, other CUDA, "
         "outside)",
-        _engine_only,
         m.StepRow,
         m.NAME_FIELD,
         m.TIME_FIELD,
@@ -256,7 +215,6 @@ def _ranks() -> View:
         "ranks",
         "per rank: steady step time p50/p95/max, compute, communication, "
         "exposed communication, overlap, idle % (as HTA)",
-        _engine_only,
         m.RankRow,
         m.NAME_FIELD,
         m.RANKS_TIME_FIELD,
@@ -287,20 +245,6 @@ def view(name: str) -> View:
     return make()
 
 
-def all_views() -> dict[str, View]:
-    """Every view by name (each view's module imported)."""
-    return {name: view(name) for name in VIEW_NAMES}
-
-
-def view_report(name: str, rs: RecordSet, filters: Filters | None = None) -> ViewReport:
-    from tfprof.collector.analysis.notes import notes
-
-    spec = view(name)
-    lines = notes(rs) + tuple(spec.notes(rs) if spec.notes else ())
-    labels = tuple(j.label for j in rs.jobs)
-    return _report(spec, spec.rows(rs), filters, lines, labels, rs.start_ns, rs.end_ns)
-
-
 def read_view_report(name: str, cat: Catalog, filters: Filters | None = None) -> ViewReport:
     """The view of the catalog's records, read through the read engine."""
     from tfprof.collector.analysis.notes import job_notes
@@ -308,8 +252,6 @@ def read_view_report(name: str, cat: Catalog, filters: Filters | None = None) ->
     from tfprof.collector.read import engine
 
     spec = view(name)
-    if spec.need is None:
-        raise AnalysisError(f"view {name!r} is not read through the read engine yet")
     read, (found,) = engine.read(cat, [spec.need])
     rows, more = (found.rows, found.notes) if isinstance(found, ViewRows) else (found, ())
     notes = job_notes(read.jobs, read.with_records) + more

@@ -3,7 +3,8 @@ state: per key (a GPU, a CUDA stream, a job on a GPU) the island still open (its
 and reach), the busy time of the islands closed so far, the longest idle gaps, and the
 union's length before given instants (how much of each copy a kernel covered).
 
-The definitions are ``analysis.intervals``' exactly: an interval opens a new island when
+The definitions are the whole-column rules' exactly (the tests' oracle,
+tests/unit/whole_intervals.py): an interval opens a new island when
 it starts after every earlier one of its key has ended (touching intervals merge; a
 zero-length record opens an island of its own, splitting a gap); busy is the islands'
 summed length; gaps lie between consecutive islands, before the first (from the

@@ -1,6 +1,7 @@
 """Queue depth at launch with carried state: per CUDA stream of a link group, how many
 records were launched before a record and had not started when its call began (HTA's
-queue length less the record itself; ``analysis.host_records.queue_depth``'s rule).
+queue length less the record itself; the tests' whole-process oracle,
+tests/unit/whole_launches.py, counts it the same way).
 
 A stream runs its work in launch order, so "launched before and not yet started" is
 "launched before" less "started by then", never below zero: per stream, the launch

@@ -1,11 +1,9 @@
-"""The host side of the analysis window: CUDA API calls, host ranges (framework ops, NVTX
-ranges, annotations) and device-memory records, and what ties each GPU record to them.
-
-Per process, on its unclipped records and with the timeline's own rules (launch flows,
-``collector.flows``; op attribution, ``collector.attribution``), ``launches`` finds for
-every GPU record the API call that launched it, the op it ran for, its launch latency and
-the depth of its stream's queue when it was launched. ``records.prepare`` keeps the
-results beside the GPU records and the host records in a ``HostRecords`` table.
+"""The tests' oracle for the read engine's host pieces (``read.host_launches``): per
+process, on its unclipped records and with the timeline's own whole-process rules
+(launch flows, ``timeline.flows``; op attribution, ``timeline.attribution``),
+``launches`` finds for every GPU record the API call that launched it, the op it ran
+for, its launch latency and the depth of its stream's queue when it was launched
+(``queue_depth``: HTA's queue length less the record itself).
 """
 
 from __future__ import annotations
@@ -15,61 +13,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tfprof.collector.analysis.intervals import group_keys
+from tests.unit.whole_intervals import group_keys
 from tfprof.collector.timeline.attribution import attribute_ops
 from tfprof.collector.timeline.flows import is_launched, link_launches
 from tfprof.core.records import RecordKind
-
-HOST_KINDS = (RecordKind.API, RecordKind.MARKER, RecordKind.MEMORY)
-# API ``category``: which API the call belongs to (CUPTI RUNTIME or DRIVER activity).
-API_RUNTIME, API_DRIVER = 1, 2
-API_LABELS = {API_RUNTIME: "runtime", API_DRIVER: "driver"}
-
-
-@dataclass(frozen=True)
-class HostRecords:
-    """Every API, MARKER and MEMORY record of the analysed jobs in the window, clipped to it.
-
-    ``job``/``process`` index the RecordSet's jobs and processes, ``name`` its names.
-    ``category``: API 1 runtime / 2 driver; MARKER the names id of its domain or
-    category (``cpu_op``, ``tf_op``, an NVTX domain; 0 none). ``gpu``: for MEMORY rows
-    the RecordSet's ``memory_gpus`` index, -1 elsewhere.
-    """
-
-    kind: np.ndarray
-    start: np.ndarray
-    end: np.ndarray
-    job: np.ndarray
-    process: np.ndarray
-    thread: np.ndarray
-    name: np.ndarray
-    category: np.ndarray
-    return_value: np.ndarray
-    device: np.ndarray
-    bytes: np.ndarray
-    memory_op: np.ndarray
-    gpu: np.ndarray
-
-    def __len__(self) -> int:
-        return int(self.kind.shape[0])
-
-    @property
-    def duration(self) -> np.ndarray:
-        duration: np.ndarray = self.end - self.start
-        return duration
-
-
-HOST_COLUMNS = tuple(HostRecords.__dataclass_fields__)
-
-
-@dataclass(frozen=True)
-class LaunchCalls:
-    """The API calls GPU records were linked to, when ``RecordSet.host`` does not hold
-    them (a streamed host side, ``analysis.host_pass``): ``RecordSet.api`` indexes these
-    columns, each call's duration (clipped to the window, ns) and names id."""
-
-    duration: np.ndarray
-    name: np.ndarray
 
 
 @dataclass(frozen=True)
