@@ -23,7 +23,6 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from tfprof.collector.allocator import map_large_allocations
 from tfprof.collector.errors import NotFound
 from tfprof.collector.jobdata import DeviceMeta, JobData
 from tfprof.collector.lake.damaged import READ_ERRORS, DamagedFile, damaged_file, report
@@ -95,7 +94,6 @@ def open_jobs(arguments: Sequence[str], names: Sequence[str] | None = None) -> L
         local = argument.removeprefix("file://")
         if not is_url(local) and not Path(local).is_dir():
             raise NotFound(f"no such data dir: {argument}")
-    map_large_allocations()
     sources = [resolve(a) for a in arguments]
     found = _Found()
     tails = Tails()
