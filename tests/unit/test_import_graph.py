@@ -42,7 +42,7 @@ COLLECTOR = "tfprof.collector"
 # Bottom to top, along the data path: what a layer's modules may import is in its own
 # layer or below. docs/concepts/layout.md says what each holds.
 COLLECTOR_LAYERS: tuple[tuple[str, ...], ...] = (
-    ("errors", "options", "config", "jobdata", "timespec", "terminal", "allocator"),
+    ("errors", "options", "config", "jobdata", "timespec", "terminal"),
     ("store",),  # the data dir's raw streams, as the service wrote them
     ("lake",),  # Parquet segments compacted from the streams; SQL over them
     ("timeline",),  # prepared streams, names, attribution; the merged timeline

@@ -17,7 +17,7 @@ file.)
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -165,19 +165,6 @@ def read_parquet(lake: Lake, path: str, schema: pa.Schema, columns: Sequence[str
         parquet = pq.ParquetFile(f, page_checksum_verification=True)
         stored = [c for c in columns if c in parquet.schema_arrow.names]
         return _conform(parquet.read(columns=stored, use_threads=True), schema, columns)
-
-
-def parquet_batches(
-    lake: Lake, path: str, schema: pa.Schema, columns: Sequence[str], batch_rows: int
-) -> Iterator[pa.Table]:
-    """``read_parquet``'s rows, ``batch_rows`` at most at a time."""
-    with lake.fs.open_input_file(path) as f:
-        parquet = pq.ParquetFile(f, page_checksum_verification=True)
-        stored = [c for c in columns if c in parquet.schema_arrow.names]
-        for batch in parquet.iter_batches(batch_size=batch_rows, columns=stored,
-                                          use_threads=True):  # fmt: skip
-            if batch.num_rows:
-                yield _conform(pa.Table.from_batches([batch]), schema, columns)
 
 
 def _conform(table: pa.Table, schema: pa.Schema, columns: Sequence[str]) -> pa.Table:

@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
-from tfprof.collector.allocator import return_freed_memory
 from tfprof.collector.jobdata import (
     HOST_COLUMNS,
     RECORD_COLUMNS,
@@ -24,7 +23,7 @@ from tfprof.collector.jobdata import (
 )
 from tfprof.collector.lake.arrays import numbers
 from tfprof.collector.lake.schema import HOST_SAMPLES, RECORD_TABLES, TABLES
-from tfprof.collector.lake.stream_parts import StreamParts, read_rows, row_batches
+from tfprof.collector.lake.stream_parts import StreamParts, read_rows
 from tfprof.core.records import RecordKind
 
 GPU_TABLES = tuple(RECORD_TABLES[k].name for k in (
@@ -80,7 +79,6 @@ class LakeStream(StreamData):
         finally:
             self.records, self.strings = empty_records(), [""]
             self.host_samples = empty_host()
-            return_freed_memory()
 
     def note_damage(self) -> None:
         """The files found unreadable so far, in what the stream says it skipped."""
@@ -94,20 +92,6 @@ class LakeStream(StreamData):
                     else self.lost_records + held
                 )  # fmt: skip
 
-    def host_batches(
-        self, columns: Sequence[str], batch_rows: int
-    ) -> Iterator[tuple[dict[str, np.ndarray], list[str]]]:
-        """The stream's host records (API calls, then ranges, then memory records) in
-        batches of at most ``batch_rows`` rows, without loading the stream: each as
-        ``read_records`` gives it, with the stream's string table so far."""
-        strings = _Strings()
-        for table in HOST_TABLES:
-            for rows in row_batches(self.parts, table, _lake_names(table, columns), batch_rows):
-                records = _records({table: [rows]}, columns, strings, (table,))
-                del rows
-                yield records, strings.strings
-            return_freed_memory()
-
     def record_times(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """(start_ns, duration_ns) of the stream's records, a table at a time, without
         loading it (the export's pass for its time origin)."""
@@ -116,7 +100,6 @@ class LakeStream(StreamData):
             if rows is not None and rows.num_rows:
                 yield numbers(rows.column("start_ns")), numbers(rows.column("duration_ns"))
             del rows
-            return_freed_memory()
 
     def host_sample_times(self) -> np.ndarray:
         rows = read_rows(self.parts, HOST_SAMPLES.name, ["time_ns"])

@@ -1,18 +1,17 @@
 """Where one stored stream's rows are (``StreamParts``: segment files and log-tail rows
-per table) and those rows read back as Arrow tables, whole (``read_rows``) or in
-batches (``row_batches``). A file that cannot be read is left out, said once and
-remembered.
+per table) and those rows read back as Arrow tables (``read_rows``). A file that cannot
+be read is left out, said once and remembered.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import pyarrow as pa
 
 from tfprof.collector.lake.damaged import READ_ERRORS, DamagedFile, damaged_file, report
-from tfprof.collector.lake.fs import Lake, parquet_batches, read_parquet
+from tfprof.collector.lake.fs import Lake, read_parquet
 from tfprof.collector.lake.schema import TABLES
 
 
@@ -61,25 +60,3 @@ def read_rows(parts: StreamParts, table: str, columns: Sequence[str]) -> pa.Tabl
     if not pieces:
         return None
     return pa.concat_tables(pieces) if len(pieces) > 1 else pieces[0]
-
-
-def row_batches(
-    parts: StreamParts, table: str, columns: Sequence[str], batch_rows: int
-) -> Iterator[pa.Table]:
-    """The stream's rows of ``table`` as ``read_rows`` gives them, ``batch_rows`` at most at a
-    time (segments record batch by record batch, then the log tail)."""
-    schema = TABLES[table].schema
-    by_lake: dict[int, tuple[Lake, list[str]]] = {}
-    for lake, path in parts.files.get(table, ()):
-        by_lake.setdefault(id(lake), (lake, []))[1].append(path)
-    for lake, paths in by_lake.values():
-        for path in sorted(paths):
-            if path in parts.damaged:
-                continue
-            try:
-                yield from parquet_batches(lake, path, schema, columns, batch_rows)
-            except READ_ERRORS as exc:  # what it yielded before stays: said, and left
-                parts.note_damage(lake, path, exc)
-    for tail in parts.tails.get(table, ()):
-        for lo in range(0, tail.num_rows, batch_rows):
-            yield tail.select(list(columns)).slice(lo, batch_rows)

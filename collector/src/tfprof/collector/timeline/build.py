@@ -29,7 +29,6 @@ from typing import Any
 
 import numpy as np
 
-from tfprof.collector.allocator import map_large_allocations
 from tfprof.collector.jobdata import RECORD_COLUMNS, JobData, StreamData
 from tfprof.collector.timeline.attribution import OpAttribution, attribute_ops
 from tfprof.collector.timeline.layout import Layout
@@ -111,9 +110,6 @@ def timeline_parts(
     """
     if group_by not in ("job", "gpu"):
         raise MergeError(f"group_by must be 'job' or 'gpu', not {group_by!r}")
-    # The one reader that loads a process whole (``_loaded``) sets the process's
-    # allocator for it (allocator.py; bench/export_allocator.py measures what it saves).
-    map_large_allocations()
     window = _check_window(window_ns)
     kept = window or TimeWindow()
     labels = job_labels(jobs)
