@@ -343,3 +343,32 @@ def test_a_segment_written_before_a_column_existed_reads_it_as_zero(tmp_path: Pa
     assert read.column("block_x").to_pylist() == [0] * len(before["block_x"])
     after = kernels()
     assert after == {**before, "block_x": [0] * len(before["block_x"])}
+
+
+def _read_steps(data_dir: Path) -> list[tuple[int, int, int]]:
+    """(step number, start, end) of the STEP records the read engine's ``{st}`` sees."""
+    import duckdb
+
+    from tfprof.collector.lake.reader import open_jobs
+    from tfprof.collector.read.clipped_sql import Relations
+    from tfprof.collector.read.lake_catalog import catalog
+    from tfprof.collector.timeline.prepare import TimeWindow
+
+    cat = catalog(open_jobs([str(data_dir)]).jobs, TimeWindow())
+    con = duckdb.connect()
+    relations = Relations(con, cat)
+    rows = con.sql(f"SELECT external_id, s, e FROM ({relations.text('st')}) ORDER BY s")
+    return [(int(n), int(s), int(e)) for n, s, e in rows.fetchall()]
+
+
+def test_step_records_read_the_same_from_the_lake_as_from_the_log(tmp_path: Path) -> None:
+    """The hook's STEP records are a record table like the others: once compacted into
+    the lake (where `serve` puts a finished stream at once) the steps view, `diff` and
+    capture by steps still read them (they fell back to kernel periodicity)."""
+    d = tmp_path / "d"
+    write_stream(d, [first_batch(), records_batch(2, 50_000, n=3 * KINDS)])
+    logs = _read_steps(d)
+    assert len(logs) == 4  # one record of every kind per KINDS records: 1 + 3 STEP
+    compact(d)
+    assert list_parquet(lake_of(d), "steps")  # in the lake now, no longer in the log
+    assert _read_steps(d) == logs

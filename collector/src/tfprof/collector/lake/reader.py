@@ -106,7 +106,9 @@ def open_jobs(arguments: Sequence[str], names: Sequence[str] | None = None) -> L
                 found.order.append((job, run))
     lakes = distinct_lakes(sources)
     for lake in lakes:
-        for table in (*GPU_TABLES, *HOST_TABLES, HOST_SAMPLES.name):
+        # Every record table a read lists (lake_catalog.RECORD_TABLES: the hook's STEP
+        # records too), and the host samples.
+        for table in (*GPU_TABLES, *HOST_TABLES, "steps", HOST_SAMPLES.name):
             for path in published(lake, TABLES[table], tails.streams):
                 where, segment = parse_partition(path), SegmentName.parse(path.rsplit("/", 1)[-1])
                 if where is None or segment is None:
