@@ -14,6 +14,7 @@ import duckdb
 import pytest
 
 from tfprof.collector.lake.spill_dir import spill_dir
+from tfprof.collector.lake.sql_stages import stages
 from tfprof.collector.read import staged_sql
 from tfprof.collector.read.staged_sql import StagedRunner
 
@@ -33,28 +34,67 @@ def test_stages_give_the_rows_of_the_whole_statement() -> None:
     assert runner.rows("SELECT 41 + 1") == [(42,)]
 
 
+class Spy:
+    """``con`` that notes each stage made and dropped, in order."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
+        self.real, self.events = con, []
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.real, name)
+
+    def execute(self, sql: str) -> object:
+        if sql.startswith("CREATE TEMP TABLE"):
+            self.events.append("make " + sql.split()[3])
+        elif sql.startswith("DROP TABLE"):
+            self.events.append("drop " + sql.split()[-1])
+        return self.real.execute(sql)
+
+    def sql(self, query: str) -> duckdb.DuckDBPyRelation:
+        self.events.append("final")
+        return self.real.sql(query)
+
+
 def test_a_shared_prefix_is_made_once() -> None:
     con = duckdb.connect()
     runner = StagedRunner(con)
-    made: list[str] = []
-    execute = con.execute
-
-    class Spy:
-        def __getattr__(self, name: str) -> object:
-            return getattr(con, name)
-
-        def execute(self, sql: str) -> object:
-            if sql.startswith("CREATE TEMP TABLE"):
-                made.append(sql.split()[3])
-            return execute(sql)
-
-    runner.con = Spy()  # type: ignore[assignment]
+    spy = Spy(con)
+    runner.con = spy  # type: ignore[assignment]
     texts = [TOP, "SELECT 1", BY_K]
-    order = staged_sql.order(texts)
-    for i in order:
-        runner.rows(texts[i])
-    assert [texts[i] for i in order] == ["SELECT 1", BY_K, TOP]
-    assert made == ["t", "u", "v"]  # t and u once, for both statements
+    plan = staged_sql.plan(texts)
+    assert [(texts[i], keep) for i, keep in plan] == [("SELECT 1", 0), (BY_K, 2), (TOP, 0)]
+    got = {i: runner.rows(texts[i], keep) for i, keep in plan}
+    assert got == {i: con.sql(t).fetchall() for i, t in enumerate(texts)}
+    made = [e for e in spy.events if e.startswith("make")]
+    assert made == ["make t", "make u", "make v"]  # t and u once, for both statements
+
+
+def test_a_stage_goes_once_its_last_reader_is_made() -> None:
+    chain = (
+        "WITH a AS (SELECT range AS i FROM range(1000)), "
+        "b AS (SELECT i, i % 3 AS k FROM a), "
+        "c AS (SELECT k, count(*) AS n FROM b GROUP BY k), "
+        "d AS (SELECT max(n) AS top FROM c) "
+        "SELECT c.k, c.n, d.top FROM c, d ORDER BY c.k"
+    )
+    parts, final = stages(chain)
+    assert staged_sql.last_readers(parts, final) == [1, 2, 4, 4]
+    con = duckdb.connect()
+    runner = StagedRunner(con)
+    spy = Spy(con)
+    runner.con = spy  # type: ignore[assignment]
+    assert runner.rows(chain) == con.sql(chain).fetchall()
+    assert spy.events == [
+        "make a", "make b", "drop a", "make c", "drop b", "make d",
+        "final", "drop d", "drop c",
+    ]  # fmt: skip
+    # Kept for a next statement that begins with them: only what no kept one needs goes.
+    spy.events.clear()
+    runner.rows(chain, keep=2)
+    assert spy.events == ["make a", "make b", "make c", "make d", "final", "drop d", "drop c"]
+    spy.events.clear()
+    runner.rows(chain)
+    assert spy.events == ["drop a", "make c", "drop b", "make d", "final", "drop d", "drop c"]
 
 
 def test_out_of_memory_runs_again_without_the_limit(

@@ -121,12 +121,12 @@ def run(
         relations = clipped_sql.Relations(con, cat, members)
         try:
             texts = [clipped_sql.bind(t, relations, cat.window) for t in per_group]
-            for j in staged_sql.order(texts):
+            for j, keep in staged_sql.plan(texts):
                 sql = per_group[j]
                 if sql in gathered:
-                    runner.into(texts[j], gathered[sql], create=i == 0)
+                    runner.into(texts[j], gathered[sql], create=i == 0, keep=keep)
                     continue
-                rows = runner.rows(texts[j])
+                rows = runner.rows(texts[j], keep)
                 for q in queries:
                     if q.gather is None and q.sql == sql:
                         out[q].extend(rows)
@@ -143,8 +143,8 @@ def run(
             con.execute(f"ALTER TABLE {table} RENAME TO {users[0].gather}")
             try:
                 texts = [clipped_sql.bind(rest[q][1], everyone, cat.window) for q in users]
-                for j in staged_sql.order(texts):
-                    out[users[j]] = runner.rows(texts[j])
+                for j, keep in staged_sql.plan(texts):
+                    out[users[j]] = runner.rows(texts[j], keep)
             finally:
                 runner.reset()
                 con.execute(f"DROP TABLE IF EXISTS {users[0].gather}")

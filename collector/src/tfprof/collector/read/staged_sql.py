@@ -6,8 +6,13 @@ over them. DuckDB then runs one operator pipeline at a time, and what a stage ho
 go to the temp directory while the next runs, so a read's DuckDB memory stays under
 ``MEMORY_LIMIT`` (figures: bench/results/cpu-dist-scale.txt). Statements that begin
 with the same stages (the distributed views' launch tagging and step ranges, a rule's
-steady kernels) share them: queries run in the order of their stages, and a stage
-already made for the previous query is kept while the prefix up to it is the same text.
+steady kernels) share them: queries run in the order of their stages (``plan``), and the
+stages the next statement begins with are kept for it.
+
+Any other stage is dropped as soon as the last stage that reads it is made. A stage held
+costs memory outside the limit even once spilled (DuckDB keeps its blocks' metadata:
+about 12 MiB per GB of temporary data), and a 10M-record rank's steps statement held
+17 GB of stages at its end; its peak RSS was that metadata on top of the limit.
 
 A statement that still runs out of memory under the limit is said in one line and run
 again without it (DuckDB's default, 80 % of RAM): a figure late is better than none.
@@ -16,6 +21,7 @@ again without it (DuckDB's default, 80 % of RAM): a figure late is better than n
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -38,34 +44,64 @@ def order(texts: Sequence[str]) -> list[int]:
     return sorted(range(len(texts)), key=lambda i: keys[i])
 
 
+def plan(texts: Sequence[str]) -> list[tuple[int, int]]:
+    """``order``'s indices, each with how many leading stages its statement shares with
+    the next one run (``StagedRunner.rows``' ``keep``; 0 for the last)."""
+    run = order(texts)
+    parts = [stages(texts[i])[0] for i in run]
+    keep = []
+    for this, then in zip(parts, [*parts[1:], []], strict=True):
+        n = 0
+        while n < min(len(this), len(then)) and this[n] == then[n]:
+            n += 1
+        keep.append(n)
+    return list(zip(run, keep, strict=True))
+
+
+def last_readers(parts: Sequence[tuple[str, str]], final: str) -> list[int]:
+    """Per stage, the index of the last stage whose body names it (``len(parts)``: the
+    final SELECT; its own index: nothing reads it). A name matched as a word anywhere
+    (an alias, a column, a literal) only keeps a stage longer, never drops it early."""
+    bodies = [body for _, body in parts] + [final]
+    out = []
+    for i, (name, _) in enumerate(parts):
+        word = re.compile(rf"\b{re.escape(name)}\b")
+        out.append(max((j for j in range(i + 1, len(bodies)) if word.search(bodies[j])),
+                       default=i))  # fmt: skip
+    return out
+
+
 class StagedRunner:
-    """Runs statements on ``con`` as their stages, keeping the last statement's stages
-    while the next one begins with them."""
+    """Runs statements on ``con`` as their stages: a stage is dropped once the last stage
+    reading it is made, but the first ``keep`` (those the next statement begins with)
+    are kept for the next statement."""
 
     def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
         self.con = con
-        self._made: list[tuple[str, str]] = []  # stages now held, in order
+        # Stages of the last statement, in its order; None: dropped early (never one of
+        # the first ``keep``, so the kept prefix has no holes).
+        self._made: list[tuple[str, str] | None] = []
         con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
 
-    def rows(self, text: str) -> list[tuple[Any, ...]]:
-        """The rows of statement ``text``."""
-        return self._run(text, lambda final: self.con.sql(final).fetchall())
+    def rows(self, text: str, keep: int = 0) -> list[tuple[Any, ...]]:
+        """The rows of statement ``text``, its first ``keep`` stages kept (``plan``)."""
+        return self._run(text, keep, lambda final: self.con.sql(final).fetchall())
 
-    def into(self, text: str, table: str, create: bool) -> None:
+    def into(self, text: str, table: str, create: bool, keep: int = 0) -> None:
         """Statement ``text``'s rows added to temporary table ``table`` (made by the
-        first call, ``create``)."""
+        first call, ``create``), its first ``keep`` stages kept."""
         make = f"CREATE TEMP TABLE {table} AS " if create else f"INSERT INTO {table} "
-        self._run(text, lambda final: self.con.execute(make + final))
+        self._run(text, keep, lambda final: self.con.execute(make + final))
 
     def reset(self) -> None:
         """Drops every stage held."""
         self._drop(0)
 
-    def _run(self, text: str, last: Callable[[str], T]) -> T:
+    def _run(self, text: str, keep: int, last: Callable[[str], T]) -> T:
         import duckdb
 
         try:
-            return self._stages(text, last)
+            return self._stages(text, keep, last)
         except duckdb.OutOfMemoryException as e:
             first = stages(text)[0][:1]
             where = f" (stage {first[0][0]})" if first else ""
@@ -76,23 +112,39 @@ class StagedRunner:
             self._drop(0)
             self.con.execute("RESET memory_limit")
             try:
-                return self._stages(text, last)
+                return self._stages(text, keep, last)
             finally:
                 self.con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
 
-    def _stages(self, text: str, last: Callable[[str], T]) -> T:
+    def _stages(self, text: str, keep: int, last: Callable[[str], T]) -> T:
         parts, final = stages(text)
         kept = 0
         while kept < min(len(parts), len(self._made)) and parts[kept] == self._made[kept]:
             kept += 1
         self._drop(kept)
-        for name, body in parts[kept:]:
+        readers = last_readers(parts, final)
+        self._release(keep, readers, kept - 1)  # kept ones whose readers are all made
+        for k in range(kept, len(parts)):
+            name, body = parts[k]
             self.con.execute(f"CREATE TEMP TABLE {name} AS {body}")
             self._made.append((name, body))
-        return last(final)
+            self._release(keep, readers, k)
+        try:
+            return last(final)
+        finally:
+            self._drop(keep)
+
+    def _release(self, keep: int, readers: Sequence[int], made: int) -> None:
+        """Drops the stages past the first ``keep`` that no stage after ``made`` reads."""
+        for i in range(keep, made + 1):
+            held = self._made[i]
+            if held is not None and readers[i] <= made:
+                self.con.execute(f"DROP TABLE IF EXISTS {held[0]}")
+                self._made[i] = None
 
     def _drop(self, keep: int) -> None:
         """Drops the held stages past the first ``keep``, newest first."""
         while len(self._made) > keep:
-            name, _ = self._made.pop()
-            self.con.execute(f"DROP TABLE IF EXISTS {name}")
+            held = self._made.pop()
+            if held is not None:
+                self.con.execute(f"DROP TABLE IF EXISTS {held[0]}")
