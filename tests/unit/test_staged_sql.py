@@ -38,7 +38,8 @@ class Spy:
     """``con`` that notes each stage made and dropped, in order."""
 
     def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
-        self.real, self.events = con, []
+        self.real = con
+        self.events: list[str] = []
 
     def __getattr__(self, name: str) -> object:
         return getattr(self.real, name)

@@ -9,10 +9,11 @@ with the same stages (the distributed views' launch tagging and step ranges, a r
 steady kernels) share them: queries run in the order of their stages (``plan``), and the
 stages the next statement begins with are kept for it.
 
-Any other stage is dropped as soon as the last stage that reads it is made. A stage held
-costs memory outside the limit even once spilled (DuckDB keeps its blocks' metadata:
-about 12 MiB per GB of temporary data), and a 10M-record rank's steps statement held
-17 GB of stages at its end; its peak RSS was that metadata on top of the limit.
+Any other stage is dropped as soon as the last stage that reads it is made: a stage held
+costs memory outside the limit even once spilled (DuckDB keeps its blocks' metadata
+resident: bench/duckdb_held_stages.py), and the steps statement of a rank of 10M GPU
+records, holding each of its some forty stages to its end, put ``advise``'s peak there
+(bench/results/cpu-dist-scale.txt).
 
 A statement that still runs out of memory under the limit is said in one line and run
 again without it (DuckDB's default, 80 % of RAM): a figure late is better than none.
