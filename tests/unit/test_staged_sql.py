@@ -63,39 +63,60 @@ def test_a_shared_prefix_is_made_once() -> None:
     runner.con = spy  # type: ignore[assignment]
     texts = [TOP, "SELECT 1", BY_K]
     plan = staged_sql.plan(texts)
-    assert [(texts[i], keep) for i, keep in plan] == [("SELECT 1", 0), (BY_K, 2), (TOP, 0)]
-    got = {i: runner.rows(texts[i], keep) for i, keep in plan}
+    assert [(texts[i], then) for i, then in plan] == [("SELECT 1", BY_K), (BY_K, TOP), (TOP, None)]
+    got = {i: runner.rows(texts[i], then) for i, then in plan}
     assert got == {i: con.sql(t).fetchall() for i, t in enumerate(texts)}
     made = [e for e in spy.events if e.startswith("make")]
     assert made == ["make t", "make u", "make v"]  # t and u once, for both statements
 
 
-def test_a_stage_goes_once_its_last_reader_is_made() -> None:
-    chain = (
-        "WITH a AS (SELECT range AS i FROM range(1000)), "
-        "b AS (SELECT i, i % 3 AS k FROM a), "
-        "c AS (SELECT k, count(*) AS n FROM b GROUP BY k), "
-        "d AS (SELECT max(n) AS top FROM c) "
-        "SELECT c.k, c.n, d.top FROM c, d ORDER BY c.k"
-    )
-    parts, final = stages(chain)
+A = "a AS (SELECT range AS i FROM range(1000))"
+B = "b AS (SELECT i, i % 3 AS k FROM a)"
+CHAIN = (
+    f"WITH {A}, {B}, "
+    "c AS (SELECT k, count(*) AS n FROM b GROUP BY k), "
+    "d AS (SELECT max(n) AS top FROM c) "
+    "SELECT c.k, c.n, d.top FROM c, d ORDER BY c.k"
+)
+READS_B = f"WITH {A}, {B}, e AS (SELECT count(*) AS n FROM b) SELECT n FROM e"
+READS_A = f"WITH {A}, {B}, f AS (SELECT count(*) AS n FROM a) SELECT n FROM f"
+
+
+def test_a_stage_goes_once_nothing_still_to_run_reads_it() -> None:
+    parts, final = stages(CHAIN)
     assert staged_sql.last_readers(parts, final) == [1, 2, 4, 4]
     con = duckdb.connect()
     runner = StagedRunner(con)
     spy = Spy(con)
     runner.con = spy  # type: ignore[assignment]
-    assert runner.rows(chain) == con.sql(chain).fetchall()
+    assert runner.rows(CHAIN) == con.sql(CHAIN).fetchall()
     assert spy.events == [
         "make a", "make b", "drop a", "make c", "drop b", "make d",
-        "final", "drop d", "drop c",
+        "final", "drop c", "drop d",
     ]  # fmt: skip
-    # Kept for a next statement that begins with them: only what no kept one needs goes.
+    # The next statement begins with a and b and reads b past them: b is kept for it,
+    # a goes once b is made.
     spy.events.clear()
-    runner.rows(chain, keep=2)
-    assert spy.events == ["make a", "make b", "make c", "make d", "final", "drop d", "drop c"]
+    assert runner.rows(CHAIN, then=READS_B) == con.sql(CHAIN).fetchall()
+    assert spy.events == [
+        "make a", "make b", "drop a", "make c", "make d", "final", "drop c", "drop d",
+    ]  # fmt: skip
     spy.events.clear()
-    runner.rows(chain)
-    assert spy.events == ["drop a", "make c", "drop b", "make d", "final", "drop d", "drop c"]
+    assert runner.rows(READS_B) == [(1000,)]
+    assert spy.events == ["make e", "drop b", "final", "drop e"]
+
+
+def test_a_dropped_stage_a_statement_reads_is_made_again() -> None:
+    con = duckdb.connect()
+    runner = StagedRunner(con)
+    spy = Spy(con)
+    runner.con = spy  # type: ignore[assignment]
+    runner.rows(CHAIN, then=READS_B)  # a dropped: READS_B never reads it past b
+    spy.events.clear()
+    assert runner.rows(READS_A) == [(1000,)]  # not the statement announced: reads a
+    assert spy.events == [
+        "drop b", "make a", "make b", "drop b", "make f", "drop a", "final", "drop f",
+    ]  # fmt: skip
 
 
 def test_out_of_memory_runs_again_without_the_limit(

@@ -259,7 +259,7 @@ def _queries(
         whole = [q for q in queries if not q.grouped]
         relations = clipped_sql.Relations(con, cat)
         texts = [clipped_sql.bind(q.sql, relations, cat.window) for q in whole]
-        out = {whole[i]: runner.rows(texts[i], keep) for i, keep in staged_sql.plan(texts)}
+        out = {whole[i]: runner.rows(texts[i], then) for i, then in staged_sql.plan(texts)}
         runner.reset()
         relations.close()
         apart = [q for q in queries if q.grouped]

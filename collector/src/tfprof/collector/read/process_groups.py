@@ -121,12 +121,12 @@ def run(
         relations = clipped_sql.Relations(con, cat, members)
         try:
             texts = [clipped_sql.bind(t, relations, cat.window) for t in per_group]
-            for j, keep in staged_sql.plan(texts):
+            for j, then in staged_sql.plan(texts):
                 sql = per_group[j]
                 if sql in gathered:
-                    runner.into(texts[j], gathered[sql], create=i == 0, keep=keep)
+                    runner.into(texts[j], gathered[sql], create=i == 0, then=then)
                     continue
-                rows = runner.rows(texts[j], keep)
+                rows = runner.rows(texts[j], then)
                 for q in queries:
                     if q.gather is None and q.sql == sql:
                         out[q].extend(rows)
@@ -143,8 +143,8 @@ def run(
             con.execute(f"ALTER TABLE {table} RENAME TO {users[0].gather}")
             try:
                 texts = [clipped_sql.bind(rest[q][1], everyone, cat.window) for q in users]
-                for j, keep in staged_sql.plan(texts):
-                    out[users[j]] = runner.rows(texts[j], keep)
+                for j, then in staged_sql.plan(texts):
+                    out[users[j]] = runner.rows(texts[j], then)
             finally:
                 runner.reset()
                 con.execute(f"DROP TABLE IF EXISTS {users[0].gather}")
