@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import contextlib
 import io
+import shutil
 from collections.abc import Sequence
+from pathlib import Path
 
 import pytest
 
@@ -17,6 +19,8 @@ from tfprof.collector.cli import main as collector
 from tfprof.collector.lake.reader import open_jobs
 from tfprof.collector.read import time_chunks
 from tfprof.collector.read.lake_catalog import catalog
+from tfprof.collector.store import Store
+from tfprof.collector.store.importer import import_files
 from tfprof.collector.timeline.prepare import TimeWindow
 from tfprof.collector.timespec import parse_time
 
@@ -25,6 +29,19 @@ def quiet(argv: list[str]) -> None:
     """``tfprof-collector ARGV`` in this process, its output dropped; it must succeed."""
     with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
         assert collector(argv) == 0
+
+
+def logs_and_compacted(data_dir: Path, tmp_path: Path, trace: Path, job: str) -> tuple[Path, Path]:
+    """Two copies of ``data_dir``, the second compacted into its lake, and ``trace``
+    imported into both as one more run in the log (under one run id: the job's label
+    names it): the same data as log tails only, and as segments and tails at once."""
+    logs, both = tmp_path / "logs", tmp_path / "data"
+    for d, compact in ((logs, False), (both, True)):
+        shutil.copytree(data_dir, d)
+        if compact:
+            quiet(["compact", "--data-dir", str(d)])
+        import_files(Store(d), [trace], job, run_id=f"{job}-late")
+    return logs, both
 
 
 def engine_json(

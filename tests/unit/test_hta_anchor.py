@@ -21,24 +21,18 @@ Known differences, excluded from the comparison:
 from __future__ import annotations
 
 import shutil
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.traces import shared_traces
+from tests.unit.launch_rows import LaunchRows, SweptNeed
 from tfprof.collector.analysis.view_table import read_view_report
 from tfprof.collector.read import engine
-from tfprof.collector.read.engine import Read
-from tfprof.collector.read.host_launches import (
-    LAUNCH_COLUMNS,
-    LAUNCH_QUERIES,
-    LAUNCH_TABLES,
-    HostLaunches,
-)
+from tfprof.collector.read.host_launches import ChunkLaunches
 from tfprof.collector.read.lake_catalog import Catalog, catalog
-from tfprof.collector.read.needs import Got, Query, Sweep
 from tfprof.collector.read.time_chunks import Chunk
 from tfprof.collector.read.trace_files import read_trace_files
 from tfprof.collector.timeline.prepare import TimeWindow
@@ -58,52 +52,19 @@ def _catalog(path: Path) -> Catalog:
     return catalog(read_trace_files([path]).jobs, TimeWindow())
 
 
-@dataclass(frozen=True)
-class _Launches:
-    """Sweep: per linked GPU record (kernels, copies, memsets, syncs; by correlation id): its
-    call's duration, its launch latency, its queue depth (ns, ns, records) and its name,
-    as the read engine's launch links find them."""
-
-    tables: frozenset[str] = LAUNCH_TABLES
-    columns: frozenset[str] = LAUNCH_COLUMNS
-    queries: tuple[Query, ...] = LAUNCH_QUERIES
-
-    def start(self, read: Read) -> _LaunchesState:
-        return _LaunchesState(read)
+def _launch_figures(
+    names: Sequence[str], settled: Chunk, h: ChunkLaunches, i: int, row: int
+) -> tuple[int, int, int, str] | None:
+    """A linked GPU record's call duration, launch latency, queue depth and name (ns,
+    ns, records), as the read engine's launch links find them; None: unlinked."""
+    if h.call[i] < 0:
+        return None
+    name = names[int(settled["name"][row])]
+    return int(h.call_duration[i]), int(h.latency[i]), int(h.queue[i]), name
 
 
-class _LaunchesState:
-    def __init__(self, read: Read) -> None:
-        self.read = read
-        self.host = HostLaunches(read)
-        self.out: dict[int, tuple[int, int, int, str]] = {}
-
-    def feed(self, chunk: Chunk) -> None:
-        fed = self.host.feed(chunk)
-        if fed is None:
-            return
-        settled, h = fed
-        names = self.read.names.names
-        for i, row in enumerate(h.rows.tolist()):
-            if h.call[i] >= 0:
-                self.out[int(settled["correlation"][row])] = (
-                    int(h.call_duration[i]), int(h.latency[i]), int(h.queue[i]),
-                    names[int(settled["name"][row])],
-                )  # fmt: skip
-
-    def finish(self) -> dict[int, tuple[int, int, int, str]]:
-        return self.out
-
-
-class _LaunchesNeed:
-    def queries(self) -> tuple[Query, ...]:
-        return ()
-
-    def sweeps(self) -> tuple[Sweep[Any], ...]:
-        return (_Launches(),)
-
-    def build(self, got: Got) -> dict[int, tuple[int, int, int, str]]:
-        return got.swept(_Launches())
+# Per linked GPU record, by correlation id: ``_launch_figures``.
+_LAUNCHES = SweptNeed(LaunchRows("correlation", _launch_figures))
 
 
 def _hta(path: Path, tmp_path: Path) -> Any:
@@ -180,7 +141,7 @@ def test_launch_statistics_agree_with_hta_per_correlation(filename: str, tmp_pat
         ranks=[0], include_memory_events=True, visualize=False
     )[0]
     cat = _catalog(path)
-    _, (found,) = engine.read(cat, [_LaunchesNeed()])
+    _, (found,) = engine.read(cat, [_LAUNCHES])
     ours = {c: (cpu / 1000, lat / 1000, q, name) for c, (cpu, lat, q, name) in found.items()}
     assert len(theirs) > 0
     for _, row in theirs.iterrows():

@@ -10,7 +10,6 @@ shipped traces is pinned by the golden test (test_golden_outputs.py)."""
 from __future__ import annotations
 
 import itertools
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -18,12 +17,11 @@ import orjson
 import pytest
 
 from tests.traces import shared_traces
-from tests.unit.read_compare import engine_json, quiet, whole_and_chunked
+from tests.unit.read_compare import engine_json, logs_and_compacted, quiet, whole_and_chunked
 from tests.unit.whole_intervals import covered, gaps, merge_intervals
 from tfprof.collector.lake.reader import open_jobs
 from tfprof.collector.read.carried_unions import NEVER, Unions
 from tfprof.collector.store import Store
-from tfprof.collector.store.importer import import_files
 from tfprof.collector.store.traced_windows import union_ns
 from tfprof.collector.timeline.prepare import task_labels
 
@@ -147,14 +145,8 @@ def test_views_give_the_same_json_in_small_chunks(
 def test_views_read_segments_and_tails_alike(data_dir: Path, tmp_path: Path) -> None:
     """Compacted into the lake, then one more run in the log: both sources at once, read
     as the same data dir never compacted (log tails only)."""
-    logs, both = tmp_path / "logs", tmp_path / "data"
     tf = shared_traces() / "tf-timeline-ikhlestov" / "GPU_timeline_01.json"
-    for d, compact in ((logs, False), (both, True)):
-        shutil.copytree(data_dir, d)
-        if compact:
-            quiet(["compact", "--data-dir", str(d)])
-        # One run id in both: the job's label names it.
-        import_files(Store(d), [tf], "steps", run_id="steps-late")
+    logs, both = logs_and_compacted(data_dir, tmp_path, tf, "steps")
     assert list((both / "lake").glob("kernels/**/*.parquet"))
     assert not list((logs / "lake").glob("kernels/**/*.parquet"))
     for view in VIEWS:
@@ -169,7 +161,6 @@ def _gpu_only_data_dir(d: Path, seed: int) -> None:
     from tfprof.collector.lake.location import lake_of
     from tfprof.collector.lake.publish import compact_data_dir
     from tfprof.collector.lake.segments import collector_id
-    from tfprof.collector.store import Store
     from tfprof.proto import collector_pb2 as pb
 
     rng = np.random.default_rng(seed)

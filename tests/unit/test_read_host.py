@@ -5,26 +5,21 @@ chunks, so state is carried often and instants fall on chunk edges."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
+from tests.unit.launch_rows import LaunchRows, SweptNeed
 from tests.unit.stored_jobs import stored_catalog
 from tests.unit.whole_launches import launches
 from tfprof.collector.jobdata import RECORD_COLUMNS, DeviceMeta, JobData, StreamData
 from tfprof.collector.read import engine, time_chunks
-from tfprof.collector.read.engine import Read
-from tfprof.collector.read.host_launches import (
-    LAUNCH_COLUMNS,
-    LAUNCH_QUERIES,
-    LAUNCH_TABLES,
-    HostLaunches,
-)
+from tfprof.collector.read.host_launches import ChunkLaunches
 from tfprof.collector.read.launch_links import KeyBook
-from tfprof.collector.read.needs import Got, Query, Sweep
 from tfprof.collector.read.time_chunks import Chunk
 
 T0 = 1_700_000_000_000_000_000
@@ -121,55 +116,22 @@ def _today(stream: StreamData, strings: list[str]) -> dict[int, tuple[Any, ...]]
     return out
 
 
-@dataclass(frozen=True)
-class _Collect:
-    """Every GPU record's host side, as ``HostLaunches`` finds it."""
-
-    capacity: int = 1 << 20
-    tables: frozenset[str] = LAUNCH_TABLES
-    columns: frozenset[str] = LAUNCH_COLUMNS | {"context"}
-    queries: tuple[Query, ...] = LAUNCH_QUERIES
-
-    def start(self, read: Read) -> _CollectState:
-        return _CollectState(read, self.capacity)
-
-
-class _CollectState:
-    def __init__(self, read: Read, capacity: int) -> None:
-        self.read = read
-        self.host = HostLaunches(read, capacity)
-        self.out: dict[int, tuple[Any, ...]] = {}
-
-    def feed(self, chunk: Chunk) -> None:
-        fed = self.host.feed(chunk)
-        if fed is None:
-            return
-        settled, h = fed
-        names = self.read.names.names
-        for i, row in enumerate(h.rows.tolist()):
-            self.out[int(settled["context"][row])] = (
-                names[int(h.call_name[i])] if h.call[i] >= 0 else None,
-                names[int(h.op[i])] if h.op[i] >= 0 else None,
-                int(h.latency[i]),
-                int(h.queue[i]),
-            )
-
-    def finish(self) -> dict[int, tuple[Any, ...]]:
-        return self.out
+def _host_side(
+    names: Sequence[str], settled: Chunk, h: ChunkLaunches, i: int, row: int
+) -> tuple[Any, ...]:
+    """A GPU record's call name, op name, latency and queue depth, as ``HostLaunches``
+    finds them."""
+    return (
+        names[int(h.call_name[i])] if h.call[i] >= 0 else None,
+        names[int(h.op[i])] if h.op[i] >= 0 else None,
+        int(h.latency[i]),
+        int(h.queue[i]),
+    )
 
 
-@dataclass(frozen=True)
-class _Need:
-    sweep: _Collect
-
-    def queries(self) -> tuple[Query, ...]:
-        return ()
-
-    def sweeps(self) -> tuple[Sweep[Any], ...]:
-        return (self.sweep,)
-
-    def build(self, got: Got) -> dict[int, tuple[Any, ...]]:
-        return got.swept(self.sweep)
+def _collect(capacity: int = 1 << 20) -> SweptNeed:
+    """Every GPU record's host side (``_host_side``), by its context column."""
+    return SweptNeed(LaunchRows("context", _host_side, capacity))
 
 
 def _reconnected(stream: StreamData, rng: np.random.Generator) -> list[StreamData]:
@@ -195,7 +157,7 @@ def test_links_ops_and_queues_equal_the_whole_process_rules(
     cat = stored_catalog(tmp_path, [JobData("j", "r1", streams=stored)])
     assert cat.link_groups == (0, 1)  # a reconnect's streams read as one process
     monkeypatch.setattr(time_chunks, "CHUNK_ROWS", int(rng.integers(1, 40)))
-    _, (got,) = engine.read(cat, [_Need(_Collect())])
+    _, (got,) = engine.read(cat, [_collect()])
     assert got == want
 
 
@@ -207,7 +169,7 @@ def test_calls_past_the_book_are_counted_and_never_linked_wrongly(
     stream, strings = _process(rng, 1)
     want = _today(stream, strings)
     cat = stored_catalog(tmp_path, [JobData("j", "r1", streams=[stream])])
-    _, (got,) = engine.read(cat, [_Need(_Collect(capacity=4))])
+    _, (got,) = engine.read(cat, [_collect(capacity=4)])
     assert set(got) == set(want)
     assert all(got[c][0] in (None, w[0]) for c, w in want.items())
     assert sum(g[0] is None for g in got.values()) > sum(w[0] is None for w in want.values())

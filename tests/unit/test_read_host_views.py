@@ -8,16 +8,13 @@ from. What the views show on the shipped traces is pinned by the golden test
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
 
 from tests.kineto_memory import memory_trace
 from tests.traces import shared_traces
-from tests.unit.read_compare import engine_json, quiet, whole_and_chunked
-from tfprof.collector.store import Store
-from tfprof.collector.store.importer import import_files
+from tests.unit.read_compare import engine_json, logs_and_compacted, quiet, whole_and_chunked
 
 VIEWS = ("op", "scope", "api", "launch", "memory")
 
@@ -82,14 +79,8 @@ def test_host_views_read_segments_and_tails_alike(
     """Compacted into Parquet segments (names and domains dictionary-encoded per row
     group), then one more run in the log: both sources at once, read in small chunks,
     as the same data dir never compacted (log tails only)."""
-    logs, both = tmp_path / "logs", tmp_path / "data"
     kineto = shared_traces() / "kineto-hta" / "simple_add.json.gz"
-    for d, compact in ((logs, False), (both, True)):
-        shutil.copytree(data_dir, d)
-        if compact:
-            quiet(["compact", "--data-dir", str(d)])
-        # One run id in both: the job's label names it.
-        import_files(Store(d), [kineto], "add", run_id="add-late")
+    logs, both = logs_and_compacted(data_dir, tmp_path, kineto, "add")
     assert list((both / "lake").glob("markers/**/*.parquet"))
     for view in VIEWS:
         for jobs in ([], ["add"]):

@@ -257,7 +257,7 @@ class Relations:
         column missing from all of them (a lake written before it existed) fails to bind.
         Newest file first, until every column of the table is found: one footer for a
         lake written since the newest column, every footer only for an older one (a
-        query per footer costs about a millisecond, one per table)."""
+        query per footer: one per table on a current lake)."""
         if paths not in self._columns:
             schema = {c.name for c in TABLES[table].columns}
             found: set[str] = set()
