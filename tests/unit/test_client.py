@@ -4,9 +4,13 @@ and none."""
 from __future__ import annotations
 
 import os
+import threading
+import time
 from collections.abc import Iterator
+from concurrent import futures
 from pathlib import Path
 
+import grpc
 import pytest
 
 from tests.unit.client_batches import UNREACHABLE, Failures, batch, hello
@@ -149,6 +153,64 @@ def test_a_collector_restart_loses_and_duplicates_nothing(tmp_path: Path) -> Non
     finally:
         client.close()
         second.stop(grace=0)
+
+
+class HangingCollector:
+    """A real gRPC server on the collector's Stream method that takes a call and never
+    answers: a collector stuck before a restart."""
+
+    def __init__(self) -> None:
+        self.entered = threading.Event()
+        self._release = threading.Event()
+        handler = grpc.stream_stream_rpc_method_handler(self._stream)
+        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+        service = pb.DESCRIPTOR.services_by_name["Collector"].full_name
+        generic = grpc.method_handlers_generic_handler(service, {"Stream": handler})
+        self.server.add_generic_rpc_handlers((generic,))
+        self.port = self.server.add_insecure_port("127.0.0.1:0")
+        self.server.start()
+
+    def _stream(self, requests: Iterator[bytes], context: grpc.ServicerContext) -> Iterator[bytes]:
+        next(requests)  # the hello
+        self.entered.set()
+        self._release.wait(30)
+        return iter(())
+
+    def stop(self) -> None:
+        self._release.set()
+        self.server.stop(grace=0)
+
+
+def test_a_call_from_before_the_end_failing_after_it_does_not_give_up(tmp_path: Path) -> None:
+    """The job ends while a call begun earlier hangs on a collector about to restart; that
+    call failing is no sign the collector is down: a fresh call delivers everything."""
+    stuck = HangingCollector()
+    address = f"127.0.0.1:{stuck.port}"
+    client = CollectorClient(address)
+    delivery = StreamDelivery(client, hello(), Spool(tmp_path / "spool", 1 << 30))
+    second: CollectorServer | None = None
+    try:
+        total = send_all(delivery, [100] * 3)
+        assert stuck.entered.wait(20)
+        delivered: list[bool] = []
+        ending = threading.Thread(
+            target=lambda: delivered.append(
+                delivery.finish(pb.Goodbye(records_sent=total), timeout=40)
+            )
+        )
+        ending.start()
+        while not delivery._finishing:  # the job has ended before the old call fails
+            time.sleep(0.01)
+        stuck.stop()
+        second = CollectorServer(address, str(tmp_path / "data")).start()
+        ending.join(50)
+        assert delivered == [True]
+        assert stored_starts(second) == list(range(total))
+    finally:
+        client.close()
+        stuck.stop()
+        if second is not None:
+            second.stop(grace=0)
 
 
 def stacks_batch(samples: int) -> pb.AgentMessage:

@@ -66,7 +66,7 @@ class StreamDelivery(StreamCalls):
         self._abandon = False
         self._fatal = False
         self._busy = False  # the last call was refused by a collector at its stream limit
-        self._failed_calls = 0
+        self._failed_since_finish = 0  # calls begun after finish() that failed
         self._last_progress = time.monotonic()
         self._thread = threading.Thread(target=self._run, name="tfprof-stream", daemon=True)
         self._thread.start()
@@ -159,14 +159,14 @@ class StreamDelivery(StreamCalls):
             self._goodbye = goodbye
             self._finishing = True
             self._cond.notify_all()  # also cuts a reconnect backoff short
-            failed_before = self._failed_calls
             deadline = time.monotonic() + timeout
             while not self._done:
                 left = deadline - time.monotonic()
-                # A fresh attempt failed since the job ended: the collector is down, so
-                # spool now rather than keep the user waiting. A busy one (at its stream
-                # limit) is up: keep trying until the timeout.
-                down = not self.connected and self._failed_calls > failed_before
+                # A call begun after the job ended failed: the collector is down, so spool
+                # now rather than keep the user waiting. (A call begun earlier may fail for
+                # a collector that has since come back, a restart.) A busy one (at its
+                # stream limit) is up: keep trying until the timeout.
+                down = not self.connected and self._failed_since_finish > 0
                 down = down and not self._busy
                 if left <= 0 or down or self._fatal:
                     break

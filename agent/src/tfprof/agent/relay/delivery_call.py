@@ -91,7 +91,7 @@ class StreamCalls:
     _abandon: bool
     _fatal: bool
     _busy: bool
-    _failed_calls: int
+    _failed_since_finish: int
     _last_progress: float
 
     def _requests(self, outbox: queue.Queue[object]) -> Iterator[bytes]:
@@ -120,6 +120,8 @@ class StreamCalls:
             with self._cond:
                 if self._abandon:
                     break
+                if self._finishing and not self._failed_since_finish:
+                    continue  # the job ended: one fresh attempt at once decides
                 # Jitter: streams refused together (a collector restart, its stream limit)
                 # do not all come back at the same instant.
                 self._cond.wait(random.uniform(backoff / 2, backoff))
@@ -128,6 +130,8 @@ class StreamCalls:
 
     def _one_call(self) -> bool:
         """Run one Stream call until it ends; True when it ended cleanly."""
+        with self._cond:
+            fresh = self._finishing  # begun after the job ended
         outbox: queue.Queue[object] = queue.Queue()
         outbox.put(pb.AgentMessage(hello=self.hello).SerializeToString())
         # wait_for_ready: a call waits for the channel's own reconnection (a collector
@@ -173,7 +177,8 @@ class StreamCalls:
             else:
                 self._requeue_inflight_locked()
                 self._goodbye_sent = False
-                self._failed_calls += 1
+                if fresh:
+                    self._failed_since_finish += 1
             self.connected = False
             self._cond.notify_all()
         return clean
