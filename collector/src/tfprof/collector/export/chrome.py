@@ -10,19 +10,21 @@ it is complete only once every part of the timeline was written. The tool's name
 version also go in a small ``metadata`` member before the events, so a reader can tell
 our export from the file's first bytes (``json_trace_head``) without reading it whole.
 
-The timeline is written one part (task) at a time (``PartedTimeline``): the part's
-process and thread names, its slices, its launch flows, its counters.
+The timeline is written one part at a time (``PartedTimeline``): the names of the
+processes and threads it is the first to use (a track continued from an earlier part is
+declared once), its slices, its launch flows' ends, its counters.
 
 Slices, the bulk of any trace, are written a block at a time as rows of a byte matrix
 (``chrome_rows``): numbers formatted a column at a time, no dict or string per event;
 the few metadata and counter events are dicts serialised with orjson. Against
 tf.timeline on the same events: bench/export_vs_tf_timeline.py, bench/results/cpu-export.txt.
 
-Launch flows (``Timeline.flows``) are flow events after the slices, built the same way:
-``"ph":"s"`` on the API call's thread at its start, ``"ph":"f","bp":"e"`` on the GPU
-slice's lane at its start, one id per arrow (``flow_ends``). Viewers bind each to the
-slice enclosing it on that thread; written after the slices, so a viewer that orders
-events by time (Perfetto) has opened that slice by then.
+Launch flows are flow events after the slices, built the same way: ``"ph":"s"`` on the
+API call's thread at its start, ``"ph":"f","bp":"e"`` on the GPU slice's lane at its
+start, one id per arrow (``flow_ends``), each written in the part that holds its slice
+(``TimelinePart.starts`` / ``ends``). Viewers bind each to the slice enclosing it on
+that thread; written after the slices, so a viewer that orders events by time (Perfetto)
+has opened that slice by then.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ import orjson
 
 from tfprof.collector.export.args import pick
 from tfprof.collector.export.chrome_rows import DimText, NameText, Rows, flow_rows, slice_rows
-from tfprof.collector.export.flow_ends import flow_ends, flow_ids
+from tfprof.collector.export.flow_ends import flow_ends
 from tfprof.collector.export.output import CHUNK_EVENTS, BinaryOutput, BlockPipeline
 from tfprof.collector.timeline.metadata import tool_tag
 from tfprof.collector.timeline.model import (
@@ -72,6 +74,9 @@ class ChromeReporter:
         self.chunk_events = max(1, chunk_events)
         self._names = NameText(())
         self._dims = DimText()
+        # What is declared: a track continued in a later part keeps its pid and tids.
+        self._pids: set[int] = set()
+        self._threads: set[tuple[int, int]] = set()
         # Python stacks to add (export/chrome_stacks.py): sample events after the
         # timeline's, and the stackFrames member; set by whoever writes the file.
         self.stacks: ChromeStacks | None = None
@@ -117,6 +122,9 @@ class ChromeReporter:
     def _metadata_events(self, part: TimelinePart) -> list[dict[str, Any]]:
         events: list[dict[str, Any]] = []
         for proc in part.processes:
+            if proc.pid in self._pids:
+                continue
+            self._pids.add(proc.pid)
             events.append(
                 {"ph": "M", "name": "process_name", "pid": proc.pid, "args": {"name": proc.name}}
             )
@@ -130,6 +138,9 @@ class ChromeReporter:
             )
         for track in part.slices:
             for tid, name in zip(track.thread_ids, track.thread_names, strict=True):
+                if (track.pid, tid) in self._threads:
+                    continue
+                self._threads.add((track.pid, tid))
                 events.append(
                     {
                         "ph": "M",
@@ -190,19 +201,16 @@ class ChromeReporter:
             yield slice_rows(track, kind, sel, self._names, cls, pick(tids, sel), self._dims)
 
     def _flow_blocks(self, part: TimelinePart) -> Iterator[Rows]:
-        """Each launch flow as a start event on its API call and an end on its GPU slice."""
-        flows = part.flows
-        if not len(flows):
-            return
-        ids = flow_ids(flows, part.first_flow)
-        for phase, tracks, slices in (
-            (b"s", flows.from_track, flows.from_slice),
-            (b"f", flows.to_track, flows.to_slice),
-        ):
-            ends = flow_ends(part, tracks, slices)
-            for a in range(0, len(flows), self.chunk_events):
+        """A start event on each API call that starts a launch flow, an end event on each
+        GPU slice that ends one."""
+        for phase, marks in ((b"s", part.starts), (b"f", part.ends)):
+            if not len(marks):
+                continue
+            ends = flow_ends(part, marks.track, marks.slice)
+            for a in range(0, len(marks), self.chunk_events):
                 b = a + self.chunk_events
-                yield flow_rows(phase, ids[a:b], ends.pid[a:b], ends.tid[a:b], ends.start_ns[a:b])
+                ids = marks.id[a:b]
+                yield flow_rows(phase, ids, ends.pid[a:b], ends.tid[a:b], ends.start_ns[a:b])
 
     def _counter_events(self, counter: CounterTrack) -> Iterator[list[dict[str, Any]]]:
         """One event per sample, the series' name split so that viewers call the counter

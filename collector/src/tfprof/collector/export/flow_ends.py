@@ -1,11 +1,11 @@
-"""Launch flows (``Timeline.flows``) as the writers draw them: one id per arrow, and where
-each of its ends lies.
+"""Launch flows (``TimelinePart.starts`` / ``ends``) as the writers draw them: where
+each end of an arrow lies.
 
-Flow ``i`` gets id ``i + 1`` in every format: unique in the whole export however many jobs
-and processes it merges (CUPTI's correlation ids are unique only within a process), and
-never 0. A part of a timeline numbers its flows on from the parts before it
-(``TimelinePart.first_flow``). The arrow starts on the API call's slice and ends on the
-GPU slice it launched, each on the lane (thread) its slice was drawn on.
+Each flow has an id, unique in the whole export however many jobs and processes it
+merges (CUPTI's correlation ids are unique only within a process), and never 0: the
+timeline gives it (``LaunchFlows.marks``), on both ends, so the two ends meet even when
+they lie in two parts. The arrow starts on the API call's slice and ends on the GPU
+slice it launched, each on the lane (thread) its slice was drawn on.
 
 Chrome JSON draws an arrow from two events placed on the slices' threads at their start
 (``FlowEnds``); Perfetto marks the two slices themselves (``TrackFlows``: which slices of
@@ -18,15 +18,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tfprof.collector.timeline.model import LaunchFlows, Timeline, TimelinePart
+from tfprof.collector.timeline.model import FlowMarks, Timeline, TimelinePart
 
 _SLICE_BITS = 40  # a (track, slice) pair as one sortable key: slice indices stay below 2**40
-
-
-def flow_ids(flows: LaunchFlows, first: int = 0) -> np.ndarray:
-    """Each flow's id: ``first`` (flows before these) + its index + 1."""
-    ids: np.ndarray = np.arange(first + 1, first + len(flows) + 1, dtype=np.int64)
-    return ids
 
 
 @dataclass(frozen=True)
@@ -86,15 +80,16 @@ class ChunkFlows:
 
 
 class TrackFlows:
-    """For each track, which of its slices start and end which flows (sorted lookups)."""
+    """For each track of a part, which of its slices start and end which flows (sorted
+    lookups)."""
 
-    def __init__(self, flows: LaunchFlows, first: int = 0) -> None:
-        ids = flow_ids(flows, first)
-        self._out_keys, self._out_ids = _sorted_keys(flows.from_track, flows.from_slice, ids)
-        self._in_keys, self._in_ids = _sorted_keys(flows.to_track, flows.to_slice, ids)
+    def __init__(self, starts: FlowMarks, ends: FlowMarks) -> None:
+        self._out_keys, self._out_ids = _sorted_keys(starts.track, starts.slice, starts.id)
+        self._in_keys, self._in_ids = _sorted_keys(ends.track, ends.slice, ends.id)
 
     def __bool__(self) -> bool:
-        return bool(self._out_keys.shape[0])
+        # A part may hold a flow's end only (its call was in an earlier part).
+        return bool(self._out_keys.shape[0] or self._in_keys.shape[0])
 
     def chunk(self, track: int, a: int, b: int) -> ChunkFlows:
         """The flows slices ``[a, b)`` of track ``track`` start and end."""
@@ -124,4 +119,4 @@ def _sorted_keys(
     return keys[order], ids[order]
 
 
-__all__ = ["ChunkFlows", "FlowEnds", "TrackFlows", "flow_ends", "flow_ids"]
+__all__ = ["ChunkFlows", "FlowEnds", "TrackFlows", "flow_ends"]

@@ -23,7 +23,8 @@ Layout:
   from the columns (``perfetto_rows``), no protobuf object per slice;
 - launch flows: the API call's begin carries the ids of the flows it starts
   (``flow_ids``, several for a graph launch), the GPU slice's begin the one it ends
-  (``terminating_flow_ids``); ids as in the Chrome export (``flow_ends``). A part's
+  (``terminating_flow_ids``), each in the part holding its slice; ids as in the Chrome
+  export (``flow_ends``). A part's
   tracks that start flows (its host threads) are written before the others:
   trace_processor orders packets by timestamp and, among equal ones, by their place in
   the file, and ignores the end of a flow it has not seen begin (no stat says so), so a
@@ -35,9 +36,10 @@ Layout:
   tracks under the task's ``.../cpu`` row, named as the Chrome export's counters
   (``tfprof.core.counters``).
 
-The timeline is written one part (task) at a time (``PartedTimeline``): the names it
-adds to the name table (interned event names), descriptors for its rows, lanes and
-counters, then its slice and counter packets.
+The timeline is written one part at a time (``PartedTimeline``): the names it adds to
+the name table (interned event names), descriptors for the rows, lanes and counters it
+is the first to use (a track continued from an earlier part keeps its uuids), then its
+slice and counter packets.
 
 Slice and counter packets are written in ``compressed_packets`` (deflate), the way
 Perfetto's own tracing service compresses traces (``TraceConfig.compression_type``);
@@ -69,7 +71,7 @@ from tfprof.collector.export.perfetto_tracks import TrackTree, TrackUuids
 from tfprof.collector.export.protowire import LEN, tag, varint
 from tfprof.collector.timeline.model import (
     CounterTrack,
-    LaunchFlows,
+    FlowMarks,
     PartedTimeline,
     SliceTrack,
     Timeline,
@@ -116,7 +118,7 @@ def writing_order(part: TimelinePart) -> list[int]:
     one task, a whole timeline all of them), each task's tracks that start flows (its
     host threads) first. Each flow's start then precedes its end in the file, which is
     what trace_processor goes by when both share a timestamp."""
-    sources = set(np.unique(part.flows.from_track).tolist())
+    sources = set(np.unique(part.starts.track).tolist())
     tasks: dict[tuple[str, str], int] = {}
 
     def place(index: int) -> tuple[int, bool]:
@@ -147,7 +149,7 @@ class PerfettoReporter:
             categories={name: i + 1 for i, name in enumerate(CATEGORY_NAMES)},
             annotation_names={name: i + 1 for i, name in enumerate(ANNOTATION_NAMES)},
         )
-        self._flows = TrackFlows(LaunchFlows.empty())
+        self._flows = TrackFlows(FlowMarks.empty(), FlowMarks.empty())
 
     def render(self, outfile: BinaryOutput) -> None:
         timeline = parted(self.timeline)
@@ -167,11 +169,11 @@ class PerfettoReporter:
         """Slice and counter packets, a chunk at a time (serialised ``Trace`` parts,
         made by ``Packets.finish``)."""
         self._interned.names = part.names
-        self._flows = TrackFlows(part.flows, part.first_flow)
+        self._flows = TrackFlows(part.starts, part.ends)
         for index in writing_order(part):
             yield from self._slices(index, part.slices[index])
-        for index, counter in enumerate(part.counters, start=part.first_counter):
-            for trace in self._counter_values(index, counter):
+        for counter in part.counters:
+            for trace in self._counter_values(self._tree.counter_index(counter), counter):
                 yield Packets((), 0, trace.SerializeToString())
 
     def _compressed(self, packets: bytes | memoryview) -> bytes | memoryview:

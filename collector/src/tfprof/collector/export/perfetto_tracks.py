@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pftrace
 
-from tfprof.collector.timeline.model import SliceTrack, TimelinePart
+from tfprof.collector.timeline.model import CounterTrack, SliceTrack, TimelinePart
 from tfprof.core.counters import counter_title
 from tfprof.core.tracks import TrackKey
 
@@ -68,10 +68,18 @@ def job_of(process_name: str) -> str | None:
 
 @dataclass
 class TrackTree:
-    """Descriptors a part at a time, remembering the roots and rows already written."""
+    """Descriptors a part at a time, remembering the roots, rows, lanes and counters
+    already written: a track continued in a later part is described once."""
 
     roots: dict[str, int] = field(default_factory=dict)  # job -> root uuid
     rows: dict[int, str] = field(default_factory=dict)  # pid -> row name
+    lanes: set[int] = field(default_factory=set)  # tids described
+    counters: dict[tuple[int, int, str], int] = field(default_factory=dict)  # -> index
+
+    def counter_index(self, counter: CounterTrack) -> int:
+        """The counter track's index (its uuid's), in the order counters are first seen."""
+        key = (counter.pid, counter.tid, counter.name)
+        return self.counters.setdefault(key, len(self.counters))
 
     def own_row(self, track: SliceTrack) -> bool:
         """Whether ``track`` is its process's only track (grouped by job, a GPU track):
@@ -86,8 +94,11 @@ class TrackTree:
         return uuids
 
     def descriptors(self, part: TimelinePart) -> Iterator[pftrace.TrackDescriptor]:
-        """The part's new roots and rows, its lanes, its counters: parents first."""
+        """The roots, rows, lanes and counters the part is the first to use: parents
+        first."""
         for proc in part.processes:
+            if proc.pid in self.rows:
+                continue
             job = job_of(proc.name)
             row = pftrace.TrackDescriptor(
                 uuid=TrackUuids.process(proc.pid),
@@ -107,6 +118,9 @@ class TrackTree:
         for track in part.slices:
             lanes = zip(track.thread_ids, track.thread_names, strict=True)
             for k, (tid, name) in enumerate(lanes):
+                if tid in self.lanes:
+                    continue
+                self.lanes.add(tid)
                 if k == 0 and self.own_row(track):
                     continue  # drawn on the row
                 yield pftrace.TrackDescriptor(
@@ -115,7 +129,10 @@ class TrackTree:
                     name=name,
                     sibling_order_rank=tid,
                 )
-        for index, counter in enumerate(part.counters, start=part.first_counter):
+        for counter in part.counters:
+            if (counter.pid, counter.tid, counter.name) in self.counters:
+                continue
+            index = self.counter_index(counter)
             desc = pftrace.TrackDescriptor(
                 uuid=TrackUuids.counter(index),
                 parent_uuid=TrackUuids.process(counter.pid),

@@ -24,25 +24,31 @@ ran for) is ``<op>:<name>`` instead, as TF's GPU tracer put the op's node first:
 ``timeline.py`` then shows the slice as the kernel with ``args.name`` the op (its ``:``
 written as ``∶``, e.g. ``dense/MatMul∶MatMul:volta_sgemm_128x64_nn``).
 
-Written a part (task) at a time, a track's nodes a chunk at a time: the binary form as
-one ``step_stats`` field per device (protobuf merges the repeated occurrences of an
-embedded message field, so they read as one ``StepStats``), each device's nodes
-serialised in chunks and joined (a message's repeated field may come in pieces); the
-text form as the text of each chunk. Only one device's serialised nodes are held.
+Written a part at a time, a track's nodes a chunk at a time. A device is one message
+(led by its length in the binary form) and a track may go on across parts (a time range
+of its slices each), so each part's nodes are serialised (binary: each chunk a
+``DeviceStepStats`` holding only nodes, which join into one as a message's repeated
+field may come in pieces; text: the chunk's text) into one temporary file (``part_spool``),
+and the devices are written at the end in the timeline's order of tracks, each with its name and
+then its nodes copied from the file: one ``step_stats`` field per device in the binary
+form (protobuf merges the repeated occurrences of an embedded message field, so they
+read as one ``StepStats``), one ``dev_stats`` block in the text form. Memory holds a
+chunk and the index of the file's pieces.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 from google.protobuf import text_format
 
 from tfprof.collector.export.chrome import BinaryOutput
+from tfprof.collector.export.part_spool import Spool, Spooled
 from tfprof.collector.export.protowire import LEN, tag, varint
 from tfprof.collector.timeline.build import PartedTimeline, SliceTrack, Timeline
-from tfprof.collector.timeline.model import TimelinePart, parted
+from tfprof.collector.timeline.model import parted
+from tfprof.core.tracks import TrackKey
 from tfprof.readers.stepstats import COLON_STANDIN
 from tfprof.readers.tfprotos import step_stats
 
@@ -73,55 +79,58 @@ class StepStatsReporter:
 
     def render(self, outfile: BinaryOutput) -> None:
         timeline = parted(self.timeline)
-        opened = False
-        for part in timeline.parts():
-            if self.text and part.slices and not opened:
+        devices: dict[tuple[int, TrackKey], tuple[int, str, Spooled]] = {}
+        with Spool() as spool:
+            for part in timeline.parts():
+                names = part.names
+                self._escaped += [escape(n) for n in names[len(self._escaped) :]]
+                for track in part.slices:
+                    key = (track.pid, track.key)
+                    if key not in devices:
+                        devices[key] = (track.order, track.name, Spooled())
+                    nodes = devices[key][2]
+                    for piece in self._nodes(track, timeline.origin_ns, names):
+                        spool.write(nodes, piece)
+                del part  # its records are released before the next part is read
+            if self.text and devices:
                 outfile.write(b"step_stats {\n")
-                opened = True
-            self._write_part(outfile, part, timeline.origin_ns)
-            del part  # its records are released before the next part is read
-        if opened:
-            outfile.write(b"}\n")
+            for _, name, nodes in sorted(devices.values(), key=lambda d: d[0]):
+                self._write_device(outfile, name, nodes, spool)
+            if self.text and devices:
+                outfile.write(b"}\n")
 
-    def _write_part(self, outfile: BinaryOutput, part: TimelinePart, origin: int) -> None:
-        names = part.names
-        self._escaped += [escape(n) for n in names[len(self._escaped) :]]
-        for track in part.slices:
-            if self.text:
-                self._write_text(outfile, track, origin, names)
-            else:
-                self._write_binary(outfile, track, origin, names)
-
-    def _devices(self, track: SliceTrack, origin: int, names: tuple[str, ...]) -> Iterator[Any]:
-        """The track's ``DeviceStepStats`` in pieces: the device's name, then its nodes
-        a chunk at a time."""
+    def _nodes(self, track: SliceTrack, origin: int, names: tuple[str, ...]) -> list[bytes]:
+        """A part's nodes of the track, a chunk at a time: each a ``DeviceStepStats``
+        holding only nodes (serialised, or as text)."""
         config_pb2, _ = step_stats()
-        head = config_pb2.RunMetadata().step_stats.dev_stats.add()
-        head.device = track.name
-        yield head
+        out = []
         for a in range(0, len(track), self.chunk_nodes):
             device = config_pb2.RunMetadata().step_stats.dev_stats.add()
             _add_nodes(device, track, slice(a, a + self.chunk_nodes), origin, names,
                        self._escaped)  # fmt: skip
-            yield device
+            if self.text:
+                out.append(text_format.MessageToString(device, indent=4).encode())
+            else:
+                out.append(device.SerializeToString())
+        return out
 
-    def _write_binary(
-        self, outfile: BinaryOutput, track: SliceTrack, origin: int, names: tuple[str, ...]
-    ) -> None:
-        pieces = [d.SerializeToString() for d in self._devices(track, origin, names)]
-        size = sum(len(p) for p in pieces)
+    def _write_device(self, outfile: BinaryOutput, name: str, nodes: Spooled, spool: Spool) -> None:
+        """One ``DeviceStepStats``: the device's name, then its nodes from the spool."""
+        config_pb2, _ = step_stats()
+        head = config_pb2.RunMetadata().step_stats.dev_stats.add()
+        head.device = name
+        if self.text:
+            outfile.write(b"  dev_stats {\n")
+            outfile.write(text_format.MessageToString(head, indent=4).encode())
+            spool.copy(nodes, outfile)
+            outfile.write(b"  }\n")
+            return
+        first = head.SerializeToString()
+        size = len(first) + nodes.size
         dev_stats = _FIELD_1 + varint(size)
         outfile.write(_FIELD_1 + varint(len(dev_stats) + size) + dev_stats)
-        for piece in pieces:
-            outfile.write(piece)
-
-    def _write_text(
-        self, outfile: BinaryOutput, track: SliceTrack, origin: int, names: tuple[str, ...]
-    ) -> None:
-        outfile.write(b"  dev_stats {\n")
-        for device in self._devices(track, origin, names):
-            outfile.write(text_format.MessageToString(device, indent=4).encode())
-        outfile.write(b"  }\n")
+        outfile.write(first)
+        spool.copy(nodes, outfile)
 
 
 def _add_nodes(

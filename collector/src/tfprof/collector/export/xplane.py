@@ -28,30 +28,31 @@ Shaped like TensorFlow's CUPTI tracer output:
   as ``profile_start_time`` on the ``Task Environment`` plane): line ``timestamp_ns``
   plus event ``offset_ps``, so picosecond arithmetic stays far from int64's limit.
 
-The space is written a part (task) at a time as the wire bytes of ``XSpace``'s fields
-(``protowire``): each GPU plane once its task is merged, its lines' events serialised a
-chunk at a time. Two things are only known later: whether planes are renumbered (more
-than one task with GPU activity: the first task's planes wait for the second), and
-the ``/host:CPU`` plane, which gathers every task's thread lines (their line ids and
-names depend on how many tasks have any): its lines are spooled to a temporary file
-and the plane is written at the end, with the ``Task Environment`` plane and the host
-name.
+The space is written a part at a time as the wire bytes of ``XSpace``'s fields
+(``protowire``), each line's events serialised a chunk at a time. A plane is one
+message led by its length, and its lines' content may come from several parts (a track
+continued across parts: a time range of its slices each), so every line's events are
+spooled to one temporary file (``part_spool``) as parts come, and the planes are written at
+the end, each line copied out in one piece: the GPU planes in the timeline's order
+(numbered by GPU ordinal, or in that order when they come from more than one task),
+then the ``/host:CPU`` plane, whose line ids and names depend on how many tasks have any
+thread lines, the ``Task Environment`` plane and the host name. Between parts the
+writer keeps each plane's interned metadata and each line's times and spool index.
 """
 
 from __future__ import annotations
 
 import re
 import socket
-import tempfile
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from tfprof.collector.export.output import BinaryOutput
+from tfprof.collector.export.part_spool import Spool
 from tfprof.collector.export.protowire import LEN, tag, varint
-from tfprof.collector.export.xplane_lines import gpu_plane_fields, line_fields
+from tfprof.collector.export.xplane_lines import SpooledLine, gpu_plane_metadata, line_events
 from tfprof.collector.export.xplane_wire import (
     LINE_ID,
     LINE_NAME,
@@ -62,7 +63,7 @@ from tfprof.collector.export.xplane_wire import (
 )
 from tfprof.collector.timeline.build import SliceTrack, Timeline
 from tfprof.collector.timeline.model import PartedTimeline, TimelinePart, parted
-from tfprof.core.tracks import TrackKind
+from tfprof.core.tracks import TrackKey, TrackKind
 from tfprof.readers.tfprotos import xplane
 
 GPU_PLANE_PREFIX = "/device:GPU:"
@@ -71,7 +72,6 @@ TASK_ENV_PLANE = "Task Environment"
 
 
 CHUNK_EVENTS = 1 << 14  # events built as protobuf objects at once
-SPOOL_BYTES = 64 << 20  # host lines kept in memory up to this, then in a temporary file
 _SPACE_HOSTNAME = tag(4, LEN)  # XSpace.hostnames
 
 
@@ -84,30 +84,37 @@ def _safe_host(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]", "_", name) or "localhost"
 
 
-@dataclass(frozen=True)
+@dataclass
+class _GpuPlane:
+    """One (job, task, GPU)'s plane: its metadata and its stream lines by stream id."""
+
+    task: tuple[str, str]
+    ordinal: int
+    meta: PlaneMetadata
+    order: int  # its first stream track's place in the timeline (``SliceTrack.order``)
+    lines: dict[int, SpooledLine] = field(default_factory=dict)
+
+
+@dataclass
 class _HostLine:
-    """A host thread line spooled without its id and name (known only at the end)."""
+    """A host thread track's line (its id and name are known only at the end)."""
 
     thread: int
     track: str  # the track's name
     task: str  # /job:J/task:T
-    size: int  # bytes in the spool
+    order: int  # the track's place in the timeline (``SliceTrack.order``)
+    line: SpooledLine = field(default_factory=SpooledLine)
 
 
 @dataclass
 class _SpaceState:
-    """What rendering carries from part to part.
+    """What rendering carries from part to part: per plane its metadata, per line its
+    times and where its events lie in the spool. Planes and host lines are written in
+    the timeline's order of tracks, whichever part first holds them."""
 
-    Planes are numbered by GPU ordinal unless GPU planes come from more than one
-    (job, task): the first task's planes wait (``waiting``: ordinal, plane fields) until
-    another task's come (then every plane is numbered in order) or the end."""
-
-    host: PlaneMetadata  # the /host:CPU plane's metadata, its lines spooled
-    planes: int = 0  # planes written so far
-    waiting: list[tuple[int, bytes]] = field(default_factory=list)
-    first_task: tuple[str, str] | None = None
-    renumber: bool = False
-    host_lines: list[_HostLine] = field(default_factory=list)  # spooled, in timeline order
+    host: PlaneMetadata  # the /host:CPU plane's metadata
+    gpus: dict[tuple[str, str, int], _GpuPlane] = field(default_factory=dict)
+    host_lines: dict[tuple[int, TrackKey], _HostLine] = field(default_factory=dict)
 
 
 class XPlaneReporter:
@@ -137,48 +144,62 @@ class XPlaneReporter:
     def render(self, outfile: BinaryOutput) -> None:
         timeline = parted(self.timeline)
         state = _SpaceState(PlaneMetadata(xplane().XPlane()))
-        with tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES) as spool:
+        with Spool() as spool:
             for part in timeline.parts():
-                self._write_part(outfile, part, timeline, state, spool)
+                self._spool_part(part, timeline, state, spool)
                 del part  # its records are released before the next part is read
-            for ordinal, body in state.waiting:
-                outfile.write(plane_field(ordinal, f"{GPU_PLANE_PREFIX}{ordinal}", body))
-                state.planes += 1
+            planes = _numbered(sorted(state.gpus.values(), key=lambda p: p.order))
+            for plane_id, plane in planes:
+                heads = [
+                    LINE_ID + varint(stream)
+                    + string_field(LINE_NAME, f"Stream #{stream}({','.join(line.event_types())})")
+                    for stream, line in sorted(plane.lines.items())
+                ]  # fmt: skip
+                lines = [line for _, line in sorted(plane.lines.items())]
+                name = f"{GPU_PLANE_PREFIX}{plane_id}"
+                _write_plane(outfile, plane_id, name, plane.meta, heads, lines, spool)
+            plane_id = len(planes)
             if state.host_lines:
-                self._write_host_plane(outfile, state.planes, state.host, state.host_lines, spool)
-                state.planes += 1
-        outfile.write(self._task_env(state.planes, timeline))
+                host_lines = sorted(state.host_lines.values(), key=lambda h: h.order)
+                heads = _host_line_heads(host_lines)
+                lines = [h.line for h in host_lines]
+                _write_plane(outfile, plane_id, HOST_PLANE, state.host, heads, lines, spool)
+                plane_id += 1
+        outfile.write(self._task_env(plane_id, timeline))
         outfile.write(string_field(_SPACE_HOSTNAME, self.host))
 
-    def _write_part(
-        self,
-        outfile: BinaryOutput,
-        part: TimelinePart,
-        timeline: PartedTimeline,
-        state: _SpaceState,
-        spool: IO[bytes],
+    def _spool_part(
+        self, part: TimelinePart, timeline: PartedTimeline, state: _SpaceState, spool: Spool
     ) -> None:
-        """The part's GPU planes (or held back: see ``_SpaceState``); its host lines into
-        the spool."""
+        """The part's events of every line into the spool: its GPU stream lines (by
+        plane, each plane's by stream id), then its host thread lines."""
         linked = _linked_slices(part)
-        for task, ordinal, tracks in _gpu_groups(part):
-            body = gpu_plane_fields(tracks, linked, timeline, part.names, self.chunk_events)
-            state.first_task = state.first_task or task
-            if not state.renumber and task == state.first_task:
-                state.waiting.append((ordinal, body))
-                continue
-            state.renumber = True
-            for _, held in state.waiting:
-                outfile.write(plane_field(state.planes, f"{GPU_PLANE_PREFIX}{state.planes}", held))
-                state.planes += 1
-            state.waiting = []
-            outfile.write(plane_field(state.planes, f"{GPU_PLANE_PREFIX}{state.planes}", body))
-            state.planes += 1
-        for track in part.slices:
-            if track.key.kind is TrackKind.THREAD:
-                size = self._spool_line(spool, state.host, track, linked, part.names)
-                key = track.key
-                state.host_lines.append(_HostLine(key.thread, track.name, key.task_prefix, size))
+        groups: dict[tuple[str, str, int], list[int]] = {}
+        for index, track in enumerate(part.slices):
+            key = track.key
+            if key.kind is TrackKind.STREAM:  # memcpy tracks repeat copies: left out
+                groups.setdefault((key.job, key.task, key.gpu), []).append(index)
+        for group, indices in groups.items():
+            plane = state.gpus.get(group)
+            if plane is None:
+                first = part.slices[indices[0]]
+                meta = gpu_plane_metadata(first.key, timeline)
+                plane = _GpuPlane(group[:2], group[2], meta, first.order)
+                state.gpus[group] = plane
+            plane.order = min([plane.order, *(part.slices[i].order for i in indices)])
+            for index in sorted(indices, key=lambda i: part.slices[i].key.stream):
+                track = part.slices[index]
+                line = plane.lines.setdefault(track.key.stream, SpooledLine())
+                self._spool_line(spool, plane.meta, line, track, linked.get(index), part.names)
+        for index, track in enumerate(part.slices):
+            key = track.key
+            if key.kind is TrackKind.THREAD:
+                host = state.host_lines.get((track.pid, key))
+                if host is None:
+                    host = _HostLine(key.thread, track.name, key.task_prefix, track.order)
+                    state.host_lines[(track.pid, key)] = host
+                line = host.line
+                self._spool_line(spool, state.host, line, track, linked.get(index), part.names)
 
     def space(self) -> Any:
         """The whole ``XSpace`` as a protobuf message (tests; small timelines)."""
@@ -192,48 +213,19 @@ class XPlaneReporter:
 
     def _spool_line(
         self,
-        spool: IO[bytes],
+        spool: Spool,
         plane: PlaneMetadata,
+        line: SpooledLine,
         track: SliceTrack,
-        linked: dict[int, set[int]],
+        linked: set[int] | None,
         names: tuple[str, ...],
-    ) -> int:
-        """A host thread line without its id and name, into ``spool``; its size."""
-        size = 0
-        for chunk in line_fields(
-            plane, track, linked.get(id(track), set()), names, self.chunk_events
-        ):
-            spool.write(chunk)
-            size += len(chunk)
-        return size
-
-    def _write_host_plane(
-        self,
-        outfile: BinaryOutput,
-        plane_id: int,
-        plane: PlaneMetadata,
-        lines: list[_HostLine],
-        spool: IO[bytes],
     ) -> None:
-        """The host threads' API calls and ranges, one line per thread track."""
-        several = len({line.task for line in lines}) > 1
-        heads = []
-        for index, line in enumerate(lines):
-            # Line ids must be unique in a plane; thread ids repeat across tasks.
-            line_id = index if several else line.thread
-            name = line.track if several else f"thread:{line.thread}"
-            heads.append(LINE_ID + varint(line_id) + string_field(LINE_NAME, name))
-        meta: bytes = plane.proto.SerializeToString()
-        size = len(meta) + sum(
-            len(PLANE_LINE) + len(varint(len(h) + line.size)) + len(h) + line.size
-            for h, line in zip(heads, lines, strict=True)
-        )
-        outfile.write(plane_field(plane_id, HOST_PLANE, size))
-        outfile.write(meta)
-        spool.seek(0)
-        for head, line in zip(heads, lines, strict=True):
-            outfile.write(PLANE_LINE + varint(len(head) + line.size) + head)
-            _copy(spool, outfile, line.size)
+        """A part's share of a line: its times into ``line``, its events into ``spool``."""
+        if len(track) == 0:
+            return
+        start = line.add(track)
+        for chunk in line_events(plane, track, start, linked or set(), names, self.chunk_events):
+            spool.write(line.events, chunk)
 
     def _task_env(self, plane_id: int, timeline: PartedTimeline) -> bytes:
         plane = PlaneMetadata(xplane().XPlane())
@@ -245,34 +237,52 @@ class XPlaneReporter:
         return plane_field(plane_id, TASK_ENV_PLANE, plane.proto.SerializeToString())
 
 
-def _copy(src: IO[bytes], dst: BinaryOutput, size: int) -> None:
-    while size:
-        block = src.read(min(size, 1 << 20))
-        if not block:
-            raise OSError("the spooled host lines ended early")
-        dst.write(block)
-        size -= len(block)
+def _numbered(planes: list[_GpuPlane]) -> list[tuple[int, _GpuPlane]]:
+    """The GPU planes with their ids: their GPU ordinals when all come from one task,
+    else their places in the timeline's order (ordinals repeat across tasks)."""
+    if len({plane.task for plane in planes}) > 1:
+        return list(enumerate(planes))
+    return [(plane.ordinal, plane) for plane in planes]
 
 
-def _gpu_groups(
-    part: TimelinePart,
-) -> Iterator[tuple[tuple[str, str], int, list[SliceTrack]]]:
-    """((job, task), ordinal, stream tracks) per (job, task, GPU) of the part; memcpy
-    tracks repeat copies and are left out."""
-    groups: dict[tuple[str, str, int], list[SliceTrack]] = {}
-    for track in part.slices:
-        key = track.key
-        if key.kind is TrackKind.STREAM:
-            groups.setdefault((key.job, key.task, key.gpu), []).append(track)
-    for (job, task, gpu), tracks in groups.items():
-        yield (job, task), gpu, tracks
+def _host_line_heads(lines: list[_HostLine]) -> list[bytes]:
+    """Each host line's id and name: its thread, or when several tasks have threads,
+    its place (line ids must be unique in a plane; thread ids repeat across tasks) and
+    the track's full name."""
+    several = len({line.task for line in lines}) > 1
+    heads = []
+    for index, line in enumerate(lines):
+        line_id = index if several else line.thread
+        name = line.track if several else f"thread:{line.thread}"
+        heads.append(LINE_ID + varint(line_id) + string_field(LINE_NAME, name))
+    return heads
+
+
+def _write_plane(
+    outfile: BinaryOutput,
+    plane_id: int,
+    name: str,
+    plane: PlaneMetadata,
+    heads: list[bytes],
+    lines: list[SpooledLine],
+    spool: Spool,
+) -> None:
+    """A plane: its metadata, then each line's id and name, times and spooled events."""
+    meta: bytes = plane.proto.SerializeToString()
+    bodies = [head + line.head() for head, line in zip(heads, lines, strict=True)]
+    sizes = [len(body) + line.events.size for body, line in zip(bodies, lines, strict=True)]
+    size = len(meta) + sum(len(PLANE_LINE) + len(varint(n)) + n for n in sizes)
+    outfile.write(plane_field(plane_id, name, size))
+    outfile.write(meta)
+    for body, line, n in zip(bodies, lines, sizes, strict=True):
+        outfile.write(PLANE_LINE + varint(n) + body)
+        spool.copy(line.events, outfile)
 
 
 def _linked_slices(part: TimelinePart) -> dict[int, set[int]]:
-    """Per track (by ``id``), the slices at either end of a launch flow."""
+    """Per track (by index in the part), its slices at either end of a launch flow."""
     out: dict[int, set[int]] = {}
-    flows = part.flows
-    for tracks, slices in ((flows.from_track, flows.from_slice), (flows.to_track, flows.to_slice)):
-        for t, i in zip(tracks.tolist(), slices.tolist(), strict=True):
-            out.setdefault(id(part.slices[t]), set()).add(i)
+    for marks in (part.starts, part.ends):
+        for t, i in zip(marks.track.tolist(), marks.slice.tolist(), strict=True):
+            out.setdefault(t, set()).add(i)
     return out

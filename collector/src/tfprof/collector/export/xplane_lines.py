@@ -1,44 +1,34 @@
-"""XPlane's GPU planes and their lines: events with their stats, and the details texts
-(``kernel_details``, ``memcpy_details``, ``memset_details``) XProf's kernel_stats parses."""
+"""XPlane's lines: a GPU plane's stats, a line's events with their stats a part at a
+time, and the details texts (``kernel_details``, ``memcpy_details``, ``memset_details``)
+XProf's kernel_stats parses."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from tfprof.collector.export.args import label_column
-from tfprof.collector.export.protowire import varint
-from tfprof.collector.export.xplane_wire import (
-    LINE_ID,
-    LINE_NAME,
-    PLANE_LINE,
-    PlaneMetadata,
-    string_field,
-)
+from tfprof.collector.export.part_spool import Spooled
+from tfprof.collector.export.xplane_wire import PlaneMetadata
 from tfprof.collector.timeline.model import PartedTimeline, SliceTrack
 from tfprof.core.cupti_labels import MEMORY_KINDS
 from tfprof.core.records import RecordKind
+from tfprof.core.tracks import TrackKey
 from tfprof.readers.tfprotos import xplane
 
 # TensorFlow's names of CUPTI event types, as its stream lines list them.
 COPY_TYPES = {1: "MemcpyH2D", 2: "MemcpyD2H", 8: "MemcpyD2D", 10: "MemcpyP2P"}
 
 
-def gpu_plane_fields(
-    tracks: list[SliceTrack],
-    linked: dict[int, set[int]],
-    timeline: PartedTimeline,
-    names: tuple[str, ...],
-    chunk_events: int,
-) -> bytes:
-    """One GPU's plane from its stream tracks (all of one job, task and GPU), without
-    its id and name."""
-    gpu = tracks[0].key
+def gpu_plane_metadata(key: TrackKey, timeline: PartedTimeline) -> PlaneMetadata:
+    """The plane of the GPU of stream track ``key`` (one job, task and GPU), with its
+    stats: the device and its capabilities where known."""
     plane = PlaneMetadata(xplane().XPlane())
-    plane.proto.stats.add(metadata_id=plane.stat_id("tfprof_device"), str_value=gpu.device_prefix)
+    plane.proto.stats.add(metadata_id=plane.stat_id("tfprof_device"), str_value=key.device_prefix)
     plane.proto.stats.add(metadata_id=plane.stat_id("device_vendor"), str_value="Nvidia")
-    meta = timeline.devices.get(gpu.job, {}).get(gpu.task, {}).get(str(gpu.gpu), {})
+    meta = timeline.devices.get(key.job, {}).get(key.task, {}).get(str(key.gpu), {})
     major, _, minor = str(meta.get("compute_capability", "0.0")).partition(".")
     for name, value in (
         ("compute_cap_major", int(major or 0)),
@@ -48,37 +38,68 @@ def gpu_plane_fields(
     ):
         if value:
             plane.proto.stats.add(metadata_id=plane.stat_id(name), uint64_value=value)
-    lines = []
-    for track in sorted(tracks, key=lambda t: t.key.stream):
-        stream = track.key.stream
-        head = LINE_ID + varint(stream)
-        head += string_field(LINE_NAME, f"Stream #{stream}({','.join(event_types(track))})")
-        body = b"".join(
-            line_fields(plane, track, linked.get(id(track), set()), names, chunk_events)
+    return plane
+
+
+@dataclass
+class SpooledLine:
+    """One line's events, spooled as parts bring its slices; its times and (on a GPU
+    plane) the kinds of activity TensorFlow names a stream line after."""
+
+    events: Spooled = field(default_factory=Spooled)
+    start_ns: int | None = None  # its first slice's start: events are offset from it
+    end_ns: int = 0
+    kinds: set[int] = field(default_factory=set)
+    copy_kinds: set[int] = field(default_factory=set)
+
+    def add(self, track: SliceTrack) -> int:
+        """Takes in the times and kinds of a part's share of the line; the start its
+        events are offset from."""
+        if self.start_ns is None:
+            self.start_ns = int(track.start_ns[0])  # parts come in time order
+        self.end_ns = max(self.end_ns, int(track.end_ns.max()))
+        kinds = np.unique(track.kind).tolist()
+        self.kinds.update(kinds)
+        if RecordKind.MEMCPY in kinds:
+            copies = track.column("copy_kind", track.kind == RecordKind.MEMCPY)
+            self.copy_kinds.update(np.unique(copies).tolist())
+        return self.start_ns
+
+    def head(self) -> bytes:
+        """The line's times (nothing for a line without events), before its events."""
+        if self.start_ns is None:
+            return b""
+        line = xplane().XLine(
+            timestamp_ns=self.start_ns, duration_ps=(self.end_ns - self.start_ns) * 1000
         )
-        line = head + body
-        lines.append(PLANE_LINE + varint(len(line)) + line)
-    fields: bytes = plane.proto.SerializeToString()
-    return fields + b"".join(lines)
+        head: bytes = line.SerializeToString()
+        return head
+
+    def event_types(self) -> list[str]:
+        types: list[str] = []
+        if RecordKind.KERNEL in self.kinds:
+            types.append("Kernel")
+        if RecordKind.MEMCPY in self.kinds:
+            copies = sorted(self.copy_kinds)
+            types.extend(dict.fromkeys(COPY_TYPES.get(k, "MemcpyOther") for k in copies))
+        if RecordKind.MEMSET in self.kinds:
+            types.append("Memset")
+        return types
 
 
-def line_fields(
+def line_events(
     plane: PlaneMetadata,
     track: SliceTrack,
+    line_start: int,
     linked: set[int],
     names: tuple[str, ...],
     chunk_events: int,
 ) -> Iterator[bytes]:
-    """A line's fields but its id and name: its times, then its events a chunk at a
-    time (each an ``XLine`` holding only events: the pieces join into one line)."""
+    """A part's events of a line, offset from ``line_start``, a chunk at a time (each an
+    ``XLine`` holding only events: the pieces join into one line)."""
     pb = xplane()
     if len(track) == 0:
         return
-    line_start = int(track.start_ns[0])
-    head = pb.XLine(
-        timestamp_ns=line_start, duration_ps=int((track.end_ns.max() - line_start) * 1000)
-    )
-    yield head.SerializeToString()
     details = details_refs(track, plane)
     corr_id, ctx_id = plane.stat_id("correlation_id"), plane.stat_id("context_id")
     tf_op_id = plane.stat_id("tf_op")
@@ -105,7 +126,7 @@ def line_fields(
                 duration_ps=durations[i],
             )
             stats = event.stats
-            if a + i in linked:  # both ends of the launch flow are in the space
+            if a + i in linked:  # an end of a launch flow (both ends are in the space)
                 stats.add(metadata_id=corr_id, uint64_value=correlation[i])
             if context[i]:  # CUPTI numbers contexts from 1; 0: unknown
                 stats.add(metadata_id=ctx_id, uint64_value=context[i])
@@ -115,19 +136,6 @@ def line_fields(
             if ref:
                 stats.add(metadata_id=detail_ids[kinds[i]], ref_value=ref)
         yield chunk.SerializeToString()
-
-
-def event_types(track: SliceTrack) -> list[str]:
-    types: list[str] = []
-    kinds = set(np.unique(track.kind).tolist())
-    if RecordKind.KERNEL in kinds:
-        types.append("Kernel")
-    if RecordKind.MEMCPY in kinds:
-        copy_kinds = np.unique(track.column("copy_kind", track.kind == RecordKind.MEMCPY)).tolist()
-        types.extend(dict.fromkeys(COPY_TYPES.get(k, "MemcpyOther") for k in copy_kinds))
-    if RecordKind.MEMSET in kinds:
-        types.append("Memset")
-    return types
 
 
 def details_refs(track: SliceTrack, plane: PlaneMetadata) -> list[int]:

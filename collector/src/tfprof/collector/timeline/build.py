@@ -17,8 +17,9 @@ The host side: CUDA API calls and host ranges (MARKER records with a thread) go 
 task's host thread tracks ``/job:<job>/task:<task>/cpu/thread:<TID>``; MARKER records
 without a thread (Kineto's ``gpu_user_annotation``) on their GPU stream; MEMORY records
 become one counter per device, ``gpu:<N> allocated_bytes``, on the task's host. Each GPU
-record linked to its API call (``flows``) gives a ``Timeline.flows`` arrow, and each is
-attributed to the host range it ran for (``attribution``: ``SliceTrack.op_id``).
+record linked to its API call (``flows``) gives a launch flow (``TimelinePart.starts``
+and ``ends``), and each is attributed to the host range it ran for (``attribution``:
+``SliceTrack.op_id``).
 """
 
 from __future__ import annotations
@@ -152,7 +153,6 @@ class _Merger:
         self.layout = Layout(group_by)
         self.names = NameTable()
         self.flows = 0
-        self.counters = 0
         self.host_meta: dict[str, Any] = {"flows": {}, "tasks": []}
         self.memory: list[tuple[MergeTask, list[MemorySeries]]] = []
 
@@ -210,18 +210,17 @@ class _Merger:
         )
         if untraced is not None:
             slices.append(untraced)
-        part = TimelinePart(
+        # Flow i of the export gets id i + 1, numbered on from the tasks before.
+        starts, ends = flows.marks(first=self.flows)
+        self.flows += len(flows)
+        return TimelinePart(
             names=self.names.names,
             processes=tuple(layout.processes()[known:]),
             slices=tuple(slices),
             counters=tuple(counters),
-            flows=flows,
-            first_flow=self.flows,
-            first_counter=self.counters,
+            starts=starts,
+            ends=ends,
         )
-        self.flows += len(flows)
-        self.counters += len(counters)
-        return part
 
     def _link(self, task: MergeTask, slices: Sequence[SliceTrack]) -> LaunchFlows:
         """The task's launch flows and op attribution, placed on its slices."""

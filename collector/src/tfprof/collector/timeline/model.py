@@ -5,9 +5,13 @@ numpy arrays for its slices (and reads the other record columns by row from the 
 without copying them), never one Python object per record.
 
 A large timeline is rendered one part at a time (``PartedTimeline``, from
-``merge.timeline_parts``): a part is one task's tracks, counters and launch flows, and
-is valid only until the next part is asked for (its stream's records are released
-then), so a reporter holds one task's records at a time.
+``merge.timeline_parts``), each part valid only until the next part is asked for (its
+stream's records are released then), so a reporter holds one part's records at a time.
+A part is one task's tracks today; a track may as well continue across parts (a part
+per time chunk): the same ``TrackKey`` on the same process, each part holding a time
+range of its slices. Writers therefore declare a process, thread or counter track the
+first time a part uses it, and launch flows are marked at each end (``FlowMarks``),
+since the API call and the GPU record it launched may lie in two parts.
 """
 
 from __future__ import annotations
@@ -74,6 +78,13 @@ class SliceTrack:
         return len(self.thread_ids)
 
     @property
+    def order(self) -> int:
+        """The track's place in the timeline's order, whichever part first holds it: its
+        first lane's tid (``Layout`` hands tids out in the order it places tracks); a
+        track without lanes goes last."""
+        return self.thread_ids[0] if self.thread_ids else _NO_LANE
+
+    @property
     def end_ns(self) -> np.ndarray:
         end: np.ndarray = self.start_ns + self.duration_ns
         return end
@@ -93,6 +104,9 @@ class SliceTrack:
         """A record column (``RECORD_COLUMNS``) for this track's slices, or a selection."""
         rows = self.rows if select is None else self.rows[select]
         return widened(self.records[name][rows])
+
+
+_NO_LANE = 1 << 62
 
 
 def widened(values: np.ndarray) -> np.ndarray:
@@ -139,6 +153,37 @@ class LaunchFlows:
         z = np.zeros(0, dtype=np.int64)
         return cls(z, z, z, z, z)
 
+    def marks(self, first: int = 0) -> tuple[FlowMarks, FlowMarks]:
+        """The flows as marks at their two ends (starts, ends): flow ``i`` gets id
+        ``first + i + 1``, so ids go on across parts and are never 0."""
+        ids = np.arange(first + 1, first + len(self) + 1, dtype=np.int64)
+        starts = FlowMarks(self.from_track, self.from_slice, ids)
+        return starts, FlowMarks(self.to_track, self.to_slice, ids)
+
+
+@dataclass(frozen=True)
+class FlowMarks:
+    """One end of launch flows, marked at slices of a part: slice ``slice[i]`` of
+    ``part.slices[track[i]]`` starts (or ends) flow ``id[i]``.
+
+    A flow starts on its API call and ends on the GPU record the call launched, each end
+    marked in the part that holds its slice; ids are unique in the whole export and
+    never 0, so the two ends meet whatever parts they lie in. A call may start several
+    flows (a graph launch); a GPU record ends one at most.
+    """
+
+    track: np.ndarray
+    slice: np.ndarray
+    id: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.id.shape[0])
+
+    @classmethod
+    def empty(cls) -> FlowMarks:
+        z = np.zeros(0, dtype=np.int64)
+        return cls(z, z, z)
+
 
 @dataclass(frozen=True)
 class Timeline:
@@ -158,23 +203,24 @@ class Timeline:
 
 @dataclass(frozen=True)
 class TimelinePart:
-    """One part of a ``PartedTimeline``: normally one task's tracks.
+    """One part of a ``PartedTimeline``: one task's tracks, or a time range of several.
 
     ``names`` is the name table so far (ids never change, names are only appended);
     ``processes`` the processes this part is the first to use (a physical GPU's, with
-    ``group_by="gpu"``, is shared by later parts); ``flows`` index this part's
-    ``slices`` (both ends of a launch lie in one task). Flow ids and counter indices go
-    on across parts: this part's flow ``i`` is the timeline's flow ``first_flow + i``,
-    its counter ``j`` the timeline's counter ``first_counter + j``.
+    ``group_by="gpu"``, is shared by later parts). A track (same ``pid`` and ``key``)
+    may appear in several parts, in time order, each holding a time range of its
+    slices; its ``thread_ids`` in a later part start with those it had before (a part
+    may add lanes, never renumber them). A counter track (same ``pid``, ``tid`` and
+    ``name``) may likewise go on across parts. ``starts`` marks the flows this part's
+    slices start (API calls), ``ends`` those they end (the GPU records launched).
     """
 
     names: tuple[str, ...]
     processes: tuple[TraceProcess, ...]
     slices: tuple[SliceTrack, ...]
     counters: tuple[CounterTrack, ...]
-    flows: LaunchFlows = field(default_factory=LaunchFlows.empty)
-    first_flow: int = 0
-    first_counter: int = 0
+    starts: FlowMarks = field(default_factory=FlowMarks.empty)
+    ends: FlowMarks = field(default_factory=FlowMarks.empty)
 
     @property
     def num_slices(self) -> int:
@@ -212,8 +258,9 @@ class PartedTimeline:
     @classmethod
     def whole(cls, timeline: Timeline) -> PartedTimeline:
         """A built ``Timeline`` as one part."""
+        starts, ends = timeline.flows.marks()
         part = TimelinePart(
-            timeline.names, timeline.processes, timeline.slices, timeline.counters, timeline.flows
+            timeline.names, timeline.processes, timeline.slices, timeline.counters, starts, ends
         )
         jobs = timeline.metadata.get("jobs", [])
         hosts = sorted({h for job in jobs for h in job.get("hosts", [])})
@@ -246,27 +293,25 @@ class PartedTimeline:
 
 
 def collect(parted: PartedTimeline) -> Timeline:
-    """Every part of ``parted`` in one ``Timeline`` (for inputs that fit in memory)."""
+    """Every part of ``parted`` in one ``Timeline`` (for inputs that fit in memory); its
+    flows in id order, each a start and an end of one id."""
     names: tuple[str, ...] = ()
     processes: list[TraceProcess] = []
     slices: list[SliceTrack] = []
     counters: list[CounterTrack] = []
-    flows: list[LaunchFlows] = []
+    starts: list[FlowMarks] = []
+    ends: list[FlowMarks] = []
+    correlation: list[np.ndarray] = []
     for part in parted.parts():
         names = part.names
         processes += part.processes
         base = len(slices)
         slices += part.slices
         counters += part.counters
-        if len(part.flows):
-            f = part.flows
-            shifted = (f.from_track + base, f.from_slice, f.to_track + base, f.to_slice)
-            flows.append(LaunchFlows(*shifted, f.correlation))
-    merged = LaunchFlows.empty()
-    if flows:
-        columns = zip(*((f.from_track, f.from_slice, f.to_track, f.to_slice, f.correlation)
-                        for f in flows), strict=True)  # fmt: skip
-        merged = LaunchFlows(*(np.concatenate(c) for c in columns))
+        for marks, out in ((part.starts, starts), (part.ends, ends)):
+            out.append(FlowMarks(marks.track + base, marks.slice, marks.id))
+        # The GPU record's own correlation id, read while the part's records are held.
+        correlation.append(_end_correlation(part.slices, part.ends))
     return Timeline(
         group_by=parted.group_by,
         origin_ns=parted.origin_ns,
@@ -275,8 +320,33 @@ def collect(parted: PartedTimeline) -> Timeline:
         slices=tuple(slices),
         counters=tuple(counters),
         metadata=parted.metadata,
-        flows=merged,
+        flows=_paired(starts, ends, correlation),
     )
+
+
+def _end_correlation(slices: tuple[SliceTrack, ...], ends: FlowMarks) -> np.ndarray:
+    out = np.zeros(len(ends), dtype=np.int64)
+    for t in np.unique(ends.track).tolist():
+        at = np.flatnonzero(ends.track == t)
+        out[at] = slices[t].column("correlation", ends.slice[at])
+    return out
+
+
+def _paired(
+    starts: list[FlowMarks], ends: list[FlowMarks], correlation: list[np.ndarray]
+) -> LaunchFlows:
+    """Flows from marks: the start and the end of each id (ids with one end only, a flow
+    leaving the collected parts, are left out)."""
+    if not starts:
+        return LaunchFlows.empty()
+    s = FlowMarks(*(np.concatenate([getattr(m, c) for m in starts]) for c in _MARK_COLUMNS))
+    e = FlowMarks(*(np.concatenate([getattr(m, c) for m in ends]) for c in _MARK_COLUMNS))
+    corr = np.concatenate(correlation)
+    _, si, ei = np.intersect1d(s.id, e.id, assume_unique=True, return_indices=True)
+    return LaunchFlows(s.track[si], s.slice[si], e.track[ei], e.slice[ei], corr[ei])
+
+
+_MARK_COLUMNS = ("track", "slice", "id")
 
 
 def parted(timeline: Timeline | PartedTimeline) -> PartedTimeline:
