@@ -70,13 +70,21 @@ def rendered(reporter: Callable[[PartedTimeline | Timeline], Any], timeline: Any
     return out.getvalue()
 
 
-def both(case: str, group_by: str, reporter: Callable[[Any], Any]) -> tuple[bytes, bytes]:
-    """The case rendered whole and split into ``PARTS`` time parts."""
+def both(
+    case: str, group_by: str, parts: int, reporter: Callable[[Any], Any]
+) -> tuple[bytes, bytes]:
+    """The case rendered whole and split into ``parts`` time parts."""
     timeline = whole_timeline(case, group_by)
-    return rendered(reporter, timeline), rendered(reporter, split_parts(timeline, PARTS))
+    return rendered(reporter, timeline), rendered(reporter, split_parts(timeline, parts))
 
 
-ALL = pytest.mark.parametrize("case,group_by", [(c, g) for c in CASES for g in ("job", "gpu")])
+# Each case in five parts, grouped by job and by GPU; and one in parts of a few slices,
+# some holding the ends of flows whose calls all lie in earlier parts.
+FINE = 200
+ALL = pytest.mark.parametrize(
+    "case,group_by,parts",
+    [(c, g, PARTS) for c in CASES for g in ("job", "gpu")] + [("memory", "job", FINE)],
+)
 
 
 def test_the_split_timeline_goes_on_across_parts() -> None:
@@ -102,6 +110,8 @@ def test_the_split_timeline_goes_on_across_parts() -> None:
     assert crossing > 0
     assert sum(len(p.starts) for p in parts) == sum(len(p.ends) for p in parts)
     assert sum(len(p.ends) for p in parts) == len(timeline.flows) > 0
+    fine = list(split_parts(whole_timeline("memory", "job"), FINE).parts())
+    assert any(len(p.ends) and not len(p.starts) for p in fine)
     assert sum(len(c.time_ns) for p in parts for c in p.counters) == sum(
         len(c.time_ns) for c in timeline.counters
     ) > 0  # fmt: skip
@@ -121,8 +131,8 @@ def chrome_view(data: bytes) -> tuple[list[bytes], Counter[bytes], Any]:
 
 
 @ALL
-def test_chrome_split_is_whole(case: str, group_by: str) -> None:
-    whole, split = both(case, group_by, lambda t: ChromeReporter(t, chunk_events=CHUNK))
+def test_chrome_split_is_whole(case: str, group_by: str, parts: int) -> None:
+    whole, split = both(case, group_by, parts, lambda t: ChromeReporter(t, chunk_events=CHUNK))
     w_declared, w_events, w_meta = chrome_view(whole)
     s_declared, s_events, s_meta = chrome_view(split)
     # Each process and thread declared once, as whole.
@@ -196,8 +206,8 @@ def perfetto_view(data: bytes) -> dict[str, Any]:
 
 
 @ALL
-def test_perfetto_split_is_whole(case: str, group_by: str) -> None:
-    whole, split = both(case, group_by, lambda t: PerfettoReporter(t, chunk_events=CHUNK))
+def test_perfetto_split_is_whole(case: str, group_by: str, parts: int) -> None:
+    whole, split = both(case, group_by, parts, lambda t: PerfettoReporter(t, chunk_events=CHUNK))
     w, s = perfetto_view(whole), perfetto_view(split)
     # Each track described once, as whole.
     assert sorted(s["descriptors"]) == sorted(w["descriptors"])
@@ -250,8 +260,10 @@ def xplane_view(data: bytes) -> list[Any]:
 
 
 @ALL
-def test_xplane_split_is_whole(case: str, group_by: str) -> None:
-    whole, split = both(case, group_by, lambda t: XPlaneReporter(t, host="h", chunk_events=CHUNK))
+def test_xplane_split_is_whole(case: str, group_by: str, parts: int) -> None:
+    whole, split = both(
+        case, group_by, parts, lambda t: XPlaneReporter(t, host="h", chunk_events=CHUNK)
+    )
     w, s = xplane_view(whole), xplane_view(split)
     names = [plane[1] for plane in s[0]]
     assert len(set(names)) == len(names)  # one plane per GPU, not one per part
@@ -270,10 +282,10 @@ def stepstats_view(run_metadata: Any) -> list[Any]:
 
 @ALL
 @pytest.mark.parametrize("text", [False, True])
-def test_stepstats_split_is_whole(case: str, group_by: str, text: bool) -> None:
+def test_stepstats_split_is_whole(case: str, group_by: str, parts: int, text: bool) -> None:
     config_pb2, _ = step_stats()
     whole, split = both(
-        case, group_by, lambda t: StepStatsReporter(t, text=text, chunk_nodes=CHUNK)
+        case, group_by, parts, lambda t: StepStatsReporter(t, text=text, chunk_nodes=CHUNK)
     )
     views = []
     for data in (whole, split):
