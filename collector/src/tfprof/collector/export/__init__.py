@@ -1,8 +1,9 @@
 """Timeline reporters: one per output format, chosen by name or by the output's suffix.
 
 A reporter is built from a ``Timeline``, or a ``PartedTimeline`` that it renders one
-part (task) at a time, and has one method, ``render(outfile)``, that writes the whole
-output to a binary file object (memray's reporter shape).
+part (a task, or a time range of one) at a time, and has one method,
+``render(outfile)``, that writes the whole output to a binary file object (memray's
+reporter shape).
 ``write_timeline`` picks the reporter, opens the file (gzip for ``.gz``) and renders.
 
 | format    | suffix                 | what opens it                                         |

@@ -14,12 +14,13 @@ Shaped like TensorFlow's CUPTI tracer output:
 - a line per stream, id the CUDA stream id, named as TensorFlow names them,
   ``Stream #<id>(Kernel,MemcpyH2D,...)``; copies appear once, on their stream;
 - events with interned event metadata (one per name) and stats: ``correlation_id`` on
-  both ends of each launch flow (``Timeline.flows``: XProf draws its launch arrows from
-  it, host plane out, device plane in, so it is written only where both ends are in the
-  space: a 0 chained every kernel into one flow, and a one-ended id is a "flow consumer
-  without producer" warning), ``context_id`` (left out when unknown), ``tf_op`` (the host range the
-  record is attributed to, ``<node>:<type>`` for TensorFlow ops, which XProf's
-  framework_op_stats, op_profile and kernel_stats read), and ``kernel_details`` /
+  both ends of each launch flow (``TimelinePart.starts`` / ``ends``: XProf draws its
+  launch arrows from it, host plane out, device plane in, so it is written only where
+  both ends are in the space: a 0 chained every kernel into one flow, and a one-ended id
+  is a "flow consumer without producer" warning), ``context_id`` (left out when
+  unknown), ``tf_op`` (the host range the record is attributed to, ``<node>:<type>``
+  for TensorFlow ops, which XProf's framework_op_stats, op_profile and kernel_stats
+  read), and ``kernel_details`` /
   ``memcpy_details`` / ``memset_details`` in the text forms XProf's kernel_stats parses;
   repeated strings are interned as stat metadata and referenced (``ref_value``);
 - one ``/host:CPU`` plane with a line per host thread track (``thread:TID`` of each
