@@ -12,6 +12,7 @@ the part holding its GPU slice, with the id the whole timeline gives it.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -62,46 +63,38 @@ def split_parts(timeline: Timeline, k: int) -> PartedTimeline:
         pid = timeline.counters[c].pid
         first_use[pid] = min(first_use.get(pid, k), held[0])
     starts_at, ends_at = _marks(timeline, slice_part, index_in, k)
-    lanes_seen = [0] * len(timeline.slices)
-    names_seen = 0
-    parts: list[TimelinePart] = []
-    for j in range(k):
-        slices = []
-        for t in index_in[j]:
-            track = timeline.slices[t]
-            sel = np.flatnonzero(slice_part[t] == j)
-            piece = _piece(track, sel)
-            if len(piece):
-                lanes_seen[t] = max(lanes_seen[t], int(piece.lane.max()) + 1)
-                names_seen = max(names_seen, _highest_name(piece) + 1)
-            lanes = track.num_lanes if j == appears[t][-1] else lanes_seen[t]
-            piece = replace(
-                piece, thread_ids=track.thread_ids[:lanes], thread_names=track.thread_names[:lanes]
+
+    def parts() -> Iterator[TimelinePart]:
+        """Each part made as it is asked for, so a writer that lets go of it frees it."""
+        lanes_seen = [0] * len(timeline.slices)
+        names_seen = 0
+        for j in range(k):
+            slices = []
+            for t in index_in[j]:
+                track = timeline.slices[t]
+                piece = _piece(track, np.flatnonzero(slice_part[t] == j))
+                if len(piece):
+                    lanes_seen[t] = max(lanes_seen[t], int(piece.lane.max()) + 1)
+                    names_seen = max(names_seen, _highest_name(piece) + 1)
+                lanes = track.num_lanes if j == appears[t][-1] else lanes_seen[t]
+                ids, names = track.thread_ids[:lanes], track.thread_names[:lanes]
+                slices.append(replace(piece, thread_ids=ids, thread_names=names))
+            counters = [
+                _samples(counter, np.flatnonzero(counter_part[c] == j))
+                for c, counter in enumerate(timeline.counters)
+                if j in counter_appears[c]
+            ]
+            table = timeline.names if j == k - 1 else timeline.names[:names_seen]
+            processes = tuple(p for p in timeline.processes if first_use.get(p.pid, 0) == j)
+            yield TimelinePart(
+                table, processes, tuple(slices), tuple(counters), starts_at[j], ends_at[j]
             )
-            slices.append(piece)
-        counters = []
-        for c, counter in enumerate(timeline.counters):
-            if j in counter_appears[c]:
-                sel = np.flatnonzero(counter_part[c] == j)
-                counters.append(
-                    CounterTrack(
-                        counter.pid,
-                        counter.tid,
-                        counter.name,
-                        counter.time_ns[sel],
-                        counter.values[sel],
-                    )
-                )
-        names = timeline.names if j == k - 1 else timeline.names[:names_seen]
-        processes = tuple(p for p in timeline.processes if first_use.get(p.pid, 0) == j)
-        parts.append(
-            TimelinePart(names, processes, tuple(slices), tuple(counters), starts_at[j], ends_at[j])
-        )
+
     whole = parted(timeline)
     return PartedTimeline(
         timeline.group_by,
         timeline.origin_ns,
-        parts,
+        parts(),
         lambda: timeline.metadata,
         whole.hosts,
         whole.devices,
@@ -125,6 +118,10 @@ def _piece(track: SliceTrack, sel: np.ndarray) -> SliceTrack:
         op_id=cut(track.op_id),
         category_id=cut(track.category_id),
     )
+
+
+def _samples(counter: CounterTrack, sel: np.ndarray) -> CounterTrack:
+    return replace(counter, time_ns=counter.time_ns[sel], values=counter.values[sel])
 
 
 def _highest_name(track: SliceTrack) -> int:

@@ -14,10 +14,12 @@ strings, XPlane's metadata) are resolved to what they name before comparing.
 
 from __future__ import annotations
 
+import gc
 import io
 import json
+import weakref
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,12 +30,13 @@ from google.protobuf import text_format
 from tests.unit.perfetto_readback import inflated
 from tests.unit.split_parts import split_parts
 from tfprof.collector.export.chrome import ChromeReporter
+from tfprof.collector.export.output import PIPELINE_DEPTH
 from tfprof.collector.export.perfetto import PerfettoReporter
 from tfprof.collector.export.stepstats import StepStatsReporter
 from tfprof.collector.export.xplane import XPlaneReporter
 from tfprof.collector.store.importer import jobs_from_files
 from tfprof.collector.timeline.build import build_timeline
-from tfprof.collector.timeline.model import PartedTimeline, Timeline
+from tfprof.collector.timeline.model import PartedTimeline, Timeline, TimelinePart
 from tfprof.readers.tfprotos import step_stats, xplane
 
 pftrace = pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
@@ -299,3 +302,48 @@ def test_stepstats_split_is_whole(case: str, group_by: str, parts: int, text: bo
     devices = [d for d, _ in s]
     assert len(set(devices)) == len(devices)  # one device per track, not one per part
     assert s == w
+
+
+# --- Memory --------------------------------------------------------------------------
+
+WRITERS: dict[str, Callable[[Any], Any]] = {
+    "chrome": lambda t: ChromeReporter(t, chunk_events=CHUNK),
+    "perfetto": lambda t: PerfettoReporter(t, chunk_events=CHUNK),
+    "xplane": lambda t: XPlaneReporter(t, host="h", chunk_events=CHUNK),
+    "stepstats": lambda t: StepStatsReporter(t, chunk_nodes=CHUNK),
+}
+
+
+@pytest.mark.parametrize("writer", WRITERS)
+def test_a_writer_lets_go_of_each_part(writer: str) -> None:
+    """A writer holds the part it renders, and views of the last few in blocks still
+    being written (``PIPELINE_DEPTH``), never the parts before: whatever spans parts is
+    small per-track state or spooled bytes. Checked by the parts' own slice and sample
+    arrays: when a part is asked for, those of every part more than a pipeline behind
+    are freed."""
+    split = split_parts(whole_timeline("merged", "job"), FINE)
+    held: list[list[int]] = []
+
+    def watched(parts: Iterator[TimelinePart]) -> Iterator[TimelinePart]:
+        refs: list[list[weakref.ref[Any]]] = []
+        for part in parts:
+            gc.collect()
+            held.append([i for i, mine in enumerate(refs) if any(r() is not None for r in mine)])
+            arrays = [t.start_ns for t in part.slices] + [c.time_ns for c in part.counters]
+            refs.append([weakref.ref(a) for a in arrays])
+            del arrays
+            yield part
+            del part
+
+    timeline = PartedTimeline(
+        split.group_by,
+        split.origin_ns,
+        watched(split.parts()),
+        lambda: split.metadata,
+        split.hosts,
+        split.devices,
+    )
+    WRITERS[writer](timeline).render(io.BytesIO())
+    assert len(held) == FINE
+    behind = [j - i for j, alive in enumerate(held) for i in alive]
+    assert max(behind, default=0) <= PIPELINE_DEPTH + 1, behind
