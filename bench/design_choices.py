@@ -15,7 +15,7 @@ points at bench/results/cpu-design-choices.txt instead of quoting a figure.
 - ``gather``: ``np.take`` against fancy indexing, for a column and for the rows of a
   byte table (export/args.py's ``pick``, export/chrome_rows.py's row take).
 - ``sort``: stable argsort of a small key (under 2**16) against a 64-bit key
-  (timeline/track_rows.py's ``split_by_stream``).
+  (timeline/track_rows.py's ``_groups``: a chunk's rows by track).
 - ``mask``: a flat boolean mask with dropped bytes in runs against ``np.compress``
   (export/protowire.py's ``encoded_rows``).
 - ``fdatasync``: an append plus fdatasync per batch size, in ``--dir``

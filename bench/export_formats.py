@@ -48,7 +48,7 @@ def _peak_mib() -> float:
 def child(name: str, records: int, out_dir: str) -> dict[str, float | int | str]:
     from bench.export_vs_tf_timeline import make_job
     from tfprof.collector.export import reporter_for, write_timeline
-    from tfprof.collector.timeline.build import build_timeline
+    from tfprof.collector.merged.whole import build_timeline
 
     job = make_job(records)
     stream = job.streams[0]

@@ -67,7 +67,7 @@ def _peak_mib() -> float:
 
 def child(name: str, records: int, trace: str, out_dir: str) -> dict[str, float | int | str]:
     from tfprof.collector.export import write_timeline
-    from tfprof.collector.timeline.build import build_timeline
+    from tfprof.collector.merged.whole import build_timeline
 
     job = tiled_job(Path(trace), records)
     started = time.perf_counter()

@@ -29,7 +29,7 @@ import numpy as np
 from tfprof.collector.export import write_timeline
 from tfprof.collector.jobdata import RECORD_COLUMNS, DeviceMeta, JobData, StreamData
 from tfprof.collector.lake.lake_stream import LOADED_DTYPES
-from tfprof.collector.timeline.build import build_timeline
+from tfprof.collector.merged.whole import build_timeline
 from tfprof.core.records import RecordKind
 
 STREAMS = (7, 13, 14, 15)

@@ -56,8 +56,7 @@ def main() -> None:
 
     from bench.export_vs_tf_timeline import make_job
     from tfprof.collector.export.perfetto import PerfettoReporter
-    from tfprof.collector.timeline.build import build_timeline
-    from tfprof.collector.timeline.model import parted
+    from tfprof.collector.merged.whole import build_timeline
 
     timeline = build_timeline([make_job(args.records)])
     layout = finish = float("inf")
@@ -65,7 +64,7 @@ def main() -> None:
     for _ in range(args.repeat):
         reporter = PerfettoReporter(timeline)
         t0 = time.process_time()
-        laid = [p for part in parted(timeline).parts() for p in reporter._event_packets(part)]
+        laid = [p for part in timeline.parts() for p in reporter._event_packets(part)]
         t1 = time.process_time()
         blocks = [bytes(p.finish()) for p in laid]
         t2 = time.process_time()

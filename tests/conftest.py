@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -13,6 +14,18 @@ if TYPE_CHECKING:  # imported where used: collecting agent-only tests needs no c
 
     from tfprof.collector.service.server import CollectorServer
     from tfprof.proto.collector_pb2_grpc import CollectorStub
+
+
+@pytest.fixture(autouse=True)
+def _tfprof_logger_as_found() -> Iterator[None]:
+    """Each test starts with the ``tfprof`` logger as the one before found it: a CLI
+    ``main`` run in-process sets its handler and level, which would otherwise make a
+    later test's in-process collector log to that test's stderr."""
+    logger = logging.getLogger("tfprof")
+    handlers, level = list(logger.handlers), logger.level
+    yield
+    logger.handlers[:] = handlers
+    logger.setLevel(level)
 
 
 @pytest.fixture

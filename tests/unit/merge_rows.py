@@ -7,7 +7,8 @@ from typing import Any
 import numpy as np
 
 from tfprof.collector.jobdata import HOST_COLUMNS, RECORD_COLUMNS, StreamData
-from tfprof.collector.timeline.model import SliceTrack, Timeline
+from tfprof.collector.merged.whole import WholeTimeline as Timeline
+from tfprof.collector.timeline.model import SliceTrack
 from tfprof.core.records import RecordKind
 
 STRINGS = ["", "gemm_kernel", "relu_kernel"]

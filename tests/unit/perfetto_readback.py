@@ -12,8 +12,8 @@ import pytest
 from tests.unit.pftrace_tracks import PftraceTracks
 from tests.unit.sample_timeline import T0
 from tfprof.collector.jobdata import JobData, StreamData
-from tfprof.collector.timeline.build import build_timeline
-from tfprof.collector.timeline.model import Timeline
+from tfprof.collector.merged.whole import WholeTimeline as Timeline
+from tfprof.collector.merged.whole import build_timeline
 from tfprof.core.records import RecordKind
 
 pftrace = pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")

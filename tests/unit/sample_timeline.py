@@ -9,12 +9,14 @@ from typing import Any
 import numpy as np
 
 from tests.unit.merge_rows import records
+from tests.unit.odd_kinds import odd_kind
 from tfprof.collector.export import (
     ChromeReporter,
 )
 from tfprof.collector.jobdata import HOST_COLUMNS, DeviceMeta, JobData, StreamData
-from tfprof.collector.timeline.build import build_timeline
-from tfprof.collector.timeline.model import GroupBy, Timeline
+from tfprof.collector.merged.whole import WholeTimeline as Timeline
+from tfprof.collector.merged.whole import build_timeline
+from tfprof.collector.timeline.model import GroupBy
 from tfprof.core.records import RecordKind
 
 T0 = 1_700_000_000_000_000_000
@@ -42,9 +44,9 @@ def sample_timeline(group_by: GroupBy = "job") -> Timeline:
         {"kind": RecordKind.MEMSET, "start_ns": T0 + 4_000_000, "duration_ns": 1000,
          "stream": 13, "device": 0, "context": 1, "correlation": 15, "bytes": 4096,
          "src_kind": 3},
-        # a record kind this version does not know
-        {"kind": 9, "start_ns": T0 + 5_000_000, "duration_ns": 10, "stream": 13, "device": 0,
-         "correlation": 16},
+        # made a record kind this version does not know below (odd_kind)
+        {"kind": RecordKind.MEMSET, "start_ns": T0 + 5_000_000, "duration_ns": 10,
+         "stream": 13, "device": 0, "correlation": 16},
     ]  # fmt: skip
     host = {c: np.array([1, 2], dtype=np.int64) for c in HOST_COLUMNS}
     host["time_ns"] = np.array([T0 + 10, T0 + 1_000_010], dtype=np.int64)
@@ -56,7 +58,7 @@ def sample_timeline(group_by: GroupBy = "job") -> Timeline:
         devices={0: DeviceMeta(0, "GPU-abc", "NVIDIA H100")},
         records=records(rows), host_samples=host,
     )  # fmt: skip
-    return build_timeline([JobData("train", "r1", [stream])], group_by=group_by)
+    return odd_kind(build_timeline([JobData("train", "r1", [stream])], group_by=group_by), 16)
 
 
 def render(timeline: Timeline, **kw: Any) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from tfprof.collector.export import (
     write_timeline,
 )
 from tfprof.collector.jobdata import HOST_COLUMNS
-from tfprof.collector.timeline.build import build_timeline
+from tfprof.collector.merged.whole import build_timeline
 from tfprof.core.counters import counter_title
 
 

@@ -19,7 +19,7 @@ from tfprof.collector.export.text_columns import (
     write_int,
     write_millis,
 )
-from tfprof.collector.timeline.model import Timeline
+from tfprof.collector.merged.whole import WholeTimeline as Timeline
 
 
 def _texts(out: np.ndarray) -> list[str]:

@@ -99,7 +99,7 @@ NOT_FOR_THE_PARSER = (
 # store machinery, and rich's progress and table (output piped, no terminal).
 NOT_FOR_JOBS = (
     "grpc", "tfprof.collector.service.remote", "tfprof.collector.advice",
-    "tfprof.collector.export", "tfprof.collector.timeline.build",
+    "tfprof.collector.export", "tfprof.collector.merged.streamed",
     "tfprof.collector.analysis.kernels", "tfprof.collector.analysis.api",
     "tfprof.collector.analysis.ops", "tfprof.collector.analysis.step_rows",
     "tfprof.collector.read.gpu_sweeps", "tfprof.collector.read.carried_unions",

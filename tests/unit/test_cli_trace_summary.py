@@ -13,7 +13,7 @@ import pytest
 from tfprof.collector.cli import main
 from tfprof.collector.export import write_timeline
 from tfprof.collector.jobdata import RECORD_COLUMNS, DeviceMeta, DropCounts, JobData, StreamData
-from tfprof.collector.timeline.build import build_timeline
+from tfprof.collector.merged.whole import build_timeline
 from tfprof.core.records import RecordKind
 
 T0 = 1_700_000_000_000_000_000

@@ -18,9 +18,9 @@ from tests.unit.merge_rows import STRINGS, kernel, stream
 from tests.unit.pftrace_tracks import PftraceTracks
 from tfprof.collector.export.chrome import ChromeReporter
 from tfprof.collector.jobdata import JobData
+from tfprof.collector.merged.whole import WholeTimeline as Timeline
+from tfprof.collector.merged.whole import build_timeline
 from tfprof.collector.store.importer import jobs_from_files
-from tfprof.collector.timeline.build import build_timeline
-from tfprof.collector.timeline.model import Timeline
 from tfprof.core.records import RecordKind
 from tfprof.core.slice_args import BY_KIND, SLICE_CATEGORIES, args_of
 

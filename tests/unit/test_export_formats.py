@@ -17,7 +17,7 @@ from tests.unit.sample_timeline import T0, render, sample_timeline, slices
 from tfprof.collector import export as export_mod
 from tfprof.collector.export import UnknownFormatError, format_for, write_timeline
 from tfprof.collector.jobdata import JobData
-from tfprof.collector.timeline.build import build_timeline
+from tfprof.collector.merged.whole import build_timeline
 
 
 def chrome_tracks(trace: dict[str, Any]) -> Counter[str]:
@@ -36,8 +36,9 @@ def test_perfetto_tracks_slices_args_and_counters_match_chrome() -> None:
     chrome = render(tl)
     assert Counter(s["track"] for s in view["slices"]) == chrome_tracks(chrome)
     assert view["ends"] == len(view["slices"]) == 8
-    assert set(view["names"].values()) == set(tl.names)  # every name interned once
-    assert len(view["names"]) == len(tl.names)
+    # every name interned once; the read's name 0, "" (no name), is no slice's
+    assert set(view["names"].values()) == set(tl.names[1:])
+    assert len(view["names"]) == len(tl.names) - 1
     by_key = {(e["name"], e["args"]["correlation"], e["ts"]): e for e in slices(chrome)}
     for s in view["slices"]:
         twin = by_key[(s["name"], s["args"]["correlation"], round(s["ts"] / 1000, 3))]

@@ -16,9 +16,9 @@ from tests.unit.merge_rows import records
 from tests.unit.sample_timeline import T0, sample_timeline
 from tfprof.collector.export import write_timeline
 from tfprof.collector.jobdata import HOST_COLUMNS, DeviceMeta, JobData, StreamData
+from tfprof.collector.merged.whole import WholeTimeline as Timeline
+from tfprof.collector.merged.whole import build_timeline
 from tfprof.collector.store.importer import jobs_from_files
-from tfprof.collector.timeline.build import build_timeline
-from tfprof.collector.timeline.model import Timeline
 from tfprof.core.records import RecordKind
 from tfprof.readers import read_trace
 

@@ -13,9 +13,9 @@ import pytest
 
 from tests.traces import shared_traces
 from tfprof.collector.export import write_timeline
+from tfprof.collector.merged.whole import build_timeline
 from tfprof.collector.store.importer import jobs_from_files
 from tfprof.collector.timeline.attribution import HOW_LAUNCH, attribute_ops, innermost_at
-from tfprof.collector.timeline.build import build_timeline
 from tfprof.collector.timeline.flows import link_launches
 from tfprof.core.records import RecordKind
 from tfprof.core.tracks import TrackKey, TrackKind

@@ -45,8 +45,9 @@ COLLECTOR_LAYERS: tuple[tuple[str, ...], ...] = (
     ("errors", "options", "config", "jobdata", "timespec", "terminal"),
     ("store",),  # the data dir's raw streams, as the service wrote them
     ("lake",),  # Parquet segments compacted from the streams; SQL over them
-    ("timeline",),  # prepared streams, names, attribution; the merged timeline
+    ("timeline",),  # prepared streams, names, attribution; the timeline's model
     ("read",),  # the read engine views and rules read the lake through
+    ("merged",),  # the merged timeline, read through the engine a time chunk at a time
     ("analysis",),  # summary views
     ("advice", "compare", "export"),  # rules, diffs, trace formats
     ("service",),  # the gRPC server half

@@ -14,9 +14,10 @@ from tests.unit.sample_timeline import T0, sample_timeline
 from tfprof.collector.cli import main
 from tfprof.collector.errors import InvalidArgument, NotFound
 from tfprof.collector.export import write_timeline
+from tfprof.collector.merged.whole import WholeTimeline as Timeline
+from tfprof.collector.merged.whole import build_timeline
 from tfprof.collector.store import Store
 from tfprof.collector.store.importer import import_files, jobs_from_files
-from tfprof.collector.timeline.build import Timeline, build_timeline
 from tfprof.collector.timespec import parse_duration, parse_window
 from tfprof.readers import load_trace, read_trace
 

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import numpy as np
-import pytest
-
 from tfprof.collector.jobdata import JobData
-from tfprof.collector.timeline.build import build_timeline
+from tfprof.collector.merged.whole import build_timeline
 from tfprof.core.records import RecordKind
 
 from .merge_rows import host, kernel, memcpy, memset, proc_names, stream
@@ -87,8 +84,9 @@ def test_gpu_only_task_counts_its_records_unlinked_as_with_api_calls() -> None:
 
 
 def test_streams_and_devices_of_any_size_split_into_ordered_tracks() -> None:
-    """Small ordinals take the 16-bit key path, large ones the 64-bit one: same tracks."""
-    for devices, streams in (((0, 1, 3), (7, 13, 2)), ((0, 70_000), (7, 1 << 31, 13))):
+    """Any stream id (32 bits) and device ordinal (16 bits, as the lake stores it) makes
+    its own track, in numeric order."""
+    for devices, streams in (((0, 1, 3), (7, 13, 2)), ((0, 65_535), (7, 1 << 31, 13))):
         rows = [kernel(10 * i, 5, stream=s, device=d)
                 for i, (d, s) in enumerate((d, s) for s in streams for d in devices)]  # fmt: skip
         tl = build_timeline([JobData("train", "r1", [stream(rows)])])
@@ -99,26 +97,3 @@ def test_streams_and_devices_of_any_size_split_into_ordered_tracks() -> None:
         for t in tl.slices:
             assert len(t) == 1 and t.column("device")[0] == t.key.gpu
             assert t.column("stream")[0] == t.key.stream
-
-
-def test_tracks_ordered_on_two_threads_are_those_of_one(monkeypatch: pytest.MonkeyPatch) -> None:
-    from tfprof.collector.timeline import slice_tracks
-
-    rng = np.random.default_rng(3)
-    rows = [
-        kernel(int(t), int(d), stream=int(s), device=int(g)) if k else memcpy(int(t), int(d))
-        for t, d, s, g, k in zip(rng.integers(0, 10**6, 4000), rng.integers(1, 900, 4000),
-                                 rng.choice([7, 13], 4000), rng.integers(0, 2, 4000),
-                                 rng.random(4000) < 0.8, strict=True)
-    ]  # fmt: skip
-    job = JobData("train", "r1", [stream(rows)])
-    monkeypatch.setattr(slice_tracks, "PARALLEL_SLICES", 1 << 40)
-    one = build_timeline([job])
-    monkeypatch.setattr(slice_tracks, "PARALLEL_SLICES", 1)
-    two = build_timeline([job])
-    assert [t.name for t in two.slices] == [t.name for t in one.slices]
-    assert max(t.num_lanes for t in one.slices) > 1
-    for a, b in zip(one.slices, two.slices, strict=True):
-        assert a.thread_ids == b.thread_ids
-        for column in ("start_ns", "duration_ns", "kind", "name_id", "lane", "rows"):
-            assert np.array_equal(getattr(a, column), getattr(b, column))

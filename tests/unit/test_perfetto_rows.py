@@ -28,7 +28,7 @@ from tfprof.collector.export.protowire import (
     varint,
     varints,
 )
-from tfprof.collector.timeline.model import Timeline
+from tfprof.collector.merged.whole import WholeTimeline as Timeline
 from tfprof.core.records import RecordKind
 
 pftrace = pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
@@ -139,7 +139,9 @@ def test_every_slice_name_arg_and_track_survives() -> None:
     got = Counter(_slice_key(s["track"], s["thread"], s) for s in view["slices"])
     assert got == expected
     assert view["ends"] == len(view["slices"]) == timeline.num_slices
-    assert sorted(view["names"].values()) == sorted(timeline.names)
+    # every name interned once; the read's name 0, "" (no name), is no slice's
+    assert timeline.names[0] == ""
+    assert sorted(view["names"].values()) == sorted(timeline.names[1:])
     cats = {s["cat"] for s in view["slices"]}
     assert cats == {"kernel", "memcpy", "memset", "sync", "activity"}
     # the args of each slice in the table's order
@@ -220,7 +222,7 @@ def test_a_gathered_selection_encodes_each_slice_as_alone() -> None:
 def _stream_track(rows: list[dict[str, int]]) -> Any:
     from tests.unit.merge_rows import stream
     from tfprof.collector.jobdata import JobData
-    from tfprof.collector.timeline.build import build_timeline
+    from tfprof.collector.merged.whole import build_timeline
 
     timeline = build_timeline([JobData("j", "r", [stream(rows)])])
     return next(t for t in timeline.slices if t.name.endswith("stream:7"))
@@ -258,7 +260,7 @@ def test_slices_of_kinds_encoded_apart_read_back_as_in_time_order() -> None:
     slices that one time-ordered run gives."""
     from tests.unit.merge_rows import kernel, memcpy, memset, stream
     from tfprof.collector.jobdata import JobData
-    from tfprof.collector.timeline.build import build_timeline
+    from tfprof.collector.merged.whole import build_timeline
 
     rng = np.random.default_rng(12)
     makers: list[Callable[[int, int], dict[str, int]]] = [kernel, memcpy, memset]

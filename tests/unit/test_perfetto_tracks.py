@@ -13,9 +13,9 @@ from tests.unit.perfetto_readback import perfetto_packets
 from tests.unit.pftrace_tracks import PftraceTracks
 from tests.unit.sample_timeline import sample_timeline
 from tfprof.collector.export.perfetto_tracks import COUNTER_RANK
+from tfprof.collector.merged.whole import WholeTimeline as Timeline
+from tfprof.collector.merged.whole import build_timeline
 from tfprof.collector.store.importer import jobs_from_files
-from tfprof.collector.timeline.build import build_timeline
-from tfprof.collector.timeline.model import Timeline
 
 pftrace = pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
 

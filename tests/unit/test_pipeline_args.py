@@ -10,15 +10,16 @@ from typing import Any
 
 import numpy as np
 
+from tests.unit.odd_kinds import odd_kind
 from tfprof.collector.export import ChromeReporter
 from tfprof.collector.export.args import dim3_column, label_column, rate_column
 from tfprof.collector.jobdata import RECORD_COLUMNS, JobData, StreamData
-from tfprof.collector.timeline.build import build_timeline
+from tfprof.collector.merged.whole import build_timeline
 from tfprof.core.cupti_labels import COPY_KINDS, MEMORY_KINDS, PEER_COPY
 from tfprof.core.records import RecordKind
 from tfprof.core.slice_args import BY_KIND, args_of, category_of
 
-UNKNOWN_KIND = 9
+UNKNOWN_CORRELATION = 99
 
 
 def _timeline() -> Any:
@@ -28,7 +29,7 @@ def _timeline() -> Any:
         {"kind": RecordKind.MEMCPY, "copy_kind": PEER_COPY, "dst_device": 1, "bytes": 10},
         {"kind": RecordKind.MEMSET, "src_kind": 3},
         {"kind": RecordKind.SYNC, "sync_type": 3},
-        {"kind": UNKNOWN_KIND},
+        {"kind": RecordKind.MEMSET, "correlation": UNKNOWN_CORRELATION},  # made unknown below
     ]
     cols = {c: np.zeros(len(rows), dtype=np.int64) for c in RECORD_COLUMNS}
     for i, row in enumerate(rows):
@@ -36,7 +37,7 @@ def _timeline() -> Any:
         for key, value in row.items():
             cols[key][i] = value
     s = StreamData(job="j", run_id="r", host="h", pid=1, task="0", records=cols)
-    return build_timeline([JobData("j", "r", [s])])
+    return odd_kind(build_timeline([JobData("j", "r", [s])]), UNKNOWN_CORRELATION)
 
 
 def _slices() -> list[dict[str, Any]]:

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from tfprof.collector.jobdata import HOST_COLUMNS, RECORD_COLUMNS, JobData, StreamData
-from tfprof.collector.timeline.build import build_timeline
+from tfprof.collector.merged.whole import build_timeline
 from tfprof.collector.timeline.prepare import (
     MergeError,
     NameTable,

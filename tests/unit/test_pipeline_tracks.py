@@ -9,7 +9,7 @@ import json
 from tfprof.collector.advice import advise
 from tfprof.collector.export import ChromeReporter
 from tfprof.collector.jobdata import JobData
-from tfprof.collector.timeline.build import build_timeline
+from tfprof.collector.merged.whole import build_timeline
 from tfprof.core.records import SYNC_NO_STREAM
 from tfprof.core.tracks import TrackKey, TrackKind
 

@@ -11,8 +11,8 @@ import pytest
 from tests.traces import shared_traces
 from tfprof.collector.export import write_timeline
 from tfprof.collector.export.stepstats import escape
+from tfprof.collector.merged.whole import build_timeline
 from tfprof.collector.store.importer import jobs_from_files
-from tfprof.collector.timeline.build import build_timeline
 
 
 def test_attributed_slices_carry_their_op_in_node_name(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ import pytest
 
 from tfprof.collector.export import write_timeline
 from tfprof.collector.jobdata import RECORD_COLUMNS, DeviceMeta, JobData, StreamData
-from tfprof.collector.timeline.build import build_timeline
+from tfprof.collector.merged.whole import build_timeline
 from tfprof.core.records import SYNC_NO_STREAM, RecordKind
 from tfprof.readers import load_trace
 

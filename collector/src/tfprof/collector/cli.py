@@ -13,6 +13,7 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from tfprof.collector.config import import_numpy_without_blas_threads
 from tfprof.core.cli_parser import GuessingParser
@@ -83,10 +84,24 @@ class _OneStyle(logging.Formatter):
         return f"tfprof-collector: {level}{super().format(record)}"
 
 
+class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to ``sys.stderr`` as it is when a line is logged, not as it was when the
+    handler was made: ``main`` run again in one process (tests, a notebook) under a
+    replaced stderr never writes to a stream closed since."""
+
+    @property
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value: Any) -> None:
+        pass
+
+
 def _setup_logging(level: str) -> None:
     logger = logging.getLogger("tfprof")
     if not logger.handlers:
-        handler = logging.StreamHandler()
+        handler = _StderrHandler()
         handler.setFormatter(_OneStyle("%(message)s"))
         logger.addHandler(handler)
     logger.setLevel(getattr(logging, level.upper(), logging.INFO))

@@ -15,7 +15,6 @@ from tfprof.collector.export import SUFFIXES, UnknownFormatError, format_for, wr
 from tfprof.collector.lake.reader import open_jobs
 from tfprof.collector.service.server import CollectorServer
 from tfprof.collector.terminal import progress
-from tfprof.collector.timeline.build import timeline_parts
 
 # The trace file names the embedded collector can write, from the export registry.
 OUTPUT_SUFFIXES: tuple[str, ...] = tuple(suffix for suffix, _ in SUFFIXES)
@@ -66,11 +65,13 @@ class EmbeddedCollector:
         """Merge every stored job into one timeline at ``output``; the end-of-run summary.
 
         Read as ``export --data-dir`` and ``summary --data-dir`` read the same dir (the
-        lake reader, a process at a time; the read engine): the file and the figures are
-        theirs, and memory is bounded by the largest process, not by the whole run."""
-        with progress("tfprof: finding the run's records"):
+        read engine, a time chunk at a time): the file and the figures are theirs, and
+        memory is bounded by what overlaps in time, not by a process or the whole run."""
+        from tfprof.collector.merged.streamed import streamed
+
+        with progress("tfprof: placing the run's tracks"):
             jobs = open_jobs([self._data_dir]).jobs
-            timeline = timeline_parts(jobs)
+            timeline = streamed(jobs, "job", None)
         with progress(f"tfprof: writing {os.fspath(output)}", unit="bytes") as advance:
             write_timeline(timeline, os.fspath(output), progress=advance)
         return short_summary(jobs, trace=output)

@@ -43,8 +43,8 @@ its own data dir and streams the trace to this machine (give --job, --capture, t
 options and the output options; no IN or --data-dir then). --capture ID keeps what one
 capture window recorded: its streams, inside its window.
 
-`merge` is this command for trace files, kept for scripts. Stored records are read one
-process at a time.
+`merge` is this command for trace files, kept for scripts. Stored records are read a
+time chunk at a time: memory holds what overlaps in time, not a process.
 
 --format speedscope or collapsed writes flame graphs of GPU time by the Python stack that
 launched it instead of a timeline (one speedscope profile per job and rank, GPU and
@@ -133,19 +133,19 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def write(jobs: list[JobData], args: argparse.Namespace) -> int:
-    """Merge ``jobs`` with the shared options and write the output, one task (process)
-    at a time; returns the slices written."""
+    """Merge ``jobs`` (lake streams) with the shared options and write the output, a
+    time chunk at a time; returns the slices written."""
     from tfprof.collector.export import format_for, write_timeline
     from tfprof.collector.export.selection import time_window
+    from tfprof.collector.merged.streamed import streamed
     from tfprof.collector.terminal import progress
-    from tfprof.collector.timeline.build import timeline_parts
 
     format_for(args.output, args.format)  # a bad name fails before any work
     window = time_window(
         jobs, args.window, getattr(args, "since", None), getattr(args, "until", None)
     )
-    with progress("finding the first event"):
-        timeline = timeline_parts(jobs, group_by=args.group_by, window_ns=window)
+    with progress("placing the tracks"):
+        timeline = streamed(jobs, args.group_by, window)
     try:
         with (
             progress(f"merging and writing {args.output}", unit="bytes") as advance,
@@ -228,6 +228,7 @@ def run(args: argparse.Namespace) -> int:
         return write_flame(args, flame)
     if args.collector:
         return run_remote(args)
+    from tfprof.collector.read.trace_files import lake_jobs
     from tfprof.collector.store.importer import jobs_from_files
     from tfprof.collector.terminal import progress
 
@@ -235,7 +236,8 @@ def run(args: argparse.Namespace) -> int:
     if args.inputs:
         with progress(f"reading {len(args.inputs)} file(s)"):
             steps = (args.as_ or "steps") == "steps"
-            jobs += jobs_from_files(args.inputs, steps, args.shift or "auto")
+            # Read as stored jobs are read: each file a lake held in memory.
+            jobs += lake_jobs(jobs_from_files(args.inputs, steps, args.shift or "auto"))
     if args.data_dir:
         stored, window = stored_jobs(args.data_dir, args.job, args.capture)
         jobs += stored

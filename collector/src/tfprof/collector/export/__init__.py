@@ -1,9 +1,8 @@
 """Timeline reporters: one per output format, chosen by name or by the output's suffix.
 
-A reporter is built from a ``Timeline``, or a ``PartedTimeline`` that it renders one
-part (a task, or a time range of one) at a time, and has one method,
-``render(outfile)``, that writes the whole output to a binary file object (memray's
-reporter shape).
+A reporter is built from a ``Timeline`` (``merged.streamed``), which it renders a
+part (time chunk) at a time, and has one method, ``render(outfile)``, that writes the
+whole output to a binary file object (memray's reporter shape).
 ``write_timeline`` picks the reporter, opens the file (gzip for ``.gz``) and renders.
 
 | format    | suffix                 | what opens it                                         |
@@ -28,7 +27,7 @@ from typing import IO, TYPE_CHECKING, Any, Protocol
 from tfprof.collector.errors import InvalidArgument
 from tfprof.collector.export.chrome import ChromeReporter
 from tfprof.collector.export.output import BinaryOutput
-from tfprof.collector.timeline.model import PartedTimeline, Timeline
+from tfprof.collector.timeline.model import Timeline
 
 if TYPE_CHECKING:
     from tfprof.collector.export.chrome_stacks import ChromeStacks
@@ -50,19 +49,19 @@ class Reporter(Protocol):
 ReporterFactory = Callable[..., Reporter]
 
 
-def _perfetto(timeline: Timeline | PartedTimeline, **options: Any) -> Reporter:
+def _perfetto(timeline: Timeline, **options: Any) -> Reporter:
     from tfprof.collector.export.perfetto import PerfettoReporter
 
     return PerfettoReporter(timeline, **options)
 
 
-def _xplane(timeline: Timeline | PartedTimeline, **options: Any) -> Reporter:
+def _xplane(timeline: Timeline, **options: Any) -> Reporter:
     from tfprof.collector.export.xplane import XPlaneReporter
 
     return XPlaneReporter(timeline, **options)
 
 
-def _stepstats(timeline: Timeline | PartedTimeline, **options: Any) -> Reporter:
+def _stepstats(timeline: Timeline, **options: Any) -> Reporter:
     from tfprof.collector.export.stepstats import StepStatsReporter
 
     return StepStatsReporter(timeline, **options)
@@ -119,7 +118,7 @@ def reporter_for(path: str | os.PathLike[str], fmt: str | None = None) -> Report
     return FORMATS[format_for(path, fmt)]
 
 
-def make_reporter(timeline: Timeline | PartedTimeline, name: str, fmt: str) -> Reporter:
+def make_reporter(timeline: Timeline, name: str, fmt: str) -> Reporter:
     """The reporter of format ``fmt`` for an output called ``name`` (``.pbtxt``: text)."""
     options: dict[str, Any] = {}
     if fmt == "stepstats":
@@ -160,7 +159,7 @@ def gzip_name_of(file_name: str) -> str | None:
 
 
 def write_timeline(
-    timeline: Timeline | PartedTimeline,
+    timeline: Timeline,
     path: str | os.PathLike[str],
     fmt: str | None = None,
     progress: Callable[[int], None] | None = None,

@@ -10,21 +10,20 @@ it is complete only once every part of the timeline was written. The tool's name
 version also go in a small ``metadata`` member before the events, so a reader can tell
 our export from the file's first bytes (``json_trace_head``) without reading it whole.
 
-The timeline is written one part at a time (``PartedTimeline``): the names of the
-processes and threads it is the first to use (a track continued from an earlier part is
-declared once), its slices, its launch flows' ends, its counters.
+Every process and thread is named first (the timeline's layout), then the timeline is
+written one part (time chunk) at a time: its slices, its launch flows' ends, its
+counters.
 
 Slices, the bulk of any trace, are written a block at a time as rows of a byte matrix
 (``chrome_rows``): numbers formatted a column at a time, no dict or string per event;
 the few metadata and counter events are dicts serialised with orjson. Against
 tf.timeline on the same events: bench/export_vs_tf_timeline.py, bench/results/cpu-export.txt.
 
-Launch flows are flow events after the slices, built the same way: ``"ph":"s"`` on the
-API call's thread at its start, ``"ph":"f","bp":"e"`` on the GPU slice's lane at its
-start, one id per arrow (``flow_ends``), each written in the part that holds its slice
-(``TimelinePart.starts`` / ``ends``). Viewers bind each to the slice enclosing it on
-that thread; written after the slices, so a viewer that orders events by time (Perfetto)
-has opened that slice by then.
+Launch flows are flow events after a part's slices, built the same way: ``"ph":"s"`` on
+the API call's thread at its start, ``"ph":"f","bp":"e"`` on the GPU slice's lane at
+its start, one id per arrow (``flow_ends``), each written with the part that holds its
+slice. Viewers bind each to the slice enclosing it on that thread; written after the
+slices, so a viewer that orders events by time (Perfetto) has opened that slice by then.
 """
 
 from __future__ import annotations
@@ -42,11 +41,10 @@ from tfprof.collector.export.output import CHUNK_EVENTS, BinaryOutput, BlockPipe
 from tfprof.collector.timeline.metadata import tool_tag
 from tfprof.collector.timeline.model import (
     CounterTrack,
-    PartedTimeline,
     SliceTrack,
     Timeline,
+    TimelineLayout,
     TimelinePart,
-    parted,
 )
 from tfprof.core.counters import counter_parts
 
@@ -62,32 +60,29 @@ _KIND_PLACE[list(SLICE_CATEGORIES)] = np.arange(len(SLICE_CATEGORIES))
 
 
 class ChromeReporter:
-    """Renders a ``Timeline`` (or a ``PartedTimeline``, a part at a time) as Chrome trace
-    event JSON."""
+    """Renders a ``Timeline``, a part at a time, as Chrome trace event JSON."""
 
     format_name = "chrome"
 
-    def __init__(
-        self, timeline: Timeline | PartedTimeline, chunk_events: int = CHUNK_EVENTS
-    ) -> None:
+    def __init__(self, timeline: Timeline, chunk_events: int = CHUNK_EVENTS) -> None:
         self.timeline = timeline
         self.chunk_events = max(1, chunk_events)
         self._names = NameText(())
         self._dims = DimText()
-        # What is declared: a track continued in a later part keeps its pid and tids.
-        self._pids: set[int] = set()
-        self._threads: set[tuple[int, int]] = set()
         # Python stacks to add (export/chrome_stacks.py): sample events after the
         # timeline's, and the stackFrames member; set by whoever writes the file.
         self.stacks: ChromeStacks | None = None
 
     def render(self, outfile: BinaryOutput) -> None:
         """Write the whole trace to a binary file object."""
-        timeline = parted(self.timeline)
+        timeline = self.timeline
         outfile.write(b'{"displayTimeUnit":"ns","metadata":')
         outfile.write(orjson.dumps({"tool": tool_tag()}))
         outfile.write(b',"traceEvents":[')
-        first = True
+        names = _dict_events(self._metadata_events(timeline.layout))
+        first = names.nbytes == 0
+        if not first:
+            outfile.write(names.finish()[1:])  # the first event has no comma before it
         # Blocks are laid out here, filled and written on two threads (BlockPipeline).
         with BlockPipeline(outfile) as pipeline:
             for part in timeline.parts():
@@ -111,7 +106,6 @@ class ChromeReporter:
         """The part's events as blocks, each event led by a comma."""
         if len(part.names) != len(self._names.encoded):  # names are only ever appended
             self._names = NameText(part.names)
-        yield _dict_events(self._metadata_events(part))
         for track in part.slices:
             yield from self._slice_blocks(track)
         yield from self._flow_blocks(part)  # after the slices: viewers bind each end to one
@@ -119,12 +113,9 @@ class ChromeReporter:
             for events in self._counter_events(counter):
                 yield _dict_events(events)
 
-    def _metadata_events(self, part: TimelinePart) -> list[dict[str, Any]]:
+    def _metadata_events(self, layout: TimelineLayout) -> list[dict[str, Any]]:
         events: list[dict[str, Any]] = []
-        for proc in part.processes:
-            if proc.pid in self._pids:
-                continue
-            self._pids.add(proc.pid)
+        for proc in layout.processes:
             events.append(
                 {"ph": "M", "name": "process_name", "pid": proc.pid, "args": {"name": proc.name}}
             )
@@ -136,11 +127,8 @@ class ChromeReporter:
                     "args": {"sort_index": proc.sort_index},
                 }
             )
-        for track in part.slices:
+        for track in layout.tracks:
             for tid, name in zip(track.thread_ids, track.thread_names, strict=True):
-                if (track.pid, tid) in self._threads:
-                    continue
-                self._threads.add((track.pid, tid))
                 events.append(
                     {
                         "ph": "M",
@@ -201,16 +189,16 @@ class ChromeReporter:
             yield slice_rows(track, kind, sel, self._names, cls, pick(tids, sel), self._dims)
 
     def _flow_blocks(self, part: TimelinePart) -> Iterator[Rows]:
-        """A start event on each API call that starts a launch flow, an end event on each
-        GPU slice that ends one."""
+        """The launch flows the part's slices start (an event on the API call) and end
+        (an event on the GPU slice)."""
         for phase, marks in ((b"s", part.starts), (b"f", part.ends)):
             if not len(marks):
                 continue
             ends = flow_ends(part, marks.track, marks.slice)
+            ids = marks.id
             for a in range(0, len(marks), self.chunk_events):
                 b = a + self.chunk_events
-                ids = marks.id[a:b]
-                yield flow_rows(phase, ids, ends.pid[a:b], ends.tid[a:b], ends.start_ns[a:b])
+                yield flow_rows(phase, ids[a:b], ends.pid[a:b], ends.tid[a:b], ends.start_ns[a:b])
 
     def _counter_events(self, counter: CounterTrack) -> Iterator[list[dict[str, Any]]]:
         """One event per sample, the series' name split so that viewers call the counter

@@ -1,11 +1,10 @@
-"""Launch flows (``TimelinePart.starts`` / ``ends``) as the writers draw them: where
-each end of an arrow lies.
+"""Launch flows as the writers draw them: where each end of an arrow lies.
 
-Each flow has an id, unique in the whole export however many jobs and processes it
-merges (CUPTI's correlation ids are unique only within a process), and never 0: the
-timeline gives it (``LaunchFlows.marks``), on both ends, so the two ends meet even when
-they lie in two parts. The arrow starts on the API call's slice and ends on the GPU
-slice it launched, each on the lane (thread) its slice was drawn on.
+A flow's id is the same in every format: unique in the whole export however many jobs
+and processes it merges (CUPTI's correlation ids are unique only within a process), and
+never 0 (``merged.host_links`` numbers them). The arrow starts on the API call's slice
+and ends on the GPU slice it launched, each on the lane (thread) its slice was drawn on;
+each end is marked in the part that holds its slice (``TimelinePart.starts``, ``ends``).
 
 Chrome JSON draws an arrow from two events placed on the slices' threads at their start
 (``FlowEnds``); Perfetto marks the two slices themselves (``TrackFlows``: which slices of
@@ -18,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tfprof.collector.timeline.model import FlowMarks, Timeline, TimelinePart
+from tfprof.collector.timeline.model import FlowMarks, TimelinePart
 
 _SLICE_BITS = 40  # a (track, slice) pair as one sortable key: slice indices stay below 2**40
 
@@ -32,16 +31,14 @@ class FlowEnds:
     start_ns: np.ndarray
 
 
-def flow_ends(
-    timeline: Timeline | TimelinePart, tracks: np.ndarray, slices: np.ndarray
-) -> FlowEnds:
-    """Where the slices ``slices[i]`` of ``timeline.slices[tracks[i]]`` lie."""
+def flow_ends(part: TimelinePart, tracks: np.ndarray, slices: np.ndarray) -> FlowEnds:
+    """Where the slices ``slices[i]`` of ``part.slices[tracks[i]]`` lie."""
     n = tracks.shape[0]
     pid = np.empty(n, dtype=np.int64)
     tid = np.empty(n, dtype=np.int64)
     start = np.empty(n, dtype=np.int64)
     for t in np.unique(tracks).tolist():
-        track = timeline.slices[t]
+        track = part.slices[t]
         at = np.flatnonzero(tracks == t)
         mine = np.take(slices, at)
         lanes = np.asarray(track.thread_ids, dtype=np.int64)
@@ -88,7 +85,6 @@ class TrackFlows:
         self._in_keys, self._in_ids = _sorted_keys(ends.track, ends.slice, ends.id)
 
     def __bool__(self) -> bool:
-        # A part may hold a flow's end only (its call was in an earlier part).
         return bool(self._out_keys.shape[0] or self._in_keys.shape[0])
 
     def chunk(self, track: int, a: int, b: int) -> ChunkFlows:

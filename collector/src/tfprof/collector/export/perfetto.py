@@ -23,9 +23,9 @@ Layout:
   from the columns (``perfetto_rows``), no protobuf object per slice;
 - launch flows: the API call's begin carries the ids of the flows it starts
   (``flow_ids``, several for a graph launch), the GPU slice's begin the one it ends
-  (``terminating_flow_ids``), each in the part holding its slice; ids as in the Chrome
-  export (``flow_ends``). A part's
-  tracks that start flows (its host threads) are written before the others:
+  (``terminating_flow_ids``); ids as in the Chrome export (``flow_ends``). A part's
+  tracks that start flows (its host threads) are written before the others, task by
+  task:
   trace_processor orders packets by timestamp and, among equal ones, by their place in
   the file, and ignores the end of a flow it has not seen begin (no stat says so), so a
   kernel that starts the very nanosecond its launch does (a stream wait, a stream sync)
@@ -36,10 +36,9 @@ Layout:
   tracks under the task's ``.../cpu`` row, named as the Chrome export's counters
   (``tfprof.core.counters``).
 
-The timeline is written one part at a time (``PartedTimeline``): the names it adds to
-the name table (interned event names), descriptors for the rows, lanes and counters it
-is the first to use (a track continued from an earlier part keeps its uuids), then its
-slice and counter packets.
+Descriptors for every row, lane and counter come first (the timeline's layout), then
+the timeline one part (time chunk) at a time: the names it adds to the name table
+(interned event names), then its slice and counter packets.
 
 Slice and counter packets are written in ``compressed_packets`` (deflate), the way
 Perfetto's own tracing service compresses traces (``TraceConfig.compression_type``);
@@ -72,11 +71,10 @@ from tfprof.collector.export.protowire import LEN, tag, varint
 from tfprof.collector.timeline.model import (
     CounterTrack,
     FlowMarks,
-    PartedTimeline,
     SliceTrack,
     Timeline,
+    TimelineLayout,
     TimelinePart,
-    parted,
 )
 from tfprof.core.slice_args import BY_KIND, OTHER_CATEGORY, SLICE_CATEGORIES
 
@@ -114,10 +112,10 @@ deflate = pick_deflate()
 
 
 def writing_order(part: TimelinePart) -> list[int]:
-    """The part's slice tracks in the order they are written: task by task (a part is
-    one task, a whole timeline all of them), each task's tracks that start flows (its
-    host threads) first. Each flow's start then precedes its end in the file, which is
-    what trace_processor goes by when both share a timestamp."""
+    """The part's slice tracks in the order they are written: task by task, each task's
+    tracks that start flows (its host threads) first. Each flow's start then precedes
+    its end in the file, which is what trace_processor goes by when both share a
+    timestamp (a part holds every record of its time chunk: both ends of such a flow)."""
     sources = set(np.unique(part.starts.track).tolist())
     tasks: dict[tuple[str, str], int] = {}
 
@@ -129,14 +127,13 @@ def writing_order(part: TimelinePart) -> list[int]:
 
 
 class PerfettoReporter:
-    """Renders a ``Timeline`` (or a ``PartedTimeline``, a part at a time) as a Perfetto
-    protobuf trace."""
+    """Renders a ``Timeline``, a part at a time, as a Perfetto protobuf trace."""
 
     format_name = "perfetto"
 
     def __init__(
         self,
-        timeline: Timeline | PartedTimeline,
+        timeline: Timeline,
         chunk_events: int = CHUNK_SLICES,
         compress: bool = True,
     ) -> None:
@@ -150,20 +147,21 @@ class PerfettoReporter:
             annotation_names={name: i + 1 for i, name in enumerate(ANNOTATION_NAMES)},
         )
         self._flows = TrackFlows(FlowMarks.empty(), FlowMarks.empty())
+        self._names_sent = 0
 
     def render(self, outfile: BinaryOutput) -> None:
-        timeline = parted(self.timeline)
+        timeline = self.timeline
         outfile.write(self._preamble(timeline.origin_ns).SerializeToString())
+        outfile.write(self._descriptors(timeline.layout).SerializeToString())
         # Chunks are laid out here, made into bytes on a second thread, deflated and
         # written on a third (BlockPipeline): numpy and deflate let go of the GIL.
         with BlockPipeline(outfile) as pipeline:
             for part in timeline.parts():
                 for names in self._names(part):
                     pipeline.put(partial(bytes, names.SerializeToString()))
-                pipeline.put(partial(bytes, self._descriptors(part).SerializeToString()))
                 for packets in self._event_packets(part):
                     pipeline.put(packets.finish, then=self._compressed)
-                del part  # its records are released before the next part is read
+                del part  # its records go before the next part is read
 
     def _event_packets(self, part: TimelinePart) -> Iterator[Packets]:
         """Slice and counter packets, a chunk at a time (serialised ``Trace`` parts,
@@ -173,7 +171,7 @@ class PerfettoReporter:
         for index in writing_order(part):
             yield from self._slices(index, part.slices[index])
         for counter in part.counters:
-            for trace in self._counter_values(self._tree.counter_index(counter), counter):
+            for trace in self._counter_values(counter.index, counter):
                 yield Packets((), 0, trace.SerializeToString())
 
     def _compressed(self, packets: bytes | memoryview) -> bytes | memoryview:
@@ -211,18 +209,22 @@ class PerfettoReporter:
         return trace
 
     def _names(self, part: TimelinePart) -> Iterator[pftrace.Trace]:
-        """The names the part adds to the table (iid: name id + 1)."""
+        """The names the part adds to the table (iid: name id + 1); the read's name 0,
+        "" (no name), is never a slice's."""
         names = part.names
-        for a in range(len(self._interned.names), len(names), NAMES_PER_PACKET):
+        sent, self._names_sent = self._names_sent, len(names)
+        if sent == 0 and names and names[0] == "":
+            sent = 1
+        for a in range(sent, len(names), NAMES_PER_PACKET):
             trace = pftrace.Trace()
             interned = self._packet(trace).interned_data
             for i, name in enumerate(names[a : a + NAMES_PER_PACKET], start=a):
                 interned.event_names.add(iid=i + 1, name=name)
             yield trace
 
-    def _descriptors(self, part: TimelinePart) -> pftrace.Trace:
+    def _descriptors(self, layout: TimelineLayout) -> pftrace.Trace:
         trace = pftrace.Trace()
-        for desc in self._tree.descriptors(part):
+        for desc in self._tree.descriptors(layout):
             self._packet(trace).track_descriptor.CopyFrom(desc)
         return trace
 

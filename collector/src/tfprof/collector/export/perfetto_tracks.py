@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pftrace
 
-from tfprof.collector.timeline.model import CounterTrack, SliceTrack, TimelinePart
+from tfprof.collector.timeline.model import SliceTrack, TimelineLayout, TrackPlace
 from tfprof.core.counters import counter_title
 from tfprof.core.tracks import TrackKey
 
@@ -68,20 +68,13 @@ def job_of(process_name: str) -> str | None:
 
 @dataclass
 class TrackTree:
-    """Descriptors a part at a time, remembering the roots, rows, lanes and counters
-    already written: a track continued in a later part is described once."""
+    """The descriptors of a timeline's layout, remembering its roots and rows (what
+    ``lane_uuids`` reads)."""
 
     roots: dict[str, int] = field(default_factory=dict)  # job -> root uuid
     rows: dict[int, str] = field(default_factory=dict)  # pid -> row name
-    lanes: set[int] = field(default_factory=set)  # tids described
-    counters: dict[tuple[int, int, str], int] = field(default_factory=dict)  # -> index
 
-    def counter_index(self, counter: CounterTrack) -> int:
-        """The counter track's index (its uuid's), in the order counters are first seen."""
-        key = (counter.pid, counter.tid, counter.name)
-        return self.counters.setdefault(key, len(self.counters))
-
-    def own_row(self, track: SliceTrack) -> bool:
+    def own_row(self, track: SliceTrack | TrackPlace) -> bool:
         """Whether ``track`` is its process's only track (grouped by job, a GPU track):
         its lane 0 is then drawn on the row itself."""
         return self.rows.get(track.pid) == track.name and not track.key.is_host
@@ -93,12 +86,9 @@ class TrackTree:
             uuids[0] = TrackUuids.process(track.pid)
         return uuids
 
-    def descriptors(self, part: TimelinePart) -> Iterator[pftrace.TrackDescriptor]:
-        """The roots, rows, lanes and counters the part is the first to use: parents
-        first."""
-        for proc in part.processes:
-            if proc.pid in self.rows:
-                continue
+    def descriptors(self, layout: TimelineLayout) -> Iterator[pftrace.TrackDescriptor]:
+        """The roots and rows, the lanes, the counters: parents first."""
+        for proc in layout.processes:
             job = job_of(proc.name)
             row = pftrace.TrackDescriptor(
                 uuid=TrackUuids.process(proc.pid),
@@ -115,12 +105,9 @@ class TrackTree:
                 row.parent_uuid = self.roots[job]
             self.rows[proc.pid] = proc.name
             yield row
-        for track in part.slices:
+        for track in layout.tracks:
             lanes = zip(track.thread_ids, track.thread_names, strict=True)
             for k, (tid, name) in enumerate(lanes):
-                if tid in self.lanes:
-                    continue
-                self.lanes.add(tid)
                 if k == 0 and self.own_row(track):
                     continue  # drawn on the row
                 yield pftrace.TrackDescriptor(
@@ -129,10 +116,7 @@ class TrackTree:
                     name=name,
                     sibling_order_rank=tid,
                 )
-        for counter in part.counters:
-            if (counter.pid, counter.tid, counter.name) in self.counters:
-                continue
-            index = self.counter_index(counter)
+        for index, counter in enumerate(layout.counters):
             desc = pftrace.TrackDescriptor(
                 uuid=TrackUuids.counter(index),
                 parent_uuid=TrackUuids.process(counter.pid),

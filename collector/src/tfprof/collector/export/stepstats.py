@@ -24,35 +24,30 @@ ran for) is ``<op>:<name>`` instead, as TF's GPU tracer put the op's node first:
 ``timeline.py`` then shows the slice as the kernel with ``args.name`` the op (its ``:``
 written as ``∶``, e.g. ``dense/MatMul∶MatMul:volta_sgemm_128x64_nn``).
 
-Written a part at a time, a track's nodes a chunk at a time. A device is one message
-(led by its length in the binary form) and a track may go on across parts (a time range
-of its slices each), so each part's nodes are serialised (binary: each chunk a
-``DeviceStepStats`` holding only nodes, which join into one as a message's repeated
-field may come in pieces; text: the chunk's text) into one temporary file (``part_spool``),
-and the devices are written at the end in the timeline's order of tracks, each with its name and
-then its nodes copied from the file: one ``step_stats`` field per device in the binary
-form (protobuf merges the repeated occurrences of an embedded message field, so they
-read as one ``StepStats``), one ``dev_stats`` block in the text form. Memory holds a
-chunk and the index of the file's pieces.
+The timeline comes a time chunk at a time, each touching many devices, and a device's
+``DeviceStepStats`` is written whole (its length first, in the binary form): so each
+device's nodes are serialised (or, for the text form, formatted) into one temporary
+file as their chunks come, and written out device by device at the end, copied from
+that file. Memory holds a chunk and the index of the file's pieces.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import tempfile
+from collections.abc import Sequence
+from typing import IO, Any
 
 import numpy as np
 from google.protobuf import text_format
 
-from tfprof.collector.export.chrome import BinaryOutput
-from tfprof.collector.export.part_spool import Spool, Spooled
+from tfprof.collector.export.output import BinaryOutput
 from tfprof.collector.export.protowire import LEN, tag, varint
-from tfprof.collector.timeline.build import PartedTimeline, SliceTrack, Timeline
-from tfprof.collector.timeline.model import parted
-from tfprof.core.tracks import TrackKey
+from tfprof.collector.timeline.model import SliceTrack, Timeline
 from tfprof.readers.stepstats import COLON_STANDIN
 from tfprof.readers.tfprotos import step_stats
 
 CHUNK_NODES = 1 << 14
+SPOOL_BYTES = 16 << 20  # spooled nodes kept in memory up to this, then in a temporary file
 _FIELD_1 = tag(1, LEN)  # RunMetadata.step_stats, StepStats.dev_stats
 
 
@@ -61,47 +56,42 @@ def escape(name: str) -> str:
 
 
 class StepStatsReporter:
-    """Renders a ``Timeline`` (or a ``PartedTimeline``, a part at a time) as a serialised
-    ``RunMetadata`` (binary, or text with ``text``)."""
+    """Renders a ``Timeline``, a part at a time, as a serialised ``RunMetadata``
+    (binary, or text with ``text``)."""
 
     format_name = "stepstats"
 
-    def __init__(
-        self,
-        timeline: Timeline | PartedTimeline,
-        text: bool = False,
-        chunk_nodes: int = CHUNK_NODES,
-    ) -> None:
+    def __init__(self, timeline: Timeline, text: bool = False,
+                 chunk_nodes: int = CHUNK_NODES) -> None:  # fmt: skip
         self.timeline = timeline
         self.text = text
         self.chunk_nodes = max(1, chunk_nodes)
         self._escaped: list[str] = []
 
     def render(self, outfile: BinaryOutput) -> None:
-        timeline = parted(self.timeline)
-        devices: dict[tuple[int, TrackKey], tuple[int, str, Spooled]] = {}
-        with Spool() as spool:
+        timeline = self.timeline
+        tracks = timeline.layout.tracks
+        pieces: list[list[tuple[int, int]]] = [[] for _ in tracks]
+        with tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES) as spool:
             for part in timeline.parts():
                 names = part.names
                 self._escaped += [escape(n) for n in names[len(self._escaped) :]]
                 for track in part.slices:
-                    key = (track.pid, track.key)
-                    if key not in devices:
-                        devices[key] = (track.order, track.name, Spooled())
-                    nodes = devices[key][2]
                     for piece in self._nodes(track, timeline.origin_ns, names):
-                        spool.write(nodes, piece)
-                del part  # its records are released before the next part is read
-            if self.text and devices:
+                        spool.seek(0, 2)
+                        pieces[track.track].append((spool.tell(), len(piece)))
+                        spool.write(piece)
+                del part  # its records go before the next part is read
+            if self.text and tracks:
                 outfile.write(b"step_stats {\n")
-            for _, name, nodes in sorted(devices.values(), key=lambda d: d[0]):
-                self._write_device(outfile, name, nodes, spool)
-            if self.text and devices:
+            for place, mine in zip(tracks, pieces, strict=True):
+                self._write_device(outfile, place.name, mine, spool)
+            if self.text and tracks:
                 outfile.write(b"}\n")
 
-    def _nodes(self, track: SliceTrack, origin: int, names: tuple[str, ...]) -> list[bytes]:
-        """A part's nodes of the track, a chunk at a time: each a ``DeviceStepStats``
-        holding only nodes (serialised, or as text)."""
+    def _nodes(self, track: SliceTrack, origin: int, names: Sequence[str]) -> list[bytes]:
+        """The track's nodes, a chunk at a time: each a ``DeviceStepStats`` holding only
+        nodes (serialised, or as text)."""
         config_pb2, _ = step_stats()
         out = []
         for a in range(0, len(track), self.chunk_nodes):
@@ -114,7 +104,8 @@ class StepStatsReporter:
                 out.append(device.SerializeToString())
         return out
 
-    def _write_device(self, outfile: BinaryOutput, name: str, nodes: Spooled, spool: Spool) -> None:
+    def _write_device(self, outfile: BinaryOutput, name: str,
+                      pieces: list[tuple[int, int]], spool: IO[bytes]) -> None:  # fmt: skip
         """One ``DeviceStepStats``: the device's name, then its nodes from the spool."""
         config_pb2, _ = step_stats()
         head = config_pb2.RunMetadata().step_stats.dev_stats.add()
@@ -122,15 +113,25 @@ class StepStatsReporter:
         if self.text:
             outfile.write(b"  dev_stats {\n")
             outfile.write(text_format.MessageToString(head, indent=4).encode())
-            spool.copy(nodes, outfile)
+        else:
+            first = head.SerializeToString()
+            size = len(first) + sum(n for _, n in pieces)
+            dev_stats = _FIELD_1 + varint(size)
+            outfile.write(_FIELD_1 + varint(len(dev_stats) + size) + dev_stats + first)
+        for offset, n in pieces:
+            spool.seek(offset)
+            _copy(spool, outfile, n)
+        if self.text:
             outfile.write(b"  }\n")
-            return
-        first = head.SerializeToString()
-        size = len(first) + nodes.size
-        dev_stats = _FIELD_1 + varint(size)
-        outfile.write(_FIELD_1 + varint(len(dev_stats) + size) + dev_stats)
-        outfile.write(first)
-        spool.copy(nodes, outfile)
+
+
+def _copy(src: IO[bytes], dst: BinaryOutput, size: int) -> None:
+    while size:
+        block = src.read(min(size, 1 << 20))
+        if not block:
+            raise OSError("the spooled nodes ended early")
+        dst.write(block)
+        size -= len(block)
 
 
 def _add_nodes(
@@ -138,7 +139,7 @@ def _add_nodes(
     track: SliceTrack,
     sel: slice,
     origin: int,
-    names: tuple[str, ...],
+    names: Sequence[str],
     escaped: list[str],
 ) -> None:
     start = track.start_ns[sel] + np.int64(origin)

@@ -157,6 +157,11 @@ RECORD_TABLES: dict[RecordKind, Table] = {
     RecordKind.MARKER: Table("markers", "host ranges: NVTX, framework ops, annotations", (
         *IDENTITY, *TIMES, THREAD, NAME_COL, EXTERNAL,
         _c("domain", NAME, "", "NVTX domain or framework category", source="category"),
+        # A range without a thread (Kineto's gpu_user_annotation) lies on a GPU stream.
+        _c("device", pa.uint16(), "", "CUDA device ordinal of a range on a GPU stream "
+           "(thread 0); 0 otherwise, and in files written before it"),
+        _c("stream", pa.uint32(), "", "CUDA stream id of a range on a GPU stream (thread "
+           "0); 0 otherwise, and in files written before it"),
         *COLLECTIVE,
     )),
     RecordKind.MEMORY: Table("memory", "device allocations and frees (CUPTI MEMORY2)", (

@@ -23,7 +23,7 @@ def export_to(data_dir: str, request: pb.ExportRequest, out: BinaryIO) -> pb.Exp
     """Write the trace ``request`` asks for of ``data_dir``'s jobs into ``out``."""
     from tfprof.collector.export import gzip_name_of, make_reporter, render_to
     from tfprof.collector.export.selection import stored_jobs, time_window
-    from tfprof.collector.timeline.build import timeline_parts
+    from tfprof.collector.merged.streamed import streamed
 
     names = list(request.jobs) or None
     jobs, capture_window = stored_jobs([data_dir], names, request.capture_id or None)
@@ -32,7 +32,7 @@ def export_to(data_dir: str, request: pb.ExportRequest, out: BinaryIO) -> pb.Exp
         request.until or None,
     )  # fmt: skip
     group_by: Literal["job", "gpu"] = "gpu" if request.group_by == "gpu" else "job"
-    timeline = timeline_parts(jobs, group_by=group_by, window_ns=window)
+    timeline = streamed(jobs, group_by, window)
     name = request.file_name
     reporter = make_reporter(timeline, name, request.format)
     path = ""

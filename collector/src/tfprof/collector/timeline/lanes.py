@@ -112,3 +112,73 @@ def _first_fit(starts: list[int], ends: list[int], fresh: list[bool]) -> list[in
         heapq.heappush(busy, (e, lane))
         out.append(lane)
     return out
+
+
+class CarriedLanes:
+    """First-fit lanes given a chunk at a time, per track, exactly as ``assign_lanes``
+    gives them to the whole track at once.
+
+    First fit is online: a slice's lane depends only on the slices before it. A slice
+    that starts once every earlier one has ended finds every lane free, so each chunk's
+    clusters after its first fresh start go to ``assign_lanes`` as they are. What a
+    chunk leaves to the next is the cluster still running at its end: its reach and,
+    per lane, the end of the lane's last slice (O(lanes), never the cluster's slices);
+    the next chunk's slices up to its first fresh start continue it (a heap walk)."""
+
+    def __init__(self) -> None:
+        self._reach: dict[int, int] = {}  # per track: the latest end so far
+        self._ends: dict[int, dict[int, int]] = {}  # per track: lane -> its last end
+        self.lanes: dict[int, int] = {}  # per track: lanes used so far
+
+    def assign(self, track: int, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+        """Lanes (int32) of the track's next slices: ``start`` ascending, none before
+        a slice of an earlier call."""
+        n = int(start.shape[0])
+        lane = np.zeros(n, dtype=np.int32)
+        if n == 0:
+            return lane
+        before = self._reach.get(track)
+        reach = np.maximum.accumulate(end)
+        if before is not None:
+            np.maximum(reach, before, out=reach)
+        fresh = np.empty(n, dtype=bool)
+        fresh[0] = before is None or int(start[0]) >= before
+        np.greater_equal(start[1:], reach[:-1], out=fresh[1:])
+        starts = np.flatnonzero(fresh)
+        first = int(starts[0]) if starts.shape[0] else n
+        if first:  # the slices continuing the cluster the last chunk left running
+            carried = self._ends[track]
+            lane[:first] = _continued(start[:first].tolist(), end[:first].tolist(), carried)
+        if first < n:
+            lane[first:] = assign_lanes(start[first:], end[first:])[0]
+        last = int(starts[-1]) if starts.shape[0] else 0  # the cluster running at the end
+        ends = {} if starts.shape[0] else self._ends[track]
+        mine, their_ends = lane[last:], end[last:]
+        lanes, at = np.unique(mine[::-1], return_index=True)  # each lane's last slice
+        for k, i in zip(lanes.tolist(), at.tolist(), strict=True):
+            ends[k] = int(their_ends[mine.shape[0] - 1 - i])
+        self._ends[track] = ends
+        self._reach[track] = int(reach[-1])
+        self.lanes[track] = max(self.lanes.get(track, 0), int(lane.max()) + 1)
+        return lane
+
+
+def _continued(starts: list[int], ends: list[int], carried: dict[int, int]) -> list[int]:
+    """``_first_fit`` of slices that continue a running cluster (lane -> its last end):
+    its lanes are 0..k, so a new one is k + 1."""
+    busy = [(e, k) for k, e in carried.items()]
+    heapq.heapify(busy)
+    free: list[int] = []
+    opened = max(carried, default=-1) + 1
+    out: list[int] = []
+    for s, e in zip(starts, ends, strict=True):
+        while busy and busy[0][0] <= s:
+            heapq.heappush(free, heapq.heappop(busy)[1])
+        if free:
+            k = heapq.heappop(free)
+        else:
+            k = opened
+            opened += 1
+        heapq.heappush(busy, (e, k))
+        out.append(k)
+    return out

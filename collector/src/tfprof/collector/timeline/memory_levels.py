@@ -2,33 +2,28 @@
 
 An allocation adds its bytes, a release takes them away; the running sum per device is
 the memory the traced process(es) held through the allocator calls traced. Memory
-allocated before tracing began is not seen, so a series can go below zero when such a
-block is freed; the peak is the highest point of the running sum.
+allocated before tracing began is not seen, so a level can go below zero when such a
+block is freed; the peak is the highest level reached after a record.
+
+The timeline carries the levels from chunk to chunk (records in time order): one
+counter per task and GPU ordinal (``gpu:N allocated_bytes``), and per job and physical
+GPU the peak of its processes' levels summed (the metadata's ``memory_peak_bytes``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from tfprof.collector.timeline.model import CounterTrack
 from tfprof.core.records import RecordKind
 
+if TYPE_CHECKING:
+    from tfprof.collector.merged.plan import TimelinePlan
+
 MEMORY_ALLOCATION, MEMORY_RELEASE = 1, 2  # CUpti_ActivityMemoryOperationType
-
-
-@dataclass(frozen=True)
-class MemorySeries:
-    """Bytes allocated on one device after each allocation or release, in time order."""
-
-    device: int
-    time_ns: np.ndarray
-    allocated: np.ndarray
-
-    @property
-    def peak(self) -> int:
-        return int(self.allocated.max()) if self.allocated.shape[0] else 0
 
 
 def memory_deltas(kind: np.ndarray, memory_op: np.ndarray, nbytes: np.ndarray) -> np.ndarray:
@@ -38,30 +33,53 @@ def memory_deltas(kind: np.ndarray, memory_op: np.ndarray, nbytes: np.ndarray) -
     return delta
 
 
-def memory_series(
-    kind: np.ndarray,
-    time_ns: np.ndarray,
-    device: np.ndarray,
-    memory_op: np.ndarray,
-    nbytes: np.ndarray,
-) -> list[MemorySeries]:
-    """One series per device that has MEMORY rows among these (one process or a job's)."""
-    rows = np.flatnonzero(kind == RecordKind.MEMORY)
-    out: list[MemorySeries] = []
-    for dev in np.unique(device[rows]).tolist():
-        mine = rows[device[rows] == dev]
-        mine = mine[np.argsort(time_ns[mine], kind="stable")]
-        delta = memory_deltas(kind[mine], memory_op[mine], nbytes[mine])
-        out.append(MemorySeries(int(dev), time_ns[mine], np.cumsum(delta)))
-    return out
+class MemoryLevels:
+    """The memory counters' samples a chunk at a time, and the peaks per job and GPU."""
 
+    def __init__(self, plan: TimelinePlan) -> None:
+        self.plan = plan
+        self._level: dict[int, int] = {}  # (task << 16 | device) -> running total
+        self._job_level: dict[tuple[str, str], int] = {}  # (job label, GPU UUID)
+        self._peak: dict[tuple[str, str], int] = {}
 
-def peak_of(series: Iterable[MemorySeries]) -> int:
-    """The peak of several processes' series on one device, summed at every instant."""
-    parts = list(series)
-    if not parts:
-        return 0
-    time = np.concatenate([s.time_ns for s in parts])
-    delta = np.concatenate([np.diff(s.allocated, prepend=0) for s in parts])
-    order = np.argsort(time, kind="stable")
-    return int(np.cumsum(delta[order]).max())
+    def chunk(
+        self, cols: Mapping[str, np.ndarray], relative: np.ndarray
+    ) -> tuple[CounterTrack, ...]:
+        """The counter samples of the chunk's MEMORY records (``relative``: every row's
+        start, relative to the origin)."""
+        kind = cols["kind"]
+        memory = np.flatnonzero(kind == RecordKind.MEMORY)
+        if not memory.shape[0]:
+            return ()
+        plan = self.plan
+        delta = memory_deltas(kind[memory], cols["memory_op"][memory], cols["bytes"][memory])
+        task = plan.found.rows.task_of[cols["process"][memory]]
+        code = (task << 16) | cols["device"][memory]
+        out = []
+        by_gpu: dict[tuple[str, str], list[np.ndarray]] = {}
+        for key in np.unique(code).tolist():
+            rows = np.flatnonzero(code == key)
+            t, device = key >> 16, key & 0xFFFF
+            levels = self._level.get(key, 0) + np.cumsum(delta[rows])
+            self._level[key] = int(levels[-1])
+            index = plan.memory_counters[(t, device)]
+            place = plan.layout.counters[index]
+            out.append(CounterTrack(index, place.pid, place.tid, place.name,
+                                    relative[memory[rows]], levels))  # fmt: skip
+            owner = plan.tasks[t]
+            uuid = plan.cat.streams[owner.processes[0]].device_uuid(device)
+            by_gpu.setdefault((owner.job_label, uuid), []).append(rows)
+        for gpu, parts in by_gpu.items():
+            rows = np.sort(np.concatenate(parts))  # the job's processes' records in time order
+            levels = self._job_level.get(gpu, 0) + np.cumsum(delta[rows])
+            self._job_level[gpu] = int(levels[-1])
+            peak = int(levels.max())
+            self._peak[gpu] = max(self._peak.get(gpu, peak), peak)
+        return tuple(out)
+
+    def peaks(self) -> dict[str, dict[str, int]]:
+        """Peak device memory per job label and physical GPU (its processes summed)."""
+        out: dict[str, dict[str, int]] = {}
+        for (job, uuid), peak in self._peak.items():
+            out.setdefault(job, {})[uuid] = peak
+        return out

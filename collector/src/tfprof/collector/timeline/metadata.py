@@ -7,14 +7,13 @@ what the trace does not show (records outside the window, dropped records).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
-
-import numpy as np
 
 from tfprof.collector.jobdata import DropCounts, JobData, StreamData
 from tfprof.collector.store.traced_windows import ALWAYS, union_ns
 from tfprof.collector.timeline.model import GroupBy
-from tfprof.collector.timeline.prepare import PreparedStream, TimeWindow
+from tfprof.collector.timeline.prepare import TimeWindow, job_labels, task_labels
 from tfprof.core.records import RecordKind
 from tfprof.core.version import __version__
 from tfprof.readers.tfprof_chrome import TOOL_NAME
@@ -36,13 +35,13 @@ def _drop_dict(d: DropCounts) -> dict[str, int]:
     return {"queue": d.queue, "tracer": d.tracer, "relay": d.relay, "total": d.total}
 
 
-def _count_kinds(kind: np.ndarray) -> dict[str, int]:
-    top = RecordKind.MEMORY + 1  # anything beyond: a kind this version does not know
-    counts = np.bincount(np.clip(kind, 0, top), minlength=top + 1)
+def _count_kinds(counts: Sequence[int]) -> dict[str, int]:
+    """``counts[k]``: records of kind k (anything past MEMORY: a kind this version does
+    not know, counted as other)."""
     kernel, memcpy, memset = (
         int(counts[k]) for k in (RecordKind.KERNEL, RecordKind.MEMCPY, RecordKind.MEMSET)
     )
-    total = int(kind.shape[0])
+    total = int(sum(counts))
     return {
         "kernel": kernel,
         "memcpy": memcpy,
@@ -56,44 +55,60 @@ def _count_kinds(kind: np.ndarray) -> dict[str, int]:
     }
 
 
-def _time_range(preps: Sequence[PreparedStream]) -> list[int] | None:
-    live = [p for p in preps if len(p)]
-    if not live:
-        return None
-    return [min(int(p.start.min()) for p in live), max(int(p.end.max()) for p in live)]
+@dataclass(frozen=True)
+class StreamFigures:
+    """What the read found of one stored stream (a catalog process)."""
+
+    kinds: Sequence[int]  # records in the window, by kind (``_count_kinds``)
+    stored: int  # every record it holds, in the window or not
+    negative: int  # stored durations below zero (clamped), over the whole stream
+    time_range: tuple[int, int] | None  # first start, last end of those in the window
+    whole_range: tuple[int, int] | None  # first start, last end of every record it holds
 
 
-def _task_meta(prep: PreparedStream) -> dict[str, Any]:
-    stream = prep.stream
-    kind = prep.column("kind")
+def _task_meta(
+    streams: Sequence[StreamData], task_label: str, figures: StreamFigures
+) -> dict[str, Any]:
+    """One task (a catalog process: the streams of one job with one task label, read as
+    one, as the timeline draws them: a reconnect, successive step files) and what the
+    read found of it."""
+    first = streams[0]
+    records = _count_kinds(figures.kinds)
+    dropped = DropCounts()
+    for s in streams:
+        dropped.queue += s.dropped.queue
+        dropped.tracer += s.dropped.tracer
+        dropped.relay += s.dropped.relay
+    lost = [s.lost_records for s in streams]
     return {
-        "task": prep.task_label,
-        "host": stream.host,
-        "pid": stream.pid,
-        "argv": list(stream.argv),
-        "source": stream.source,
-        "finished": stream.finished,
-        "exit_code": stream.exit_code,
-        "records": _count_kinds(kind),
-        "records_outside_window": stream.num_records - int(kind.shape[0]),
-        "time_range_ns": _time_range([prep]),
-        "dropped": _drop_dict(stream.dropped),
+        "task": task_label,
+        "host": first.host,
+        "pid": first.pid,
+        "argv": list(first.argv),
+        "source": first.source,
+        "finished": all(s.finished for s in streams),
+        "exit_code": first.exit_code,
+        "records": records,
+        "records_outside_window": figures.stored - records["total"],
+        "time_range_ns": list(figures.time_range) if figures.time_range else None,
+        "dropped": _drop_dict(dropped),
         # Stored parts that could not be read, and the records they held (None: unknown).
-        "skipped": list(stream.skipped),
-        "records_lost": stream.lost_records,
+        "skipped": [what for s in streams for what in s.skipped],
+        "records_lost": None if None in lost else sum(n for n in lost if n is not None),
         # The windows it was traced in (mode, capture ids, start, end; collector clock).
-        "capture_windows": [list(w) for w in _windows(stream)],
+        "capture_windows": [list(w) for w in _windows(streams, figures)],
     }
 
 
-def _windows(stream: StreamData) -> list[tuple[str, str, int, int]]:
-    """The stream's capture windows; one made of a stream that says none (merged trace
-    files, jobs built in memory): traced throughout, its records' span."""
-    if stream.capture_windows or not stream.num_records:
-        return list(stream.capture_windows)
-    start = stream.records["start_ns"] + np.int64(stream.record_shift_ns)
-    end = start + np.maximum(stream.records["duration_ns"], 0)
-    return [(ALWAYS, "", int(start.min()), int(end.max()))]
+def _windows(
+    streams: Sequence[StreamData], figures: StreamFigures
+) -> list[tuple[str, str, int, int]]:
+    """The task's capture windows; one made of streams that say none (jobs built in
+    memory): traced throughout, its records' span."""
+    windows = sorted((w for s in streams for w in s.capture_windows), key=lambda w: w[2])
+    if windows or figures.whole_range is None:
+        return windows
+    return [(ALWAYS, "", *figures.whole_range)]
 
 
 def _devices(stream: StreamData) -> dict[str, dict[str, Any]]:
@@ -134,77 +149,61 @@ def device_metadata(
     return devices
 
 
-class MetadataBuilder:
-    """The timeline's metadata, gathered one stream at a time while the streams are
-    loaded (``add``), complete once every stream was added (``finish``)."""
-
-    def __init__(
-        self,
-        jobs: Sequence[JobData],
-        job_labels: Sequence[str],
-        task_labels: Sequence[Sequence[str]],
-        group_by: GroupBy,
-        origin: int,
-        window: TimeWindow | None,
-    ) -> None:
-        self._jobs = jobs
-        self._labels = job_labels
-        self._task_labels = task_labels
-        self._group_by = group_by
-        self._origin = origin
-        self._window = window
-        # per job, per stream (job.streams order): its task meta, once added
-        self._tasks: list[list[dict[str, Any] | None]] = [[None] * len(j.streams) for j in jobs]
-        self._clamped = 0
-
-    def add(self, job_index: int, stream_index: int, prep: PreparedStream) -> None:
-        """One stream's share, while its records are loaded."""
-        self._tasks[job_index][stream_index] = _task_meta(prep)
-        self._clamped += prep.negative_durations
-
-    def finish(self) -> dict[str, Any]:
-        jobs_meta: list[dict[str, Any]] = []
-        clocks: list[dict[str, Any]] = []
-        overall = DropCounts()
-        for j, (job, label) in enumerate(zip(self._jobs, self._labels, strict=True)):
-            task_meta = [t for t in self._tasks[j] if t is not None]
-            for stream, task in zip(job.streams, self._task_labels[j], strict=True):
-                clocks.append(_clock(stream, label, task))
-            dropped = job.dropped
-            overall.queue += dropped.queue
-            overall.tracer += dropped.tracer
-            overall.relay += dropped.relay
-            ranges = [t["time_range_ns"] for t in task_meta if t["time_range_ns"]]
-            jobs_meta.append(
-                {
-                    "name": job.name,
-                    "run_id": job.run_id,
-                    "label": label,
-                    "hosts": sorted({s.host for s in job.streams}),
-                    "finished": all(s.finished for s in job.streams),
-                    "tasks": task_meta,
-                    "records": {k: sum(t["records"][k] for t in task_meta) for k in _KIND_COUNTS},
-                    "time_range_ns": (
-                        [min(r[0] for r in ranges), max(r[1] for r in ranges)] if ranges else None
-                    ),
-                    "dropped": _drop_dict(dropped),
-                    # Captured time, whole run: the union of its capture windows.
-                    "captured_ns": union_ns(
-                        [(w[2], w[3]) for t in task_meta for w in t["capture_windows"]]
-                    ),
-                    "skipped": list(job.skipped)
-                    + [f"{t['task']}: {what}" for t in task_meta for what in t["skipped"]],
-                }
-            )
-        window = self._window
-        return {
-            "tool": tool_tag(),
-            "group_by": self._group_by,
-            "origin_ns": self._origin,
-            "window_ns": None if window is None else [window.lo, window.hi],
-            "jobs": jobs_meta,
-            "devices": device_metadata(self._jobs, self._labels, self._task_labels),
-            "dropped": _drop_dict(overall),
-            "clocks": clocks,
-            "clamped_negative_durations": self._clamped,
-        }
+def timeline_metadata(
+    jobs: Sequence[JobData],
+    group_by: GroupBy,
+    origin: int,
+    window: TimeWindow | None,
+    figures: Sequence[StreamFigures],
+) -> dict[str, Any]:
+    """The timeline's metadata but its host side: ``figures`` per task of ``jobs`` (a
+    catalog process), in order."""
+    labels = job_labels(jobs)
+    tasks_of = [task_labels(job) for job in jobs]
+    jobs_meta: list[dict[str, Any]] = []
+    clocks: list[dict[str, Any]] = []
+    overall = DropCounts()
+    found = iter(figures)
+    for job, label, tasks in zip(jobs, labels, tasks_of, strict=True):
+        by_task: dict[str, list[StreamData]] = {}  # the catalog's processes, in its order
+        for stream, task in zip(job.streams, tasks, strict=True):
+            by_task.setdefault(task, []).append(stream)
+        task_meta = [_task_meta(group, t, next(found)) for t, group in by_task.items()]
+        clocks += [_clock(s, label, t) for s, t in zip(job.streams, tasks, strict=True)]
+        dropped = job.dropped
+        overall.queue += dropped.queue
+        overall.tracer += dropped.tracer
+        overall.relay += dropped.relay
+        ranges = [t["time_range_ns"] for t in task_meta if t["time_range_ns"]]
+        jobs_meta.append(
+            {
+                "name": job.name,
+                "run_id": job.run_id,
+                "label": label,
+                "hosts": sorted({s.host for s in job.streams}),
+                "finished": all(s.finished for s in job.streams),
+                "tasks": task_meta,
+                "records": {k: sum(t["records"][k] for t in task_meta) for k in _KIND_COUNTS},
+                "time_range_ns": (
+                    [min(r[0] for r in ranges), max(r[1] for r in ranges)] if ranges else None
+                ),
+                "dropped": _drop_dict(dropped),
+                # Captured time, whole run: the union of its capture windows.
+                "captured_ns": union_ns(
+                    [(w[2], w[3]) for t in task_meta for w in t["capture_windows"]]
+                ),
+                "skipped": list(job.skipped)
+                + [f"{t['task']}: {what}" for t in task_meta for what in t["skipped"]],
+            }
+        )
+    return {
+        "tool": tool_tag(),
+        "group_by": group_by,
+        "origin_ns": origin,
+        "window_ns": None if window is None else [window.lo, window.hi],
+        "jobs": jobs_meta,
+        "devices": device_metadata(jobs, labels, tasks_of),
+        "dropped": _drop_dict(overall),
+        "clocks": clocks,
+        "clamped_negative_durations": sum(f.negative for f in figures),
+    }
