@@ -28,7 +28,6 @@ import numpy as np
 
 from tfprof.collector.export import write_timeline
 from tfprof.collector.jobdata import RECORD_COLUMNS, DeviceMeta, JobData, StreamData
-from tfprof.collector.lake.lake_stream import LOADED_DTYPES
 from tfprof.collector.merged.whole import build_timeline
 from tfprof.core.records import RecordKind
 
@@ -38,9 +37,7 @@ KERNEL_NAMES = 300
 
 
 def make_job(records: int, seed: int = 0) -> JobData:
-    """Realistic shape: back-to-back work per stream, ~80% kernels, 18% copies, 2% memsets;
-    each column in the type ``export`` holds it in once read from the lake
-    (``LOADED_DTYPES``: launch geometry, kinds and names narrower than int64)."""
+    """Realistic shape: back-to-back work per stream, ~80% kernels, 18% copies, 2% memsets."""
     rng = np.random.default_rng(seed)
     n = records
     cols = {c: np.zeros(n, dtype=np.int64) for c in RECORD_COLUMNS}
@@ -82,8 +79,6 @@ def make_job(records: int, seed: int = 0) -> JobData:
     cols["copy_kind"] = np.where(is_copy, rng.choice([1, 2, 8], n), 0)
     cols["src_kind"] = np.where(is_copy, 2, np.where(is_set, 3, 0))
     cols["dst_kind"] = np.where(is_copy, 3, 0)
-    for column, dtype in LOADED_DTYPES.items():
-        cols[column] = cols[column].astype(dtype)
     strings = ["", *(f"void kernel_{i}<float, {i % 7}>(float const*, float*, int)" for i in
                      range(KERNEL_NAMES))]  # fmt: skip
     devices = {

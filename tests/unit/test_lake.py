@@ -30,7 +30,6 @@ from tfprof.collector.lake.schema import RECORD_TABLES, TABLES
 from tfprof.collector.lake.segments import SegmentName, collector_id, read_watermark
 from tfprof.collector.store import Store
 from tfprof.collector.store.loader import load_stream
-from tfprof.core.records import RecordKind
 from tfprof.proto import collector_pb2 as pb
 
 
@@ -314,21 +313,26 @@ def test_compacting_an_idle_run_does_not_make_it_look_written(tmp_path: Path) ->
 def test_a_segment_written_before_a_column_existed_reads_it_as_zero(tmp_path: Path) -> None:
     """Segments of an earlier release may lack a column or type one otherwise: the reader
     (not DuckDB's) gives the lake's types, and 0 for what was never written."""
-    from tfprof.collector.lake.lake_stream import READ_COLUMNS, LakeStream
     from tfprof.collector.lake.reader import open_jobs
+    from tfprof.collector.read.lake_catalog import catalog
+    from tfprof.collector.read.pulled_chunks import stream
+    from tfprof.collector.timeline.prepare import TimeWindow
 
     data = tmp_path / "data"
     write_stream(data, [first_batch()])
     compact(data)
 
     def kernels() -> dict[str, list[int]]:
-        (job,) = open_jobs([str(data)]).jobs
-        (stream,) = job.streams
-        assert isinstance(stream, LakeStream)
-        columns = (*READ_COLUMNS, "block_x", "grid_x")
-        with stream.loaded(columns=columns):
-            k = stream.records["kind"] == RecordKind.KERNEL
-            return {c: stream.records[c][k].tolist() for c in ("start_ns", "block_x", "grid_x")}
+        """The kernels' columns as the read engine's chunks give them (what the export
+        and the views read)."""
+        cat = catalog(open_jobs([str(data)]).jobs, TimeWindow())
+        _, chunks = stream(cat, ["kernels"], ["start_ns", "block_x", "grid_x"])
+        found: dict[str, list[int]] = {"start_ns": [], "block_x": [], "grid_x": []}
+        for chunk in chunks:
+            for c, values in found.items():
+                values += chunk[c].tolist()
+        assert found["start_ns"]
+        return found
 
     before = kernels()
     assert set(before["block_x"]) == {256}

@@ -61,15 +61,15 @@ def time_window(
     jobs: list[JobData], window: str | None, since: str | None, until: str | None
 ) -> tuple[int | None, int | None] | None:
     """The time options as a window on the collector clock (None: everything)."""
-    from tfprof.collector.timeline.time_origin import first_record_ns
+    from tfprof.collector.lake.reader import first_event_ns
     from tfprof.collector.timespec import parse_time, parse_window
 
     if window and (since or until):
         raise InvalidArgument("give --window or --since/--until, not both")
     if window:
-        return parse_window(window, first_record_ns(jobs))
+        return parse_window(window, first_event_ns(jobs))
     if since or until:
-        first = first_record_ns(jobs)
+        first = first_event_ns(jobs)
         return (
             parse_time(since, first, "--since") if since else None,
             parse_time(until, first, "--until") if until else None,

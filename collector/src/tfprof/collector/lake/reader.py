@@ -1,13 +1,13 @@
-"""Stored jobs read back from the lake one stream at a time: what ``summary``, ``advise``
-and ``export`` analyse instead of every data dir's logs loaded whole.
+"""Stored jobs found in the lake: what ``summary``, ``advise`` and ``export`` read
+(through the read engine) instead of every data dir's logs loaded whole.
 
 ``open_jobs`` resolves every ``--data-dir`` argument (collector data dirs, lake
 directories, lake URLs; location.py), reads the small per-stream tables (``streams``,
 ``devices``, ``goodbyes``) and lists each stream's segment files, the same files the SQL
 engine reads (query.py: a data dir's log tail where its watermark stops, never a record
 twice). It returns ``JobData`` whose streams are ``LakeStream``s (lake_stream.py): their
-records and host samples are read only inside ``stream.loaded(...)`` and released when
-it ends, so a reader that goes process by process holds one process's records at a time.
+identity and files; the read engine (``read/``) reads their records a time chunk at a
+time, no reader loads a stream whole.
 
 A stream of the lake is (job, run, stream id): one stream stored by two collectors (an
 agent that reconnected elsewhere) reads as one. Runs come in the data dir's order (jobs
@@ -59,17 +59,23 @@ class LakeJobs:
 
     def first_event_ns(self) -> int | None:
         """The earliest record start over every stream (for ``+OFFSET`` times)."""
-        import pyarrow.compute as pc  # where used, as in lake_stream._Strings.ids
+        return first_event_ns(self.jobs)
 
-        firsts = []
-        for job in self.jobs:
-            for stream in job.streams:
-                assert isinstance(stream, LakeStream)
-                for table in (*GPU_TABLES, *HOST_TABLES):
-                    rows = read_rows(stream.parts, table, ["start_ns"])
-                    if rows is not None and rows.num_rows:
-                        firsts.append(pc.min(rows.column("start_ns")).as_py())
-        return min(firsts) if firsts else None
+
+def first_event_ns(jobs: Sequence[JobData]) -> int | None:
+    """The earliest record start of ``jobs``' lake streams, any kind (what ``+OFFSET``
+    times count from, in every command), from the start column alone."""
+    import pyarrow.compute as pc  # where used: what reads no offset never loads it
+
+    firsts = []
+    for job in jobs:
+        for stream in job.streams:
+            assert isinstance(stream, LakeStream)
+            for table in (*GPU_TABLES, *HOST_TABLES):
+                rows = read_rows(stream.parts, table, ["start_ns"])
+                if rows is not None and rows.num_rows:
+                    firsts.append(pc.min(rows.column("start_ns")).as_py())
+    return min(firsts) if firsts else None
 
 
 class _Found:
