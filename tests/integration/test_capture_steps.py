@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tfprof.collector.commands.capture_steps import step_starts
+from tfprof.collector.jobdata import StreamData
 from tfprof.collector.store import Store
 from tfprof.core.records import RecordKind
 from tfprof.readers import load_trace
@@ -141,6 +141,12 @@ def zero_code_job(collector: Collector, job: str, traces: Path, *cmd: str) -> su
                   "--replay-repeat", "20000", "--exit-timeout", "4", "--", *cmd),
         env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
+
+
+def step_starts(stream: StreamData) -> np.ndarray:
+    """The starts of the stream's STEP records on the collector's clock, sorted."""
+    steps = stream.records["kind"] == RecordKind.STEP
+    return np.sort(stream.records["start_ns"][steps] + stream.record_shift_ns)
 
 
 def check_steps_captured(collector: Collector, job: str, want: int, marker: str) -> list[int]:

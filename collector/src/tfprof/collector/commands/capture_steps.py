@@ -10,47 +10,77 @@ the last GPU records of those steps.
 
 from __future__ import annotations
 
-import re
 import sys
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
-from tfprof.collector.jobdata import StreamData
-from tfprof.collector.store import Store
-from tfprof.core.records import RecordKind
 from tfprof.proto import collector_pb2 as pb
 
-POLL_S = 1.0
-_PROFILER_STEP = re.compile(r"ProfilerStep#\d+")
+if TYPE_CHECKING:
+    from tfprof.collector.read.needs import Got, Query, Sweep
 
-# A process as a capture names it and as the store loads it.
+POLL_S = 1.0
+# A step: the hook's STEP record, or a replay's ``ProfilerStep#N`` host range (a MARKER
+# with a thread), counted when it starts at or after the capture's start.
+STEPS_SINCE = (
+    "SELECT process, count(*) FROM ("
+    "SELECT process, s FROM {{st}} UNION ALL "
+    "SELECT process, s FROM {{h_all}} WHERE kind = 6 AND thread <> 0 "
+    "AND regexp_full_match(name, 'ProfilerStep#[0-9]+')"
+    ") WHERE s >= {start} GROUP BY process"
+)
+
+# A process as a capture names it.
 ProcessKey = tuple[str, str, str, int]  # job, run, host, pid
 
 
-def step_starts(stream: StreamData) -> np.ndarray:
-    """The starts of the stream's steps on the collector's clock, sorted: its STEP
-    records, and its host ranges named ``ProfilerStep#N``."""
-    records = stream.records
-    kinds = records["kind"]
-    steps = kinds == RecordKind.STEP
-    named = [i for i, text in enumerate(stream.strings) if _PROFILER_STEP.fullmatch(text)]
-    if named:
-        ranges = (kinds == RecordKind.MARKER) & (records["thread"] != 0)
-        steps |= ranges & np.isin(records["name"], named)
-    return np.sort(records["start_ns"][steps] + stream.record_shift_ns)
+@dataclass(frozen=True, eq=False)
+class _Steps:
+    """The read engine's need: steps started since the capture began, per process."""
+
+    query: Query
+
+    def queries(self) -> Sequence[Query]:
+        return (self.query,)
+
+    def sweeps(self) -> Sequence[Sweep[Any]]:
+        return ()
+
+    def build(self, got: Got) -> list[tuple[Any, ...]]:
+        return got.rows(self.query)
 
 
-def steps_recorded(store: Store, capture: pb.Capture) -> dict[ProcessKey, int]:
-    """Steps each process of ``capture`` has stored since the capture's start."""
+def steps_recorded(data_dir: str, capture: pb.Capture) -> dict[ProcessKey, int]:
+    """Steps each process of ``capture`` has stored since the capture's start, read
+    through the read engine (the data dir's lake and log tails, a process's records
+    never loaded whole)."""
+    from tfprof.collector.errors import NotFound
+    from tfprof.collector.lake.reader import open_jobs
+    from tfprof.collector.read import engine
+    from tfprof.collector.read.lake_catalog import catalog
+    from tfprof.collector.read.needs import Query
+    from tfprof.collector.timeline.prepare import TimeWindow
+
     wanted = {(s.job, s.run_id, s.host, s.pid) for s in capture.streams}
     counts = dict.fromkeys(wanted, 0)
-    for job in store.load_jobs(sorted({s.job for s in capture.streams}) or None):
-        for stream in job.streams:
-            key = (stream.job, stream.run_id, stream.host, stream.pid)
-            if key in counts:
-                starts = step_starts(stream)
-                counts[key] += int((starts >= capture.start_ns).sum())
+    jobs = []
+    for name in sorted({s.job for s in capture.streams}):
+        try:
+            jobs += open_jobs([data_dir], [name]).jobs
+        except NotFound:  # not stored yet: no step yet
+            continue
+    if not jobs:
+        return counts
+    cat = catalog(jobs, TimeWindow())
+    need = _Steps(Query(STEPS_SINCE.format(start=int(capture.start_ns))))
+    _, (rows,) = engine.read(cat, [need])
+    for process, n in rows:
+        stream = cat.streams[int(process)]
+        key = (stream.job, stream.run_id, stream.host, stream.pid)
+        if key in counts:
+            counts[key] += int(n)
     return counts
 
 
@@ -58,13 +88,12 @@ def wait_for_steps(capture: pb.Capture, data_dir: str, grace_ns: int) -> None:
     """Return once every process of ``capture`` has its steps stored (or the capture's
     duration has passed), plus the flush grace."""
     want = capture.request.steps
-    store = Store(data_dir, create=False)
     deadline = time.monotonic() + (capture.request.start_in_ns + capture.duration_ns) / 1e9
     print(f"tfprof-collector: waiting for {want} step(s) of {len(capture.streams)} stream(s)",
           file=sys.stderr)  # fmt: skip
     counts: dict[ProcessKey, int] = {}
     while time.monotonic() < deadline:
-        counts = steps_recorded(store, capture)
+        counts = steps_recorded(data_dir, capture)
         if counts and min(counts.values()) >= want:
             break
         time.sleep(POLL_S)
