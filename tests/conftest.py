@@ -17,15 +17,15 @@ if TYPE_CHECKING:  # imported where used: collecting agent-only tests needs no c
 
 
 @pytest.fixture(autouse=True)
-def _tfprof_logger_as_found() -> Iterator[None]:
-    """Each test starts with the ``tfprof`` logger as the one before found it: a CLI
-    ``main`` run in-process sets its handler and level, which would otherwise make a
-    later test's in-process collector log to that test's stderr."""
-    logger = logging.getLogger("tfprof")
-    handlers, level = list(logger.handlers), logger.level
+def _tfprof_logger_left_as_new() -> Iterator[None]:
+    """Each test leaves the ``tfprof`` logger as a fresh process has it (no handler, no
+    level): a CLI ``main`` run in-process sets its handler and level, which would
+    otherwise make a later test's in-process collector (a module's fixture, set up
+    before the next test's own) log its INFO lines to that test's stderr."""
     yield
-    logger.handlers[:] = handlers
-    logger.setLevel(level)
+    logger = logging.getLogger("tfprof")
+    logger.handlers.clear()
+    logger.setLevel(logging.NOTSET)
 
 
 @pytest.fixture
