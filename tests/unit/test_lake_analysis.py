@@ -112,15 +112,6 @@ def test_summary_and_advise_take_several_data_dirs(
     assert "no such job: nope" in capsys.readouterr().err
 
 
-def test_the_read_leaves_records_unloaded(two_dirs: list[Path]) -> None:
-    """The engine reads the lake's files and tails itself: no stream's records are ever
-    loaded into it, before or after a read."""
-    stored = open_jobs([str(d) for d in two_dirs])
-    assert all(isinstance(s, LakeStream) for j in stored.jobs for s in j.streams)
-    assert read_view_report("op", catalog(stored.jobs, TimeWindow())).rows
-    assert all(s.num_records == 0 for j in stored.jobs for s in j.streams)
-
-
 def test_calls_counted_in_open_steps_equal_a_pass_per_step() -> None:
     """sync-per-step's count (``step_calls._count``): each call, fed in start order a
     chunk at a time, counts in every open step holding its start (edges included)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import random
 
 import numpy as np
@@ -79,3 +80,22 @@ def test_assign_lanes_many_lanes_matches_plain_greedy(seed: int) -> None:
     assert n > 2 * lanes.CHAINED_LANES
     assert lane.tolist() == expected
     assert n == max(expected) + 1
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_lanes_carried_chunk_to_chunk_are_those_of_the_whole_track(seed: int) -> None:
+    """CarriedLanes over a track cut at any points (clusters running across a cut, many
+    lanes at once, chunks of one slice) gives every slice the lane assign_lanes gives it
+    over the whole track, and counts the same lanes."""
+    rng = np.random.default_rng(seed)
+    n = 3000
+    start = np.sort(rng.integers(0, 40_000, n))
+    end = start + rng.integers(0, 60 if seed % 2 else 600, n)  # sparse, or crowded
+    whole, count = assign_lanes(start, end)
+    cuts = np.unique(np.concatenate([[0, n], rng.integers(0, n, 40), [1, 2]]))
+    carried = lanes.CarriedLanes()
+    got = np.concatenate([
+        carried.assign(7, start[a:b], end[a:b]) for a, b in itertools.pairwise(cuts.tolist())
+    ])  # fmt: skip
+    assert got.tolist() == whole.tolist()
+    assert carried.lanes[7] == count > 1

@@ -16,8 +16,6 @@ from tfprof.collector.timeline.prepare import (
     check_columns,
     host_samples,
     job_labels,
-    prepare_jobs,
-    prepare_stream,
     task_labels,
 )
 
@@ -72,34 +70,6 @@ def test_task_labels_tell_processes_apart() -> None:
     assert [p.task for p in catalog_of([forked]).processes] == ["0.100", "0.200"]
 
 
-def test_prepare_stream_shifts_clamps_and_keeps_overlapping_records_whole() -> None:
-    s = stream([0, 10, 20, 30, 40], [5, -3, 10, 0, 5], shift=1000)
-    everything = prepare_stream(s, TimeWindow())
-    assert everything.keep is None and len(everything) == 5
-    assert everything.start.tolist() == [1000, 1010, 1020, 1030, 1040]
-    assert (everything.end - everything.start).tolist() == [5, 0, 10, 0, 5]
-    assert everything.negative_durations == 1
-
-    # [1025, 1040): the record [1020, 1030) overlaps and stays whole; the instant at 1030
-    # lies inside; the record starting at 1040 does not.
-    windowed = prepare_stream(s, TimeWindow(1025, 1040), "job", "task")
-    assert windowed.keep is not None and windowed.keep.tolist() == [2, 3]
-    assert windowed.start.tolist() == [1020, 1030] and windowed.end.tolist() == [1030, 1030]
-    assert windowed.column("correlation").tolist() == [2, 3]
-    assert windowed.rows(np.array([1])).tolist() == [3]
-    assert (windowed.job_label, windowed.task_label) == ("job", "task")
-    # an instant exactly at the window's start is inside [lo, hi)
-    at_lo = prepare_stream(s, TimeWindow(1030, None))
-    assert at_lo.column("correlation").tolist() == [3, 4]
-
-
-def test_prepare_jobs_labels_every_stream() -> None:
-    jobs = [JobData("a", "r", [stream([0], [1], pid=1), stream([0], [1], pid=2)])]
-    (prepared,) = prepare_jobs(jobs)
-    assert prepared.label == "a"
-    assert [(p.job_label, p.task_label) for p in prepared.streams] == [("a", "0.1"), ("a", "0.2")]
-
-
 def test_malformed_records_are_a_merge_error() -> None:
     missing = stream([0], [1])
     del missing.records["bytes"]
@@ -108,7 +78,7 @@ def test_malformed_records_are_a_merge_error() -> None:
     ragged = stream([0, 1], [1, 1])
     ragged.records["bytes"] = np.zeros(3, dtype=np.int64)
     with pytest.raises(MergeError, match="ragged"):
-        prepare_stream(ragged, TimeWindow())
+        check_columns(ragged)
 
 
 def test_name_table_shares_ids_across_streams() -> None:

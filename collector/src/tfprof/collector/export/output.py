@@ -7,10 +7,13 @@ from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from types import TracebackType
-from typing import Any, Protocol
+from typing import IO, Any, Protocol
 
 CHUNK_EVENTS = 1 << 13  # small enough to stay in cache, large enough to amortise numpy
 PIPELINE_DEPTH = 4  # blocks that may wait to be finished or written
+# What XPlane and StepStats spool (lines, devices: messages led by their length, written
+# once complete) stays in memory up to this, then goes to a temporary file.
+SPOOL_BYTES = 16 << 20
 
 
 class BinaryOutput(Protocol):
@@ -91,3 +94,14 @@ class BlockPipeline:
             self.close()
         else:
             self._shutdown(cancel=True)
+
+
+def copy_spooled(spool: IO[bytes], dst: BinaryOutput, offset: int, size: int) -> None:
+    """``size`` bytes of ``spool`` from ``offset`` into ``dst``, a block at a time."""
+    spool.seek(offset)
+    while size:
+        block = spool.read(min(size, 1 << 20))
+        if not block:
+            raise OSError("the spooled output ended early")
+        dst.write(block)
+        size -= len(block)

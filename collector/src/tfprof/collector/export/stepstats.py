@@ -40,14 +40,13 @@ from typing import IO, Any
 import numpy as np
 from google.protobuf import text_format
 
-from tfprof.collector.export.output import BinaryOutput
+from tfprof.collector.export.output import SPOOL_BYTES, BinaryOutput, copy_spooled
 from tfprof.collector.export.protowire import LEN, tag, varint
 from tfprof.collector.timeline.model import SliceTrack, Timeline
 from tfprof.readers.stepstats import COLON_STANDIN
 from tfprof.readers.tfprotos import step_stats
 
 CHUNK_NODES = 1 << 14
-SPOOL_BYTES = 16 << 20  # spooled nodes kept in memory up to this, then in a temporary file
 _FIELD_1 = tag(1, LEN)  # RunMetadata.step_stats, StepStats.dev_stats
 
 
@@ -119,19 +118,9 @@ class StepStatsReporter:
             dev_stats = _FIELD_1 + varint(size)
             outfile.write(_FIELD_1 + varint(len(dev_stats) + size) + dev_stats + first)
         for offset, n in pieces:
-            spool.seek(offset)
-            _copy(spool, outfile, n)
+            copy_spooled(spool, outfile, offset, n)
         if self.text:
             outfile.write(b"  }\n")
-
-
-def _copy(src: IO[bytes], dst: BinaryOutput, size: int) -> None:
-    while size:
-        block = src.read(min(size, 1 << 20))
-        if not block:
-            raise OSError("the spooled nodes ended early")
-        dst.write(block)
-        size -= len(block)
 
 
 def _add_nodes(

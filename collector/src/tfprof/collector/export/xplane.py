@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from tfprof.collector.export.output import BinaryOutput
+from tfprof.collector.export.output import SPOOL_BYTES, BinaryOutput, copy_spooled
 from tfprof.collector.export.protowire import LEN, VARINT, tag, varint
 from tfprof.collector.export.xplane_events import LineKinds, PlaneMetadata, line_events
 from tfprof.collector.timeline.model import Timeline, TimelinePart, TrackPlace
@@ -59,7 +59,6 @@ GPU_PLANE_PREFIX = "/device:GPU:"
 HOST_PLANE = "/host:CPU"
 TASK_ENV_PLANE = "Task Environment"
 CHUNK_EVENTS = 1 << 14  # events built as protobuf objects at once
-SPOOL_BYTES = 16 << 20  # spooled lines kept in memory up to this, then in a temporary file
 _SPACE_PLANE = tag(1, LEN)  # XSpace.planes
 _SPACE_HOSTNAME = tag(4, LEN)  # XSpace.hostnames
 _PLANE_ID, _PLANE_NAME, _PLANE_LINE = tag(1, VARINT), tag(2, LEN), tag(3, LEN)
@@ -204,8 +203,7 @@ class XPlaneReporter:
         for (line, _), head, line_size in zip(lines, heads, sizes, strict=True):
             outfile.write(_PLANE_LINE + varint(line_size) + head)
             for offset, piece in line.pieces:
-                spool.seek(offset)
-                _copy(spool, outfile, piece)
+                copy_spooled(spool, outfile, offset, piece)
 
     def _task_env(self, plane_id: int, timeline: Timeline) -> bytes:
         meta = PlaneMetadata()
@@ -271,15 +269,6 @@ def _thread_head(line: _Line, index: int, several: bool) -> bytes:
     line_id = index if several else thread
     name = line.place.name if several else f"thread:{thread}"
     return _LINE_ID + varint(line_id) + _string(_LINE_NAME, name)
-
-
-def _copy(src: IO[bytes], dst: BinaryOutput, size: int) -> None:
-    while size:
-        block = src.read(min(size, 1 << 20))
-        if not block:
-            raise OSError("the spooled lines ended early")
-        dst.write(block)
-        size -= len(block)
 
 
 def _linked_slices(part: TimelinePart) -> dict[int, set[int]]:

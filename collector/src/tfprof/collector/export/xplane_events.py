@@ -39,20 +39,21 @@ class PlaneMetadata:
     details: int = 0  # details texts interned (``detail_ref``)
 
     def stat_id(self, name: str) -> int:
-        found = self.stat_ids.get(name)
-        if found is None:
-            found = self.stat_ids[name] = len(self.stat_ids) + len(self.ref_ids) + 1
-            self.proto.stat_metadata[found].id = found
-            self.proto.stat_metadata[found].name = name
-        return found
+        """A stat's name interned as stat metadata."""
+        return self._interned(self.stat_ids, name)
 
     def ref_id(self, text: str) -> int:
         """A string stat value interned as stat metadata, for ``ref_value``."""
-        found = self.ref_ids.get(text)
+        return self._interned(self.ref_ids, text)
+
+    def _interned(self, table: dict[str, int], name: str) -> int:
+        """``name``'s id in ``table``; a new one is the plane's next stat metadata (stat
+        names and string values share the ids)."""
+        found = table.get(name)
         if found is None:
-            found = self.ref_ids[text] = len(self.stat_ids) + len(self.ref_ids) + 1
+            found = table[name] = len(self.stat_ids) + len(self.ref_ids) + 1
             self.proto.stat_metadata[found].id = found
-            self.proto.stat_metadata[found].name = text
+            self.proto.stat_metadata[found].name = name
         return found
 
     def detail_ref(self, text: str) -> int:

@@ -89,14 +89,19 @@ def _walk(after: list[int]) -> list[int]:
     return chain
 
 
-def _first_fit(starts: list[int], ends: list[int], fresh: list[bool]) -> list[int]:
+def _first_fit(
+    starts: list[int], ends: list[int], fresh: list[bool], carried: dict[int, int] | None = None
+) -> list[int]:
+    """First-fit lanes by a heap walk; ``carried`` (lane -> its last end): the cluster an
+    earlier chunk left running, whose lanes are 0..k, continued by these slices."""
     # busy: (last end, lane) of lanes still running; free: lanes whose last end <= start.
     # Starts ascend, so a lane once free stays free until it is given a slice, and the
     # smallest free lane is exactly "the first lane whose last end <= start".
     out: list[int] = []
-    busy: list[tuple[int, int]] = []
+    busy = [(e, k) for k, e in (carried or {}).items()]
+    heapq.heapify(busy)
     free: list[int] = []
-    opened = 0
+    opened = max(carried or {}, default=-1) + 1
     for s, e, restart in zip(starts, ends, fresh, strict=True):
         if restart:
             busy.clear()
@@ -148,7 +153,8 @@ class CarriedLanes:
         first = int(starts[0]) if starts.shape[0] else n
         if first:  # the slices continuing the cluster the last chunk left running
             carried = self._ends[track]
-            lane[:first] = _continued(start[:first].tolist(), end[:first].tolist(), carried)
+            lane[:first] = _first_fit(start[:first].tolist(), end[:first].tolist(),
+                                      [False] * first, carried)  # fmt: skip
         if first < n:
             lane[first:] = assign_lanes(start[first:], end[first:])[0]
         last = int(starts[-1]) if starts.shape[0] else 0  # the cluster running at the end
@@ -161,24 +167,3 @@ class CarriedLanes:
         self._reach[track] = int(reach[-1])
         self.lanes[track] = max(self.lanes.get(track, 0), int(lane.max()) + 1)
         return lane
-
-
-def _continued(starts: list[int], ends: list[int], carried: dict[int, int]) -> list[int]:
-    """``_first_fit`` of slices that continue a running cluster (lane -> its last end):
-    its lanes are 0..k, so a new one is k + 1."""
-    busy = [(e, k) for k, e in carried.items()]
-    heapq.heapify(busy)
-    free: list[int] = []
-    opened = max(carried, default=-1) + 1
-    out: list[int] = []
-    for s, e in zip(starts, ends, strict=True):
-        while busy and busy[0][0] <= s:
-            heapq.heappush(free, heapq.heappop(busy)[1])
-        if free:
-            k = heapq.heappop(free)
-        else:
-            k = opened
-            opened += 1
-        heapq.heappush(busy, (e, k))
-        out.append(k)
-    return out

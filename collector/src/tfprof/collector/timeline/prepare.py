@@ -1,14 +1,9 @@
-"""The one preparation step every reader of stored jobs starts from: the merge and the analyses.
-
-Pure: ``JobData`` in, numpy columns out, no files. It
-
-- labels jobs and tasks exactly as the timeline names them (``job_labels``,
-  ``task_labels``), so a track name means the same thing in every output;
-- shifts each stream's record times onto the collector clock (``record_shift_ns``) and
-  clamps negative durations to zero, counting them;
-- keeps the records that overlap a window, whole (``prepare_stream``); the analyses
-  clip them afterwards, the timeline shows them whole;
-- interns names once for all streams (``NameTable``).
+"""What every reader of stored jobs shares, the export and the analyses: the window
+(``TimeWindow``: the export keeps the records that overlap it, whole; the analyses clip
+them), the job and task labels exactly as the timeline names them (``job_labels``,
+``task_labels``), so a track name means the same thing in every output, the name table
+(``NameTable``: names interned once for all streams), the host samples of a window, and
+the check of a job built in memory (``check_columns``).
 
 Nothing here makes a Python object per record.
 """
@@ -113,82 +108,6 @@ def check_columns(stream: StreamData) -> int:
     if ragged:
         raise MergeError(f"job {stream.job!r} pid {stream.pid}: ragged columns {ragged}")
     return n
-
-
-@dataclass(frozen=True)
-class PreparedStream:
-    """One stream's records on the collector clock, those overlapping the window."""
-
-    stream: StreamData
-    job_label: str
-    task_label: str
-    keep: np.ndarray | None  # kept row indices into stream.records; None keeps every row
-    start: np.ndarray  # shifted start of the kept rows
-    end: np.ndarray  # start + duration, negative durations clamped to 0
-    negative_durations: int  # over the whole stream, before the window
-
-    def __len__(self) -> int:
-        return int(self.start.shape[0])
-
-    def column(self, name: str) -> np.ndarray:
-        """A record column (``RECORD_COLUMNS``) of the kept rows."""
-        values = self.stream.records[name]
-        return values if self.keep is None else values[self.keep]
-
-    def rows(self, idx: np.ndarray) -> np.ndarray:
-        """Row indices into ``stream.records`` of kept rows ``idx``."""
-        return idx if self.keep is None else self.keep[idx]
-
-
-def prepare_stream(
-    stream: StreamData, window: TimeWindow, job_label: str = "", task_label: str = ""
-) -> PreparedStream:
-    check_columns(stream)
-    rec = stream.records
-    duration = rec["duration_ns"]
-    negative = int(np.count_nonzero(duration < 0))
-    if negative:
-        duration = np.maximum(duration, 0)
-    start = rec["start_ns"] + np.int64(stream.record_shift_ns)
-    end = start + duration
-    keep = window.overlapping(start, end)
-    if keep is not None:
-        start, end = start[keep], end[keep]
-    return PreparedStream(stream, job_label, task_label, keep, start, end, negative)
-
-
-@dataclass(frozen=True)
-class PreparedJob:
-    job: JobData
-    label: str
-    streams: tuple[PreparedStream, ...]  # in job.streams order
-
-
-def prepare_jobs(jobs: Sequence[JobData], window: TimeWindow | None = None) -> list[PreparedJob]:
-    """Every stream of ``jobs``, labelled, shifted and windowed."""
-    window = window or TimeWindow()
-    prepared: list[PreparedJob] = []
-    for job, label in zip(jobs, job_labels(jobs), strict=True):
-        streams = tuple(
-            prepare_stream(stream, window, label, task)
-            for stream, task in zip(job.streams, task_labels(job), strict=True)
-        )
-        prepared.append(PreparedJob(job, label, streams))
-    return prepared
-
-
-def rows_of(rows: np.ndarray, n: int) -> np.ndarray | slice:
-    """``rows`` (ascending indices among ``n``) to index columns with: when they are all
-    ``n`` (a batch of one kind, as the lake is read), a slice, so that each column taken
-    is a view rather than a copy."""
-    return slice(None) if rows.shape[0] == n else rows
-
-
-def small_unique(values: np.ndarray) -> np.ndarray:
-    """Distinct values, ascending, of a column of small non-negative ids (bincount, no sort)."""
-    if values.shape[0] and int(values.min()) >= 0 and int(values.max()) < (1 << 20):
-        return np.flatnonzero(np.bincount(values))
-    return np.unique(values)
 
 
 class NameTable:
