@@ -25,6 +25,7 @@ from tfprof.proto import collector_pb2 as pb
 log = logging.getLogger("tfprof.agent.relay.delivery")
 
 MEMORY_BYTES = 64 << 20  # unsent batches a stream keeps in memory before spilling
+DOWN_AFTER_CALLS = 2  # calls begun after the job ended that fail before it spools
 
 
 class StreamDelivery(StreamCalls):
@@ -162,11 +163,13 @@ class StreamDelivery(StreamCalls):
             deadline = time.monotonic() + timeout
             while not self._done:
                 left = deadline - time.monotonic()
-                # A call begun after the job ended failed: the collector is down, so spool
-                # now rather than keep the user waiting. (A call begun earlier may fail for
-                # a collector that has since come back, a restart.) A busy one (at its
-                # stream limit) is up: keep trying until the timeout.
-                down = not self.connected and self._failed_since_finish > 0
+                # Calls begun after the job ended failed: the collector is down, so spool
+                # now rather than keep the user waiting. Two, not one: the first may meet
+                # the connection a restarting collector is still tearing down (GOAWAY).
+                # (A call begun earlier may fail for a collector that has since come
+                # back.) A busy one (at its stream limit) is up: keep trying until the
+                # timeout.
+                down = not self.connected and self._failed_since_finish >= DOWN_AFTER_CALLS
                 down = down and not self._busy
                 if left <= 0 or down or self._fatal:
                     break
